@@ -1,0 +1,216 @@
+#!/usr/bin/env bash
+# Local obsops stack without Docker: a project-local PostgreSQL and Redis under .local/ (git-ignored),
+# every service and the gateway in the background, pids and logs under .local/.
+#
+#   stack.sh deps        install PostgreSQL and Redis with apt-get when missing
+#   stack.sh infra-up    start the local PostgreSQL and Redis (skipped when OPS_DATABASE_URL / OPS_REDIS_URL are set)
+#   stack.sh infra-down  stop them
+#   stack.sh up          deps, infra, build, migrate, start every service, wait for /health, print URLs
+#   stack.sh down        stop everything `up` started (by pid), then the local PostgreSQL and Redis
+#   stack.sh logs        follow the services' logs
+#   stack.sh test        run every module's tests against the local PostgreSQL (started if needed)
+#   stack.sh env         print the environment `up` gives the services (source it for admin commands)
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+STATE=${OPS_LOCAL_STATE:-$ROOT/.local}
+PG_PORT=${OPS_LOCAL_PG_PORT:-55432}
+REDIS_PORT=${OPS_LOCAL_REDIS_PORT:-56379}
+SERVICES=(authtoken transfer catalog ingest site gateway)
+
+log() { printf '\033[1m[stack]\033[0m %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+pg_bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1; }
+
+as_pg() {
+	if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+deps() {
+	local missing=()
+	[ -n "$(pg_bin)" ] || missing+=(postgresql)
+	command -v redis-server >/dev/null || missing+=(redis-server)
+	command -v curl >/dev/null || missing+=(curl)
+	if [ ${#missing[@]} -gt 0 ]; then
+		[ "$(id -u)" = 0 ] || die "missing ${missing[*]}: install them (sudo apt-get install ${missing[*]})"
+		log "installing ${missing[*]} with apt-get"
+		export DEBIAN_FRONTEND=noninteractive
+		apt-get update -qq >/dev/null
+		apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	fi
+	# Debian's packages start system-wide daemons on install; ours run under .local and do not need them.
+}
+
+pg_running() { [ -f "$STATE/pg/data/postmaster.pid" ] && as_pg "$(pg_bin)/pg_ctl" -D "$STATE/pg/data" status >/dev/null 2>&1; }
+redis_running() { [ -f "$STATE/redis/redis.pid" ] && kill -0 "$(cat "$STATE/redis/redis.pid")" 2>/dev/null; }
+
+local_database_url() { echo "postgres://postgres@127.0.0.1:$PG_PORT/obsops?sslmode=disable"; }
+local_redis_url() { echo "redis://127.0.0.1:$REDIS_PORT/0"; }
+
+pg_up() {
+	local bin; bin=$(pg_bin)
+	mkdir -p "$STATE/pg/run"
+	if [ ! -f "$STATE/pg/data/PG_VERSION" ]; then
+		log "initialising PostgreSQL in $STATE/pg/data"
+		mkdir -p "$STATE/pg/data"
+		if [ "$(id -u)" = 0 ]; then chown -R postgres:postgres "$STATE/pg"; fi
+		as_pg "$bin/initdb" -D "$STATE/pg/data" -U postgres --auth=trust --encoding=UTF8 --locale=C.UTF-8 >/dev/null
+	fi
+	if [ "$(id -u)" = 0 ]; then chown -R postgres:postgres "$STATE/pg"; fi
+	if ! pg_running; then
+		log "starting PostgreSQL on 127.0.0.1:$PG_PORT"
+		as_pg "$bin/pg_ctl" -D "$STATE/pg/data" -l "$STATE/pg/postgres.log" -w -t 60 \
+			-o "-p $PG_PORT -k $STATE/pg/run -c listen_addresses=127.0.0.1 -c max_connections=300 -c fsync=on" start >/dev/null
+	fi
+	"$bin/psql" -h 127.0.0.1 -p "$PG_PORT" -U postgres -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname='obsops'" | grep -q 1 ||
+		"$bin/psql" -h 127.0.0.1 -p "$PG_PORT" -U postgres -d postgres -qc "CREATE DATABASE obsops" >/dev/null
+}
+
+redis_up() {
+	mkdir -p "$STATE/redis"
+	if ! redis_running; then
+		log "starting Redis on 127.0.0.1:$REDIS_PORT (AOF everysec, noeviction)"
+		redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --daemonize yes \
+			--pidfile "$STATE/redis/redis.pid" --dir "$STATE/redis" --logfile "$STATE/redis/redis.log" \
+			--appendonly yes --appendfsync everysec --maxmemory-policy noeviction --save ""
+		for _ in $(seq 50); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
+	fi
+}
+
+infra_up() {
+	if [ -z "${OPS_DATABASE_URL:-}" ]; then pg_up; fi
+	if [ -z "${OPS_REDIS_URL:-}" ]; then redis_up; fi
+}
+
+infra_down() {
+	if pg_running; then log "stopping PostgreSQL"; as_pg "$(pg_bin)/pg_ctl" -D "$STATE/pg/data" -m fast -w stop >/dev/null; fi
+	if redis_running; then
+		log "stopping Redis"
+		local pid; pid=$(cat "$STATE/redis/redis.pid")
+		kill "$pid"
+		for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+	fi
+}
+
+# write_env writes the environment every service of `up` runs with (and admins source).
+write_env() {
+	mkdir -p "$STATE"
+	{
+		echo "OPS_DATABASE_URL=${OPS_DATABASE_URL:-$(local_database_url)}"
+		echo "OPS_REDIS_URL=${OPS_REDIS_URL:-$(local_redis_url)}"
+		echo "OPS_LOG_LEVEL=${OPS_LOG_LEVEL:-info}"
+		echo "OPS_SHUTDOWN_DRAIN=${OPS_SHUTDOWN_DRAIN:-1s}"
+		echo "OPS_GATEWAY_ADDR=127.0.0.1:8080"
+		echo "OPS_AUTHTOKEN_ADDR=127.0.0.1:8081"
+		echo "OPS_TRANSFER_ADDR=127.0.0.1:8082"
+		echo "OPS_CATALOG_ADDR=127.0.0.1:8083"
+		echo "OPS_INGEST_ADDR=127.0.0.1:8084"
+		echo "OPS_SITE_ADDR=127.0.0.1:8085"
+		if [ -f "$STATE/extra.env" ]; then cat "$STATE/extra.env"; fi
+	} >"$STATE/env"
+}
+
+start_service() {
+	local name=$1; shift
+	local pidfile="$STATE/pids/$name.pid"
+	if [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+		log "$name already running (pid $(cat "$pidfile"))"
+		return
+	fi
+	(
+		set -a; . "$STATE/env"; set +a
+		exec "$ROOT/bin/$name" "$@" >>"$STATE/logs/$name.log" 2>&1
+	) &
+	echo $! >"$pidfile"
+}
+
+wait_healthy() {
+	local url=$1 body=""
+	for _ in $(seq 120); do
+		body=$(curl -fsS --max-time 2 "$url" 2>/dev/null || true)
+		case "$body" in *'"status":"ok"'*) return 0 ;; esac
+		sleep 0.5
+	done
+	log "not healthy after 60 s: $body"
+	log "see the logs: make logs (or $STATE/logs/)"
+	return 1
+}
+
+up() {
+	deps
+	infra_up
+	write_env
+	log "building"
+	make -C "$ROOT" -s build
+	mkdir -p "$STATE/pids" "$STATE/logs"
+	(set -a; . "$STATE/env"; set +a; "$ROOT/bin/migrate" up 2>>"$STATE/logs/migrate.log")
+	for s in "${SERVICES[@]}"; do
+		case $s in
+		ingest) start_service ingest -role all ;;
+		*) start_service "$s" ;;
+		esac
+	done
+	if ! wait_healthy http://127.0.0.1:8080/health; then
+		curl -s http://127.0.0.1:8080/health || true
+		exit 1
+	fi
+	cat <<-MSG
+
+	obsops is up.
+	  Gateway        http://127.0.0.1:8080
+	  API docs       http://127.0.0.1:8080/docs
+	  Health         http://127.0.0.1:8080/health
+	  Site info      http://127.0.0.1:8080/api/site/info
+	  Logs           make logs   ($STATE/logs/)
+	  Environment    set -a; . $STATE/env; set +a   (for bin/* admin commands)
+	  Stop           make down
+	MSG
+}
+
+down() {
+	local pids=()
+	for f in "$STATE"/pids/*.pid; do
+		[ -f "$f" ] || continue
+		local pid; pid=$(cat "$f")
+		if kill -0 "$pid" 2>/dev/null; then
+			log "stopping $(basename "$f" .pid) (pid $pid)"
+			kill -TERM "$pid" 2>/dev/null || true
+			pids+=("$pid")
+		fi
+		rm -f "$f"
+	done
+	for pid in "${pids[@]}"; do
+		for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+		if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid" 2>/dev/null || true; fi
+	done
+	infra_down
+}
+
+run_tests() {
+	deps
+	local started_pg=0
+	if [ -z "${OPS_TEST_DATABASE_URL:-}" ]; then
+		pg_running || started_pg=1
+		pg_up
+		export OPS_TEST_DATABASE_URL="postgres://postgres@127.0.0.1:$PG_PORT/postgres?sslmode=disable"
+	fi
+	trap 'if [ $started_pg = 1 ]; then as_pg "$(pg_bin)/pg_ctl" -D "$STATE/pg/data" -m fast -w stop >/dev/null; fi' EXIT
+	make -C "$ROOT" -s build
+	export OPS_BIN_DIR="$ROOT/bin"
+	cd "$ROOT"
+	# shellcheck disable=SC2046
+	go test -count=1 -timeout 20m ${GOTESTFLAGS:-} $(go list -m -f '{{.Dir}}/...')
+}
+
+case "${1:-}" in
+deps) deps ;;
+infra-up) deps; infra_up ;;
+infra-down) infra_down ;;
+up) up ;;
+down) down ;;
+logs) mkdir -p "$STATE/logs"; tail -n 50 -F "$STATE"/logs/*.log ;;
+test) run_tests ;;
+env) write_env; cat "$STATE/env" ;;
+*) die "usage: $0 deps|infra-up|infra-down|up|down|logs|test|env" ;;
+esac

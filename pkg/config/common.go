@@ -1,0 +1,99 @@
+package config
+
+import (
+	"net/url"
+	"time"
+)
+
+// Common holds the settings every service reads: where its state lives, how it logs and how it
+// shuts down. Each service embeds it in its own configuration struct.
+type Common struct {
+	DatabaseURL     string        `env:"OPS_DATABASE_URL"`
+	DBMaxConns      int           `env:"OPS_DB_MAX_CONNS" envDefault:"10"`
+	RedisURL        string        `env:"OPS_REDIS_URL" envDefault:"redis://127.0.0.1:6379/0"`
+	LogLevel        string        `env:"OPS_LOG_LEVEL" envDefault:"info"`
+	BodyLimitBytes  int           `env:"OPS_BODY_LIMIT_BYTES" envDefault:"1048576"`
+	ShutdownDrain   time.Duration `env:"OPS_SHUTDOWN_DRAIN" envDefault:"5s"`
+	ShutdownTimeout time.Duration `env:"OPS_SHUTDOWN_TIMEOUT" envDefault:"15s"`
+	SiteName        string        `env:"OPS_SITE_NAME" envDefault:"FYST"`
+	SiteType        string        `env:"OPS_SITE_TYPE" envDefault:"main"`
+}
+
+// Validate checks the shared settings.
+func (c *Common) Validate() error {
+	if err := OneOf("OPS_LOG_LEVEL", c.LogLevel, "debug", "info", "warn", "error"); err != nil {
+		return err
+	}
+	if err := OneOf("OPS_SITE_TYPE", c.SiteType, "main", "secondary"); err != nil {
+		return err
+	}
+	if c.DatabaseURL != "" {
+		if err := URL("OPS_DATABASE_URL", c.DatabaseURL, "postgres", "postgresql"); err != nil {
+			return err
+		}
+	}
+	if err := URL("OPS_REDIS_URL", c.RedisURL, "redis", "rediss"); err != nil {
+		return err
+	}
+	if c.DBMaxConns < 1 {
+		return &Invalid{Var: "OPS_DB_MAX_CONNS", Reason: "must be at least 1"}
+	}
+	if c.BodyLimitBytes < 1024 {
+		return &Invalid{Var: "OPS_BODY_LIMIT_BYTES", Reason: "must be at least 1024"}
+	}
+	if c.ShutdownDrain < 0 || c.ShutdownTimeout <= 0 {
+		return &Invalid{Var: "OPS_SHUTDOWN_TIMEOUT", Reason: "drain must be >= 0 and timeout > 0"}
+	}
+	return nil
+}
+
+// Upstreams are the base URLs at which the services reach each other (the gateway routes to
+// them; the site service checks their readiness; every service verifies API tokens at authtoken).
+type Upstreams struct {
+	AuthtokenURL string `env:"OPS_AUTHTOKEN_URL" envDefault:"http://127.0.0.1:8081"`
+	TransferURL  string `env:"OPS_TRANSFER_URL" envDefault:"http://127.0.0.1:8082"`
+	CatalogURL   string `env:"OPS_CATALOG_URL" envDefault:"http://127.0.0.1:8083"`
+	IngestURL    string `env:"OPS_INGEST_URL" envDefault:"http://127.0.0.1:8084"`
+	SiteURL      string `env:"OPS_SITE_URL" envDefault:"http://127.0.0.1:8085"`
+}
+
+// Validate checks that every upstream is an http(s) URL.
+func (u *Upstreams) Validate() error {
+	for name, v := range u.ByVariable() {
+		if err := URL(name, v, "http", "https"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ByVariable returns the upstream URLs keyed by their environment variable.
+func (u *Upstreams) ByVariable() map[string]string {
+	return map[string]string{
+		"OPS_AUTHTOKEN_URL": u.AuthtokenURL,
+		"OPS_TRANSFER_URL":  u.TransferURL,
+		"OPS_CATALOG_URL":   u.CatalogURL,
+		"OPS_INGEST_URL":    u.IngestURL,
+		"OPS_SITE_URL":      u.SiteURL,
+	}
+}
+
+// ByService returns the upstream URLs keyed by service name.
+func (u *Upstreams) ByService() map[string]string {
+	return map[string]string{
+		"authtoken": u.AuthtokenURL,
+		"transfer":  u.TransferURL,
+		"catalog":   u.CatalogURL,
+		"ingest":    u.IngestURL,
+		"site":      u.SiteURL,
+	}
+}
+
+// URL returns an *Invalid unless value parses as an absolute URL with one of the schemes.
+func URL(name, value string, schemes ...string) error {
+	u, err := url.Parse(value)
+	if err != nil || u.Host == "" {
+		return &Invalid{Var: name, Reason: "not an absolute URL"}
+	}
+	return OneOf(name, u.Scheme, schemes...)
+}

@@ -1,0 +1,152 @@
+// Package config loads a service's settings from OPS_* environment variables.
+//
+// Every setting has one variable; a secret may instead be given as NAME_FILE, the path of a file
+// holding the value (Kubernetes secrets, Docker secrets). Errors are one line naming the variable,
+// so a misconfigured deployment says exactly what to fix.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+)
+
+// Invalid reports a setting whose value is not acceptable.
+type Invalid struct {
+	Var    string // the environment variable, e.g. OPS_SITE_TYPE
+	Reason string
+}
+
+func (e *Invalid) Error() string { return e.Var + ": " + e.Reason }
+
+// Validator is implemented by configuration structs with rules beyond types and defaults.
+type Validator interface {
+	Validate() error
+}
+
+// Load fills cfg, a pointer to a struct with `env` and `envDefault` tags, from the environment,
+// then runs its Validate method (if any, on it and on embedded structs). The first error is
+// returned as one line naming the variable.
+func Load(cfg any) error {
+	if err := resolveFileVariables(); err != nil {
+		return err
+	}
+	if err := env.Parse(cfg); err != nil {
+		return oneLine(cfg, err)
+	}
+	return validate(reflect.ValueOf(cfg))
+}
+
+// resolveFileVariables sets OPS_X from the file named by OPS_X_FILE, unless OPS_X is already set.
+func resolveFileVariables() error {
+	for _, kv := range os.Environ() {
+		name, path, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "OPS_") || !strings.HasSuffix(name, "_FILE") || path == "" {
+			continue
+		}
+		target := strings.TrimSuffix(name, "_FILE")
+		if _, set := os.LookupEnv(target); set {
+			continue
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return &Invalid{Var: name, Reason: "cannot read file: " + err.Error()}
+		}
+		if err := os.Setenv(target, strings.TrimRight(string(b), "\r\n")); err != nil {
+			return &Invalid{Var: name, Reason: err.Error()}
+		}
+	}
+	return nil
+}
+
+func validate(v reflect.Value) error {
+	if v.Kind() == reflect.Pointer {
+		v = v.Elem()
+	}
+	if v.Kind() != reflect.Struct {
+		return nil
+	}
+	for i := 0; i < v.NumField(); i++ {
+		f := v.Type().Field(i)
+		if f.Anonymous || (f.Type.Kind() == reflect.Struct && f.IsExported()) {
+			if err := validate(v.Field(i).Addr()); err != nil {
+				return err
+			}
+		}
+	}
+	if val, ok := v.Addr().Interface().(Validator); ok {
+		return val.Validate()
+	}
+	return nil
+}
+
+// oneLine turns the library's aggregate error into the first problem, named by its variable.
+func oneLine(cfg any, err error) error {
+	var agg env.AggregateError
+	if errors.As(err, &agg) && len(agg.Errors) > 0 {
+		err = agg.Errors[0]
+	}
+	var pe env.ParseError
+	if errors.As(err, &pe) {
+		name := varOfField(reflect.TypeOf(cfg), pe.Name)
+		return &Invalid{Var: name, Reason: fmt.Sprintf("invalid value %q: expected %s", os.Getenv(name), kindName(pe.Type))}
+	}
+	var unset env.VarIsNotSetError
+	if errors.As(err, &unset) {
+		return &Invalid{Var: unset.Key, Reason: "required but not set"}
+	}
+	var empty env.EmptyVarError
+	if errors.As(err, &empty) {
+		return &Invalid{Var: empty.Key, Reason: "must not be empty"}
+	}
+	return err
+}
+
+func varOfField(t reflect.Type, field string) string {
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if f.Name == field {
+			name, _, _ := strings.Cut(f.Tag.Get("env"), ",")
+			return name
+		}
+		if f.Type.Kind() == reflect.Struct {
+			if name := varOfField(f.Type, field); name != "" {
+				return name
+			}
+		}
+	}
+	return field
+}
+
+func kindName(t reflect.Type) string {
+	switch {
+	case t == reflect.TypeOf(time.Duration(0)):
+		return "a duration such as 5s or 1m30s"
+	case t.Kind() == reflect.Bool:
+		return "true or false"
+	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Uint64:
+		return "an integer"
+	case t.Kind() == reflect.Float32 || t.Kind() == reflect.Float64:
+		return "a number"
+	default:
+		return t.String()
+	}
+}
+
+// OneOf returns an *Invalid unless value is one of allowed.
+func OneOf(name, value string, allowed ...string) error {
+	for _, a := range allowed {
+		if value == a {
+			return nil
+		}
+	}
+	return &Invalid{Var: name, Reason: fmt.Sprintf("invalid value %q: must be one of %s", value, strings.Join(allowed, ", "))}
+}

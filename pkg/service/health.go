@@ -1,0 +1,83 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/jmoiron/sqlx"
+)
+
+// CheckResult is the outcome of one readiness check.
+type CheckResult struct {
+	Status    string  `json:"status"` // ok or fail
+	LatencyMS float64 `json:"latency_ms"`
+	Error     string  `json:"error,omitempty"`
+}
+
+// Readiness is the body of /readyz; the site service aggregates these in /health.
+type Readiness struct {
+	Service string                 `json:"service"`
+	Status  string                 `json:"status"` // ready, not_ready or draining
+	Version string                 `json:"version"`
+	Checks  map[string]CheckResult `json:"checks"`
+}
+
+func (s *Service) liveness(c *fiber.Ctx) error {
+	return c.JSON(fiber.Map{"status": "alive", "service": s.Name})
+}
+
+func (s *Service) readiness(c *fiber.Ctx) error {
+	ctx, cancel := context.WithTimeout(c.UserContext(), 2*time.Second)
+	defer cancel()
+	s.mu.Lock()
+	checks := append([]check(nil), s.checks...)
+	s.mu.Unlock()
+
+	r := Readiness{Service: s.Name, Status: "ready", Version: s.Build.Version, Checks: map[string]CheckResult{}}
+	type outcome struct {
+		name string
+		res  CheckResult
+	}
+	results := make(chan outcome, len(checks))
+	for _, ch := range checks {
+		go func() {
+			start := time.Now()
+			err := ch.fn(ctx)
+			res := CheckResult{Status: "ok", LatencyMS: float64(time.Since(start).Microseconds()) / 1000}
+			if err != nil {
+				res.Status, res.Error = "fail", err.Error()
+			}
+			results <- outcome{ch.name, res}
+		}()
+	}
+	for range checks {
+		o := <-results
+		r.Checks[o.name] = o.res
+		if o.res.Status != "ok" {
+			r.Status = "not_ready"
+		}
+	}
+	if s.draining.Load() {
+		r.Status = "draining"
+	}
+	if r.Status != "ready" {
+		c.Status(fiber.StatusServiceUnavailable)
+	}
+	return c.JSON(r)
+}
+
+// checkMigration fails unless the database schema has reached at least the expected version
+// (a newer schema is fine: during a rolling upgrade the migration Job runs before new pods).
+func checkMigration(ctx context.Context, db *sqlx.DB, expected int64) error {
+	var current int64
+	err := db.GetContext(ctx, &current, `SELECT version_id FROM goose_db_version ORDER BY id DESC LIMIT 1`)
+	if err != nil {
+		return fmt.Errorf("schema not migrated: %w", err)
+	}
+	if current < expected {
+		return fmt.Errorf("schema version %d, this build needs %d: run migrate up", current, expected)
+	}
+	return nil
+}

@@ -1,0 +1,240 @@
+// Package service is the chassis every obsops binary runs on: configuration-driven Fiber app,
+// JSON logs with request ids, Prometheus metrics on an injected registry, liveness and readiness
+// endpoints, an OpenAPI-documented huma API, and graceful shutdown.
+//
+// A service's main builds a Service, registers its routes (routes.go of its HTTP package), adds
+// shutdown hooks for what it owns (asynq servers, WebSockets), and calls Run.
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/adapters/humafiber"
+	"github.com/gofiber/fiber/v2"
+	"github.com/jmoiron/sqlx"
+	_ "github.com/lib/pq" // PostgreSQL driver for sqlx
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/obsops/obsops/pkg/config"
+	"github.com/obsops/obsops/pkg/problem"
+)
+
+// Build identifies the running binary; main sets it from -ldflags.
+type Build struct {
+	Version string `json:"version"`
+	Commit  string `json:"commit"`
+}
+
+// Options describe one service to the chassis.
+type Options struct {
+	Name        string // short name: gateway, authtoken, site, ...
+	Title       string // OpenAPI title
+	Description string // OpenAPI description
+	Addr        string // listen address, host:port
+	Common      config.Common
+	Build       Build
+	// UsesDatabase opens the PostgreSQL pool and adds database and migration readiness checks.
+	UsesDatabase bool
+	// ExpectedMigration is the schema version this build needs (migrations.Latest()); the service
+	// is not ready until the database has reached it.
+	ExpectedMigration int64
+	// TrustedProxies may set the client address through OPS_PROXY_HEADER (the gateway, an ingress).
+	TrustedProxies []string
+	ProxyHeader    string
+}
+
+// Service is a running obsops service and the dependencies it owns.
+type Service struct {
+	Name    string
+	Build   Build
+	Log     *slog.Logger
+	App     *fiber.App
+	API     huma.API
+	DB      *sqlx.DB // nil unless Options.UsesDatabase
+	Redis   *redis.Client
+	Metrics *prometheus.Registry
+	Common  config.Common
+
+	addr     string
+	draining atomic.Bool
+	mu       sync.Mutex
+	checks   []check
+	hooks    []hook
+}
+
+type check struct {
+	name string
+	fn   func(context.Context) error
+}
+
+type hook struct {
+	name string
+	fn   func(context.Context) error
+}
+
+// New builds the service: logger, pools, metrics registry, Fiber app with the standard
+// middleware, the huma API, and the /healthz, /readyz and /metrics endpoints.
+func New(opts Options) (*Service, error) {
+	log, err := NewLogger(opts.Name, opts.Common.LogLevel)
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{
+		Name:    opts.Name,
+		Build:   opts.Build,
+		Log:     log,
+		Metrics: prometheus.NewRegistry(),
+		Common:  opts.Common,
+		addr:    opts.Addr,
+	}
+	s.Metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	ropts, err := redis.ParseURL(opts.Common.RedisURL)
+	if err != nil {
+		return nil, &config.Invalid{Var: "OPS_REDIS_URL", Reason: err.Error()}
+	}
+	ropts.PoolSize = 4 * opts.Common.DBMaxConns
+	s.Redis = redis.NewClient(ropts)
+	s.AddReadiness("redis", func(ctx context.Context) error { return s.Redis.Ping(ctx).Err() })
+
+	if opts.UsesDatabase {
+		if opts.Common.DatabaseURL == "" {
+			return nil, &config.Invalid{Var: "OPS_DATABASE_URL", Reason: "required but not set"}
+		}
+		s.DB, err = OpenDB(opts.Common.DatabaseURL, opts.Common.DBMaxConns)
+		if err != nil {
+			return nil, err
+		}
+		s.AddReadiness("database", func(ctx context.Context) error { return s.DB.PingContext(ctx) })
+		s.AddReadiness("migrations", func(ctx context.Context) error {
+			return checkMigration(ctx, s.DB, opts.ExpectedMigration)
+		})
+	}
+
+	s.App = fiber.New(fiber.Config{
+		AppName:                 opts.Name,
+		DisableStartupMessage:   true,
+		BodyLimit:               opts.Common.BodyLimitBytes,
+		ErrorHandler:            problem.ErrorHandler,
+		ReadTimeout:             30 * time.Second,
+		WriteTimeout:            30 * time.Second,
+		IdleTimeout:             2 * time.Minute,
+		EnableTrustedProxyCheck: true,
+		TrustedProxies:          opts.TrustedProxies,
+		ProxyHeader:             opts.ProxyHeader,
+	})
+	s.App.Use(requestID, accessLog(log, newHTTPMetrics(s.Metrics)), recoverPanics(log))
+	s.App.Get("/healthz", s.liveness)
+	s.App.Get("/readyz", s.readiness)
+	s.App.Get("/metrics", metricsHandler(s.Metrics))
+
+	hc := huma.DefaultConfig(opts.Title, opts.Build.Version)
+	hc.Info.Description = opts.Description
+	hc.DocsPath = ""     // the gateway serves one offline Swagger UI for the whole suite
+	hc.CreateHooks = nil // no $schema links in responses
+	hc.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
+		"bearer": {Type: "http", Scheme: "bearer", Description: "A session JWT from /idp/login or an API token (ops_api_token_...)."},
+	}
+	s.API = humafiber.NewV2(s.App, hc)
+	return s, nil
+}
+
+// OpenDB opens a PostgreSQL pool whose idle size equals its open size: with Go's default of two
+// idle connections a busy service churns connections and loses most of its throughput.
+func OpenDB(dsn string, maxConns int) (*sqlx.DB, error) {
+	db, err := sqlx.Open("postgres", dsn)
+	if err != nil {
+		return nil, &config.Invalid{Var: "OPS_DATABASE_URL", Reason: err.Error()}
+	}
+	db.SetMaxOpenConns(maxConns)
+	db.SetMaxIdleConns(maxConns)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	return db, nil
+}
+
+// AddReadiness adds a dependency check to /readyz.
+func (s *Service) AddReadiness(name string, fn func(context.Context) error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.checks = append(s.checks, check{name, fn})
+}
+
+// OnShutdown registers fn to run after the HTTP server has stopped, in registration order,
+// before the pools close (close WebSockets, stop queue servers, flush buffers).
+func (s *Service) OnShutdown(name string, fn func(context.Context) error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hooks = append(s.hooks, hook{name, fn})
+}
+
+// Draining reports whether shutdown has begun; long-lived handlers use it to stop early.
+func (s *Service) Draining() bool { return s.draining.Load() }
+
+// Run serves until ctx is cancelled (SIGTERM in main), then shuts down gracefully: readiness
+// turns 503 so load balancers stop sending, in-flight requests drain, hooks run, pools close.
+func (s *Service) Run(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.addr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", s.addr, err)
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- s.App.Listener(ln) }()
+	s.Log.Info("listening", "addr", ln.Addr().String(), "version", s.Build.Version, "commit", s.Build.Commit)
+
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		s.closePools()
+		return fmt.Errorf("serve: %w", err)
+	}
+
+	s.draining.Store(true)
+	s.Log.Info("draining", "drain", s.Common.ShutdownDrain.String())
+	time.Sleep(s.Common.ShutdownDrain)
+
+	sctx, cancel := context.WithTimeout(context.Background(), s.Common.ShutdownTimeout)
+	defer cancel()
+	var errs []error
+	if err := s.App.ShutdownWithContext(sctx); err != nil {
+		errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+	}
+	s.mu.Lock()
+	hooks := append([]hook(nil), s.hooks...)
+	s.mu.Unlock()
+	for _, h := range hooks {
+		if err := h.fn(sctx); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", h.name, err))
+		}
+	}
+	s.closePools()
+	s.Log.Info("stopped")
+	return errors.Join(errs...)
+}
+
+func (s *Service) closePools() {
+	if s.DB != nil {
+		_ = s.DB.Close()
+	}
+	_ = s.Redis.Close()
+}
+
+// NewLogger returns the JSON logger every obsops process writes to stderr.
+func NewLogger(service, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, &config.Invalid{Var: "OPS_LOG_LEVEL", Reason: err.Error()}
+	}
+	h := slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lv})
+	return slog.New(h).With("service", service), nil
+}

@@ -1,0 +1,12 @@
+// Package httpapi is the catalog service's HTTP surface.
+package httpapi
+
+import "github.com/danielgtaylor/huma/v2"
+
+// Handlers serves the catalog routes.
+type Handlers struct{}
+
+// Register adds every route of the catalog service.
+func Register(api huma.API, h *Handlers) {
+	_ = api // business routes arrive with their issue; the chassis already serves /healthz, /readyz, /metrics.
+}

@@ -1,0 +1,65 @@
+// Command ingest serves the buffered ingest API (-role api), drains the buffer into the main
+// database (-role worker), or both (-role all).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/obsops/obsops/migrations"
+	"github.com/obsops/obsops/pkg/config"
+	"github.com/obsops/obsops/pkg/service"
+	"github.com/obsops/obsops/services/ingest"
+	"github.com/obsops/obsops/services/ingest/httpapi"
+	"github.com/obsops/obsops/services/ingest/worker"
+)
+
+var version, commit = "dev", "unknown" // set with -ldflags -X
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "ingest:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	role := flag.String("role", ingest.RoleAll, "api, worker or all")
+	flag.Parse()
+	if !ingest.ValidRole(*role) {
+		return fmt.Errorf("-role: invalid value %q: must be one of api, worker, all", *role)
+	}
+	var cfg ingest.Config
+	if err := config.Load(&cfg); err != nil {
+		return err
+	}
+	svc, err := service.New(service.Options{
+		Name: "ingest", Title: "obsops ingest", Addr: cfg.Addr, Common: cfg.Common,
+		Description:  "Executed obs units, raw data files and raw data packages; critical writes are buffered.",
+		Build:        service.Build{Version: version, Commit: commit},
+		UsesDatabase: true, ExpectedMigration: migrations.Latest(),
+	})
+	if err != nil {
+		return err
+	}
+	svc.Log = svc.Log.With("role", *role)
+	if *role != ingest.RoleWorker {
+		httpapi.Register(svc.API, &httpapi.Handlers{})
+	}
+	if *role != ingest.RoleAPI {
+		srv := worker.New(svc.Redis, cfg.WorkerConcurrency, svc.Log)
+		if err := srv.Start(worker.Mux()); err != nil {
+			return fmt.Errorf("start worker: %w", err)
+		}
+		svc.AddReadiness("worker", func(context.Context) error { return srv.Ping() })
+		svc.OnShutdown("worker", func(context.Context) error { srv.Shutdown(); return nil })
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	return svc.Run(ctx)
+}

@@ -1,0 +1,64 @@
+package site
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/hibiken/asynq"
+)
+
+// BufferStats describes the critical-write buffer of this site: the asynq queue that ingest
+// workers drain into the main database.
+type BufferStats struct {
+	Site              string    `json:"site"`
+	SiteType          string    `json:"site_type"`
+	Queue             string    `json:"queue"`
+	Pending           int       `json:"pending" doc:"Tasks waiting for a worker."`
+	Active            int       `json:"active" doc:"Tasks being applied now."`
+	Scheduled         int       `json:"scheduled"`
+	Retry             int       `json:"retry" doc:"Tasks that failed and wait to be retried (e.g. main database unreachable)."`
+	Archived          int       `json:"archived" doc:"Dead-lettered tasks: permanently invalid, kept with their error."`
+	ProcessedToday    int       `json:"processed_today"`
+	FailedToday       int       `json:"failed_today"`
+	ProcessedTotal    int       `json:"processed_total"`
+	FailedTotal       int       `json:"failed_total"`
+	OldestPendingAgeS float64   `json:"oldest_pending_age_seconds" doc:"Age of the oldest pending task; 0 when none."`
+	Paused            bool      `json:"paused"`
+	MemoryUsageBytes  int64     `json:"memory_usage_bytes"`
+	MainDBReachable   bool      `json:"main_db_reachable"`
+	MeasuredAt        time.Time `json:"measured_at"`
+}
+
+// BufferInspector reads queue statistics from Redis through asynq's inspector.
+type BufferInspector struct {
+	Inspector *asynq.Inspector
+	Site      string
+	SiteType  string
+	MainDB    func(context.Context) error
+}
+
+// Stats reads the ingest queue. A queue that has never held a task reports zeros, not an error.
+func (b *BufferInspector) Stats(ctx context.Context) (BufferStats, error) {
+	st := BufferStats{Site: b.Site, SiteType: b.SiteType, Queue: IngestQueue, MeasuredAt: time.Now().UTC()}
+	queues, err := b.Inspector.Queues()
+	if err != nil {
+		return st, fmt.Errorf("read queues: %w", err)
+	}
+	if slices.Contains(queues, IngestQueue) {
+		qi, err := b.Inspector.GetQueueInfo(IngestQueue)
+		if err != nil {
+			return st, fmt.Errorf("read queue %s: %w", IngestQueue, err)
+		}
+		st.Pending, st.Active, st.Scheduled, st.Retry, st.Archived = qi.Pending, qi.Active, qi.Scheduled, qi.Retry, qi.Archived
+		st.ProcessedToday, st.FailedToday = qi.Processed, qi.Failed
+		st.ProcessedTotal, st.FailedTotal = qi.ProcessedTotal, qi.FailedTotal
+		st.OldestPendingAgeS = qi.Latency.Seconds()
+		st.Paused = qi.Paused
+		st.MemoryUsageBytes = qi.MemoryUsage
+		st.MeasuredAt = qi.Timestamp.UTC()
+	}
+	st.MainDBReachable = b.MainDB(ctx) == nil
+	return st, nil
+}

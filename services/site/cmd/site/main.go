@@ -1,0 +1,63 @@
+// Command site serves public site information, suite health and buffer statistics.
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/obsops/obsops/migrations"
+	"github.com/obsops/obsops/pkg/config"
+	"github.com/obsops/obsops/pkg/service"
+	"github.com/obsops/obsops/services/site"
+	"github.com/obsops/obsops/services/site/httpapi"
+)
+
+var version, commit = "dev", "unknown" // set with -ldflags -X
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "site:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var cfg site.Config
+	if err := config.Load(&cfg); err != nil {
+		return err
+	}
+	svc, err := service.New(service.Options{
+		Name: "site", Title: "obsops site", Addr: cfg.Addr, Common: cfg.Common,
+		Build:        service.Build{Version: version, Commit: commit},
+		UsesDatabase: true, ExpectedMigration: migrations.Latest(),
+	})
+	if err != nil {
+		return err
+	}
+	inspector := asynq.NewInspectorFromRedisClient(svc.Redis)
+	services := cfg.Upstreams.ByService()
+	delete(services, "site")
+	httpapi.Register(svc.API, &httpapi.Handlers{
+		Info: site.NewInfo(&cfg, version, commit),
+		Health: &site.Checker{
+			Site:       cfg.SiteName,
+			Database:   svc.DB.PingContext,
+			Redis:      func(ctx context.Context) error { return svc.Redis.Ping(ctx).Err() },
+			Services:   services,
+			HTTP:       &http.Client{Timeout: 3 * time.Second},
+			PerTimeout: 2 * time.Second,
+		},
+		Buffers: &site.BufferInspector{Inspector: inspector, Site: cfg.SiteName, SiteType: cfg.SiteType, MainDB: svc.DB.PingContext},
+	})
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	return svc.Run(ctx)
+}

@@ -1,0 +1,100 @@
+// Package site answers the public monitoring questions about one obsops site: what it is and
+// where (info), whether every part of the suite is healthy (health), and how the critical-write
+// buffer is doing (buffer stats). It writes no tables.
+package site
+
+import (
+	"github.com/obsops/obsops/pkg/config"
+)
+
+// Config is the site service's configuration.
+type Config struct {
+	config.Common
+	config.Upstreams
+	Addr             string  `env:"OPS_SITE_ADDR" envDefault:"127.0.0.1:8085"`
+	LatitudeDeg      float64 `env:"OPS_SITE_LATITUDE_DEG" envDefault:"-22.985639"`
+	LongitudeDeg     float64 `env:"OPS_SITE_LONGITUDE_DEG" envDefault:"-67.740278"`
+	ElevationM       float64 `env:"OPS_SITE_ELEVATION_M" envDefault:"5611.8"`
+	MinElevationDeg  float64 `env:"OPS_SITE_MIN_ELEVATION_DEG" envDefault:"20"`
+	MaxElevationDeg  float64 `env:"OPS_SITE_MAX_ELEVATION_DEG" envDefault:"90"`
+	SunAvoidanceDeg  float64 `env:"OPS_SUN_AVOIDANCE_DEG" envDefault:"45"`
+	BufferingEnabled bool    `env:"OPS_BUFFERING_ENABLED" envDefault:"true"`
+}
+
+// Validate checks that the observatory's position and limits are physically meaningful.
+func (c *Config) Validate() error {
+	switch {
+	case c.LatitudeDeg < -90 || c.LatitudeDeg > 90:
+		return &config.Invalid{Var: "OPS_SITE_LATITUDE_DEG", Reason: "must be within [-90, 90]"}
+	case c.LongitudeDeg < -180 || c.LongitudeDeg > 180:
+		return &config.Invalid{Var: "OPS_SITE_LONGITUDE_DEG", Reason: "must be within [-180, 180] (east positive)"}
+	case c.MinElevationDeg < 0 || c.MinElevationDeg >= c.MaxElevationDeg:
+		return &config.Invalid{Var: "OPS_SITE_MIN_ELEVATION_DEG", Reason: "must be >= 0 and below OPS_SITE_MAX_ELEVATION_DEG"}
+	case c.MaxElevationDeg > 90:
+		return &config.Invalid{Var: "OPS_SITE_MAX_ELEVATION_DEG", Reason: "must be <= 90"}
+	case c.SunAvoidanceDeg < 0 || c.SunAvoidanceDeg > 180:
+		return &config.Invalid{Var: "OPS_SUN_AVOIDANCE_DEG", Reason: "must be within [0, 180]"}
+	}
+	return nil
+}
+
+// Location is the observatory's position (WGS84, longitude east-positive).
+type Location struct {
+	LatitudeDeg  float64 `json:"latitude_deg" doc:"Geodetic latitude, degrees north."`
+	LongitudeDeg float64 `json:"longitude_deg" doc:"Longitude, degrees east-positive."`
+	ElevationM   float64 `json:"elevation_m" doc:"Height above the WGS84 ellipsoid in metres."`
+}
+
+// ElevationLimits are the telescope's pointing limits.
+type ElevationLimits struct {
+	MinDeg float64 `json:"min_deg"`
+	MaxDeg float64 `json:"max_deg"`
+}
+
+// Buffering tells clients whether critical operations are buffered through the ingest queue.
+type Buffering struct {
+	CriticalOperationsBuffered bool     `json:"critical_operations_buffered"`
+	Queue                      string   `json:"queue"`
+	BufferedOperations         []string `json:"buffered_operations"`
+}
+
+// Info is the public description of the site.
+type Info struct {
+	SiteName        string          `json:"site_name"`
+	SiteType        string          `json:"site_type" enum:"main,secondary"`
+	Location        Location        `json:"location"`
+	ElevationLimits ElevationLimits `json:"elevation_limits_deg"`
+	SunAvoidanceDeg float64         `json:"sun_avoidance_deg"`
+	Buffering       Buffering       `json:"buffering"`
+	Version         string          `json:"version"`
+	Commit          string          `json:"commit"`
+}
+
+// IngestQueue is the asynq queue that buffers critical writes.
+const IngestQueue = "ingest"
+
+// NewInfo describes the site from its configuration and build.
+func NewInfo(c *Config, version, commit string) Info {
+	return Info{
+		SiteName: c.SiteName,
+		SiteType: c.SiteType,
+		Location: Location{LatitudeDeg: c.LatitudeDeg, LongitudeDeg: c.LongitudeDeg, ElevationM: c.ElevationM},
+		ElevationLimits: ElevationLimits{
+			MinDeg: c.MinElevationDeg, MaxDeg: c.MaxElevationDeg,
+		},
+		SunAvoidanceDeg: c.SunAvoidanceDeg,
+		Buffering: Buffering{
+			CriticalOperationsBuffered: c.BufferingEnabled,
+			Queue:                      IngestQueue,
+			BufferedOperations: []string{ // SPEC §1: the critical operations
+				"POST /executed_obs_units/start",
+				"PUT /executed_obs_units/{id}/finish",
+				"POST /raw_data_files/",
+				"POST /raw_data_files/bulk",
+				"POST /raw_data_package/",
+			},
+		},
+		Version: version,
+		Commit:  commit,
+	}
+}

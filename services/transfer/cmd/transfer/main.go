@@ -1,0 +1,45 @@
+// Command transfer serves the transfer service. Data transfer, unpacking, archiving and staging operations.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/obsops/obsops/migrations"
+	"github.com/obsops/obsops/pkg/config"
+	"github.com/obsops/obsops/pkg/service"
+	"github.com/obsops/obsops/services/transfer"
+	"github.com/obsops/obsops/services/transfer/httpapi"
+)
+
+var version, commit = "dev", "unknown" // set with -ldflags -X
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "transfer:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var cfg transfer.Config
+	if err := config.Load(&cfg); err != nil {
+		return err
+	}
+	svc, err := service.New(service.Options{
+		Name: "transfer", Title: "obsops transfer", Description: "Data transfer, unpacking, archiving and staging operations.", Addr: cfg.Addr, Common: cfg.Common,
+		Build:        service.Build{Version: version, Commit: commit},
+		UsesDatabase: true, ExpectedMigration: migrations.Latest(),
+	})
+	if err != nil {
+		return err
+	}
+	httpapi.Register(svc.API, &httpapi.Handlers{})
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	return svc.Run(ctx)
+}

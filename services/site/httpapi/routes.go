@@ -27,7 +27,7 @@ func Register(api huma.API, h *Handlers) {
 		OperationID: "get-health", Method: http.MethodGet, Path: "/health",
 		Summary: "Health check of the whole suite", Tags: []string{"Site information"},
 		Description: "Overall status (ok, degraded, down), the database and Redis, and the readiness of every service with its latency. Answers 503 when down.",
-		Responses: map[string]*huma.Response{"503": {Description: "The suite is down (database or Redis unreachable); the body is the same report."}},
+		Responses:   map[string]*huma.Response{"503": {Description: "The suite is down (database or Redis unreachable); the body is the same report."}},
 	}, h.getHealth)
 	huma.Register(api, huma.Operation{
 		OperationID: "get-buffer-stats", Method: http.MethodGet, Path: "/buffer-stats",

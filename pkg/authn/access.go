@@ -1,0 +1,101 @@
+package authn
+
+import (
+	"fmt"
+	"sort"
+)
+
+// Access is the access table of DESIGN §5: the rule of every endpoint of the suite, keyed by
+// "METHOD /path" exactly as the route is registered. It is the single source of truth: services
+// look their rules up here (RuleFor) instead of choosing them at the route, and a test checks
+// that every registered route has an entry.
+func Access() map[string]Rule {
+	admin := Roles(RoleAdmin)
+	return map[string]Rule{
+		// Transfer (SPEC §4.1)
+		"GET /api/transfer/overview":                                        Anonymous(),
+		"GET /api/transfer/raw-packages":                                    AnyUser(),
+		"GET /api/transfer/transfer-packages":                               AnyUser(),
+		"GET /api/transfer/ws/overview":                                     AnyUser(),
+		"GET /api/transfer/failure-history/{operation_type}/{operation_id}": AnyUser(),
+		"POST /api/transfer/operation/{kind}/{id}/reset":                    admin,
+		"POST /api/transfer/operation/{kind}/reset-all-failed":              admin,
+		"POST /api/transfer/raw-data-package/{id}/reconcile":                admin,
+		"POST /api/transfer/raw-data-package/reconcile-inconsistent":        admin,
+		"POST /api/transfer/data-transfer/{id}/reset":                       admin,
+		"POST /api/transfer/long-term-archive/{id}/reset":                   admin,
+		"POST /api/transfer/data-transfer/reset-all-failed":                 admin,
+		"POST /api/transfer/long-term-archive/reset-all-failed":             admin,
+
+		// Observing programs, sources, visibility, instruments (SPEC §4.2)
+		"GET /observing_program/":        UserOrScopes("read:programs"),
+		"GET /observing_program/{id}":    UserOrScopes("read:programs"),
+		"POST /observing_program/":       Roles(RoleObserver, RoleAdmin),
+		"PUT /observing_program/{id}":    Roles(RoleObserver, RoleAdmin),
+		"DELETE /observing_program/{id}": Roles(RoleObserver, RoleAdmin),
+		"GET /sources/":                  UserOrScopes("read:sources"),
+		"GET /sources/{id}/chip":         UserOrScopes("read:sources"),
+		"GET /sources/{id}/details":      UserOrScopes("read:sources"),
+		"POST /sources/resolve":          UserOrScopes("read:sources"),
+		"GET /visibility/{source_id}":    UserOrScopes("read:sources"),
+		"GET /visibility/heatmap":        UserOrScopes("read:sources"),
+		"POST /visibility/precalculate":  admin,
+		"GET /instruments/":              UserOrScopes("read:instruments"),
+		"GET /instruments/{id}":          UserOrScopes("read:instruments"),
+
+		// Operations (SPEC §4.3, §5.3)
+		"POST /executed_obs_units/start":        ServiceAccount("write:observations"),
+		"PUT /executed_obs_units/{id}/finish":   ServiceAccount("write:observations"),
+		"GET /executed_obs_units/{obs_unit_id}": UserOrScopes("read:observations"),
+		"POST /raw_data_files/":                 ServiceAccount("write:data"),
+		"POST /raw_data_files/bulk":             ServiceAccount("write:data"),
+		"PUT /raw_data_files/{id}":              ServiceAccount("write:data"),
+		"GET /raw_data_files/{id}":              UserOrScopes("read:data"),
+		"POST /raw_data_package/":               UserOrScopes("write:data"),
+		"GET /raw_data_package/{id}":            UserOrScopes("read:data"),
+		"PUT /raw_data_package/{id}/finalize":   UserOrScopes("write:data"),
+
+		// Identity and tokens (SPEC §4.4)
+		"GET /idp/login":                   Anonymous(),
+		"GET /idp/callback":                Anonymous(),
+		"GET /.well-known/jwks.json":       Anonymous(),
+		"GET /auth/me":                     AnyCredential(),
+		"GET /api/tokens/scopes":           AnyUser(),
+		"POST /api/tokens/":                AnyUser(),
+		"GET /api/tokens/":                 AnyUser(),
+		"GET /api/tokens/export":           AnyUser(),
+		"GET /api/tokens/audit":            admin,
+		"POST /api/tokens/bulk-revoke":     AnyUser(),
+		"POST /api/tokens/service":         admin,
+		"GET /api/tokens/{id}":             AnyUser(),
+		"PUT /api/tokens/{id}":             AnyUser(),
+		"DELETE /api/tokens/{id}":          AnyUser(),
+		"GET /api/tokens/{id}/usage":       AnyUser(),
+		"POST /api/tokens/{id}/regenerate": AnyUser(),
+
+		// Site information (SPEC §4.5): public monitoring
+		"GET /api/site/info": Anonymous(),
+		"GET /health":        Anonymous(),
+		"GET /buffer-stats":  Anonymous(),
+	}
+}
+
+// RuleFor returns the access rule of an endpoint. A route missing from the table is a
+// programming error, caught at start-up rather than shipped open.
+func RuleFor(method, path string) Rule {
+	r, ok := Access()[method+" "+path]
+	if !ok {
+		panic(fmt.Sprintf("authn: %s %s has no entry in the access table (pkg/authn/access.go)", method, path))
+	}
+	return r
+}
+
+// Endpoints lists the table's keys in order, for documentation and tests.
+func Endpoints() []string {
+	keys := make([]string, 0, len(Access()))
+	for k := range Access() {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

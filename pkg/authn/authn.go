@@ -1,0 +1,103 @@
+// Package authn authenticates and authorises requests in every obsops service, for both kinds
+// of credential: session JWTs (verified locally against the authtoken service's JWKS) and API
+// tokens (verified by the authtoken service, which owns their table and usage counters).
+//
+// Routes declare what they accept with a Rule (DESIGN §5 access table); the Authenticator turns
+// a rule into huma or Fiber middleware that answers 401 (with WWW-Authenticate: Bearer), 403
+// (problem insufficient_scope or forbidden) or 429 (too many failed attempts from one address).
+package authn
+
+import (
+	"context"
+	"slices"
+)
+
+// Roles a user can hold.
+const (
+	RoleAdmin    = "admin"    // resets, reconciles, precalculation, service tokens, all tokens
+	RoleObserver = "observer" // writes observing programs
+	RoleViewer   = "viewer"   // reads
+	RoleService  = "service"  // instrument and ingest scripts (service accounts)
+)
+
+// ValidRole reports whether r is a known role.
+func ValidRole(r string) bool {
+	return r == RoleAdmin || r == RoleObserver || r == RoleViewer || r == RoleService
+}
+
+// Method is how a request authenticated.
+type Method string
+
+// Credential kinds.
+const (
+	MethodJWT      Method = "jwt"       // session JWT from /idp/login or `authtoken admin issue-jwt`
+	MethodAPIToken Method = "api_token" // ops_api_token_...
+)
+
+// Principal is the authenticated caller.
+type Principal struct {
+	UserID   int64    `json:"user_id"`
+	Username string   `json:"username"`
+	Roles    []string `json:"roles"`
+	Method   Method   `json:"method"`
+	TokenID  int64    `json:"token_id,omitempty"` // API tokens only
+	Scopes   []string `json:"scopes,omitempty"`   // API tokens only
+}
+
+// HasRole reports whether the principal holds any of roles.
+func (p *Principal) HasRole(roles ...string) bool {
+	for _, r := range roles {
+		if slices.Contains(p.Roles, r) {
+			return true
+		}
+	}
+	return false
+}
+
+// IsAdmin reports whether the principal holds the admin role.
+func (p *Principal) IsAdmin() bool { return p.HasRole(RoleAdmin) }
+
+type principalKey struct{}
+
+// WithPrincipal returns ctx carrying p.
+func WithPrincipal(ctx context.Context, p *Principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+// PrincipalFrom returns the authenticated caller of a request, or nil on anonymous routes.
+func PrincipalFrom(ctx context.Context) *Principal {
+	p, _ := ctx.Value(principalKey{}).(*Principal)
+	return p
+}
+
+// Rule says which credentials a route accepts. The zero Rule accepts nothing; use the
+// constructors below, which mirror the access table of DESIGN §5.
+type Rule struct {
+	Anonymous  bool     // no credential needed
+	JWT        bool     // session JWTs accepted
+	JWTRoles   []string // with JWT: the user must hold one of these (empty: any user)
+	Token      bool     // API tokens accepted
+	TokenRoles []string // with a token: its user must hold one of these (empty: any user)
+	Scopes     []string // with a token: it must carry every one of these (wildcards match)
+}
+
+// Anonymous accepts every request.
+func Anonymous() Rule { return Rule{Anonymous: true} }
+
+// AnyUser accepts a session JWT of any user; API tokens are refused.
+func AnyUser() Rule { return Rule{JWT: true} }
+
+// Roles accepts a session JWT of a user holding one of roles (e.g. admin routes).
+func Roles(roles ...string) Rule { return Rule{JWT: true, JWTRoles: roles} }
+
+// UserOrScopes accepts a session JWT of any user, or an API token carrying scopes.
+func UserOrScopes(scopes ...string) Rule { return Rule{JWT: true, Token: true, Scopes: scopes} }
+
+// ServiceAccount accepts only an API token of a user with the service role carrying scopes;
+// a JWT is refused with 403 (SPEC §5.3).
+func ServiceAccount(scopes ...string) Rule {
+	return Rule{Token: true, TokenRoles: []string{RoleService}, Scopes: scopes}
+}
+
+// AnyCredential accepts any valid JWT or API token, whatever its scopes.
+func AnyCredential() Rule { return Rule{JWT: true, Token: true} }

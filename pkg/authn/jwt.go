@@ -1,0 +1,179 @@
+package authn
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// Claims are the claims of an obsops session JWT (DESIGN §5): sub is the username, uid the user
+// id, roles the roles held at issue time.
+type Claims struct {
+	jwt.RegisteredClaims
+	UID   int64    `json:"uid"`
+	Roles []string `json:"roles"`
+}
+
+// JWK is a public Ed25519 key in JSON Web Key form (RFC 8037).
+type JWK struct {
+	Kty string `json:"kty"` // OKP
+	Crv string `json:"crv"` // Ed25519
+	X   string `json:"x"`   // base64url public key
+	Kid string `json:"kid"`
+	Use string `json:"use"` // sig
+	Alg string `json:"alg"` // EdDSA
+}
+
+// JWKSet is the document served at /.well-known/jwks.json.
+type JWKSet struct {
+	Keys []JWK `json:"keys"`
+}
+
+// PublicJWK describes pub as a signing JWK whose kid is its RFC 7638 thumbprint.
+func PublicJWK(pub ed25519.PublicKey) JWK {
+	return JWK{Kty: "OKP", Crv: "Ed25519", X: base64.RawURLEncoding.EncodeToString(pub), Kid: KeyID(pub), Use: "sig", Alg: "EdDSA"}
+}
+
+// KeyID is the RFC 7638 JWK thumbprint of an Ed25519 public key: stable for a key, so every
+// service agrees on it without coordination.
+func KeyID(pub ed25519.PublicKey) string {
+	canonical := `{"crv":"Ed25519","kty":"OKP","x":"` + base64.RawURLEncoding.EncodeToString(pub) + `"}`
+	sum := sha256.Sum256([]byte(canonical))
+	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// KeySource finds the public key that verifies a JWT by its kid.
+type KeySource interface {
+	PublicKey(ctx context.Context, kid string) (ed25519.PublicKey, error)
+}
+
+// ErrUnknownKey means no published key has the JWT's kid.
+var ErrUnknownKey = errors.New("unknown signing key")
+
+// StaticKeys is a KeySource over keys known in-process (the authtoken service's own keys).
+type StaticKeys map[string]ed25519.PublicKey
+
+// PublicKey returns the key with kid.
+func (s StaticKeys) PublicKey(_ context.Context, kid string) (ed25519.PublicKey, error) {
+	if k, ok := s[kid]; ok {
+		return k, nil
+	}
+	return nil, ErrUnknownKey
+}
+
+// JWKSCache is a KeySource that fetches the authtoken service's JWKS and caches it. An unknown kid
+// triggers a refetch (at most once per MinRefresh), so a newly added rotation key is picked up
+// without a restart; the whole set is refreshed after MaxAge so removed keys stop verifying.
+type JWKSCache struct {
+	URL        string
+	HTTP       *http.Client
+	MinRefresh time.Duration
+	MaxAge     time.Duration
+
+	mu        sync.Mutex
+	keys      map[string]ed25519.PublicKey
+	fetchedAt time.Time
+}
+
+// NewJWKSCache returns a cache of the JWKS at url.
+func NewJWKSCache(url string) *JWKSCache {
+	return &JWKSCache{URL: url, HTTP: &http.Client{Timeout: 5 * time.Second}, MinRefresh: 10 * time.Second, MaxAge: 10 * time.Minute}
+}
+
+// PublicKey returns the key with kid, fetching the JWKS when needed.
+func (c *JWKSCache) PublicKey(ctx context.Context, kid string) (ed25519.PublicKey, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	age := time.Since(c.fetchedAt)
+	if k, ok := c.keys[kid]; ok && age < c.MaxAge {
+		return k, nil
+	}
+	if c.keys == nil || age >= c.MinRefresh {
+		if err := c.fetch(ctx); err != nil {
+			if k, ok := c.keys[kid]; ok { // keep verifying with what we had while authtoken is away
+				return k, nil
+			}
+			return nil, err
+		}
+	}
+	if k, ok := c.keys[kid]; ok {
+		return k, nil
+	}
+	return nil, ErrUnknownKey
+}
+
+func (c *JWKSCache) fetch(ctx context.Context) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.URL, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return fmt.Errorf("fetch JWKS: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("fetch JWKS: status %d", resp.StatusCode)
+	}
+	var set JWKSet
+	if err := json.NewDecoder(http.MaxBytesReader(nil, resp.Body, 1<<20)).Decode(&set); err != nil {
+		return fmt.Errorf("decode JWKS: %w", err)
+	}
+	keys := map[string]ed25519.PublicKey{}
+	for _, k := range set.Keys {
+		if k.Kty != "OKP" || k.Crv != "Ed25519" {
+			continue
+		}
+		x, err := base64.RawURLEncoding.DecodeString(k.X)
+		if err != nil || len(x) != ed25519.PublicKeySize {
+			continue
+		}
+		keys[k.Kid] = ed25519.PublicKey(x)
+	}
+	c.keys, c.fetchedAt = keys, time.Now()
+	return nil
+}
+
+// JWTVerifier checks session JWTs with a pinned algorithm (EdDSA), issuer and audience, a
+// required expiry and a small leeway for clock skew.
+type JWTVerifier struct {
+	Keys     KeySource
+	Issuer   string
+	Audience string
+	Leeway   time.Duration
+}
+
+// Verify parses and validates raw and returns the caller it names.
+func (v *JWTVerifier) Verify(ctx context.Context, raw string) (*Principal, error) {
+	var claims Claims
+	_, err := jwt.ParseWithClaims(raw, &claims, func(t *jwt.Token) (any, error) {
+		kid, _ := t.Header["kid"].(string)
+		if kid == "" {
+			return nil, errors.New("missing kid")
+		}
+		return v.Keys.PublicKey(ctx, kid)
+	},
+		jwt.WithValidMethods([]string{jwt.SigningMethodEdDSA.Alg()}),
+		jwt.WithIssuer(v.Issuer),
+		jwt.WithAudience(v.Audience),
+		jwt.WithExpirationRequired(),
+		jwt.WithIssuedAt(),
+		jwt.WithLeeway(v.Leeway),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidCredential, err)
+	}
+	if claims.Subject == "" || claims.UID <= 0 {
+		return nil, fmt.Errorf("%w: missing sub or uid", ErrInvalidCredential)
+	}
+	return &Principal{UserID: claims.UID, Username: claims.Subject, Roles: claims.Roles, Method: MethodJWT}, nil
+}

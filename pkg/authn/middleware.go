@@ -1,0 +1,258 @@
+package authn
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/adapters/humafiber"
+	"github.com/gofiber/fiber/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/obsops/obsops/pkg/problem"
+)
+
+// Problem types of authentication failures.
+const (
+	ProblemUnauthorized      = "urn:obsops:problem:unauthorized"
+	ProblemForbidden         = "urn:obsops:problem:forbidden"
+	ProblemInsufficientScope = "urn:obsops:problem:insufficient_scope"
+	ProblemTooManyAttempts   = "urn:obsops:problem:too_many_failed_attempts"
+)
+
+// Authenticator applies Rules to requests. One is built per service at start.
+type Authenticator struct {
+	JWT    *JWTVerifier
+	Tokens TokenVerifier
+	// Redis counts failed authentications per client address; nil disables the limit.
+	Redis redis.UniversalClient
+	// FailureLimit is how many failed authentications one address may make per FailureWindow
+	// before it gets 429 without its credentials being looked at.
+	FailureLimit  int
+	FailureWindow time.Duration
+	Log           *slog.Logger
+}
+
+// Failure is a refused authentication, ready to be written as problem+json.
+type Failure struct {
+	Problem    *problem.Problem
+	Challenge  string // WWW-Authenticate value, if any
+	RetryAfter int    // seconds, for 429
+}
+
+func fail(status int, typ, detail, challenge string) *Failure {
+	p := problem.New(status, detail)
+	p.Type = typ
+	return &Failure{Problem: p, Challenge: challenge}
+}
+
+// Authenticate checks the Authorization header of a request from clientIP against rule.
+// It returns the caller (nil on anonymous routes) or the failure to answer with.
+func (a *Authenticator) Authenticate(ctx context.Context, authorization, clientIP string, rule Rule) (*Principal, *Failure) {
+	if rule.Anonymous {
+		return nil, nil
+	}
+	cred, ok := bearer(authorization)
+	if !ok {
+		return nil, fail(http.StatusUnauthorized, ProblemUnauthorized, "a bearer credential (session JWT or API token) is required", `Bearer realm="obsops"`)
+	}
+	if retry := a.blocked(ctx, clientIP); retry > 0 {
+		f := fail(http.StatusTooManyRequests, ProblemTooManyAttempts, "too many failed authentication attempts from this address; retry later", "")
+		f.RetryAfter = retry
+		return nil, f
+	}
+	if LooksLikeAPIToken(cred) {
+		return a.apiToken(ctx, cred, clientIP, rule)
+	}
+	return a.jwt(ctx, cred, clientIP, rule)
+}
+
+func (a *Authenticator) apiToken(ctx context.Context, cred, clientIP string, rule Rule) (*Principal, *Failure) {
+	if !rule.Token {
+		return nil, fail(http.StatusForbidden, ProblemForbidden, "API tokens are not accepted here: sign in for a session JWT", "")
+	}
+	if !WellFormedAPIToken(cred) {
+		a.recordFailure(ctx, clientIP)
+		return nil, fail(http.StatusUnauthorized, ProblemUnauthorized, "malformed API token", `Bearer realm="obsops", error="invalid_token"`)
+	}
+	p, err := a.Tokens.VerifyToken(ctx, VerifyRequest{Token: cred, Scopes: rule.Scopes, ClientIP: clientIP})
+	var scopeErr *InsufficientScopeError
+	switch {
+	case errors.Is(err, ErrInvalidCredential):
+		a.recordFailure(ctx, clientIP)
+		return nil, fail(http.StatusUnauthorized, ProblemUnauthorized, "API token unknown, revoked or expired", `Bearer realm="obsops", error="invalid_token"`)
+	case errors.As(err, &scopeErr):
+		return nil, fail(http.StatusForbidden, ProblemInsufficientScope,
+			"API token lacks scope(s): "+strings.Join(scopeErr.Missing, ", "),
+			`Bearer realm="obsops", error="insufficient_scope", scope="`+strings.Join(rule.Scopes, " ")+`"`)
+	case err != nil:
+		if a.Log != nil {
+			a.Log.Error("token verification unavailable", "error", err)
+		}
+		return nil, fail(http.StatusServiceUnavailable, "about:blank", "token verification is unavailable; retry shortly", "")
+	}
+	if len(rule.TokenRoles) > 0 && !p.HasRole(rule.TokenRoles...) {
+		return nil, fail(http.StatusForbidden, ProblemForbidden, "needs an API token of a user with role "+strings.Join(rule.TokenRoles, " or "), "")
+	}
+	return p, nil
+}
+
+func (a *Authenticator) jwt(ctx context.Context, cred, clientIP string, rule Rule) (*Principal, *Failure) {
+	if !rule.JWT {
+		return nil, fail(http.StatusForbidden, ProblemForbidden, "session JWTs are not accepted here: use an API token of a service account", "")
+	}
+	p, err := a.JWT.Verify(ctx, cred)
+	if err != nil {
+		a.recordFailure(ctx, clientIP)
+		if a.Log != nil {
+			a.Log.Info("jwt rejected", "client", clientIP, "reason", err.Error())
+		}
+		return nil, fail(http.StatusUnauthorized, ProblemUnauthorized, "session JWT invalid or expired", `Bearer realm="obsops", error="invalid_token"`)
+	}
+	if len(rule.JWTRoles) > 0 && !p.HasRole(rule.JWTRoles...) {
+		return nil, fail(http.StatusForbidden, ProblemForbidden, "requires role "+strings.Join(rule.JWTRoles, " or "), "")
+	}
+	return p, nil
+}
+
+func bearer(h string) (string, bool) {
+	scheme, cred, ok := strings.Cut(strings.TrimSpace(h), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	cred = strings.TrimSpace(cred)
+	return cred, cred != "" && len(cred) <= 8192
+}
+
+func (a *Authenticator) failureKey(ip string) string { return "ops:authfail:" + ip }
+
+// blocked returns the seconds to wait when ip has used up its failed attempts, else 0.
+// Redis trouble fails open: the limit protects against guessing, it must not lock everyone out.
+func (a *Authenticator) blocked(ctx context.Context, ip string) int {
+	if a.Redis == nil || a.FailureLimit <= 0 || ip == "" {
+		return 0
+	}
+	pipe := a.Redis.Pipeline()
+	count := pipe.Get(ctx, a.failureKey(ip))
+	ttl := pipe.TTL(ctx, a.failureKey(ip))
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return 0
+	}
+	n, _ := count.Int()
+	if n < a.FailureLimit {
+		return 0
+	}
+	secs := int(ttl.Val().Seconds())
+	if secs < 1 {
+		secs = 1
+	}
+	return secs
+}
+
+func (a *Authenticator) recordFailure(ctx context.Context, ip string) {
+	if a.Redis == nil || a.FailureLimit <= 0 || ip == "" {
+		return
+	}
+	window := a.FailureWindow
+	if window <= 0 {
+		window = time.Minute
+	}
+	pipe := a.Redis.Pipeline()
+	pipe.Incr(ctx, a.failureKey(ip))
+	pipe.ExpireNX(ctx, a.failureKey(ip), window)
+	_, _ = pipe.Exec(ctx)
+}
+
+// Protect returns op guarded by rule: the middleware runs before the handler, and the OpenAPI
+// document states the security requirement and the 401/403 answers.
+func (a *Authenticator) Protect(api huma.API, op huma.Operation, rule Rule) huma.Operation {
+	op.Middlewares = append(op.Middlewares, func(ctx huma.Context, next func(huma.Context)) {
+		ip := humafiber.UnwrapV2(ctx).IP()
+		p, f := a.Authenticate(ctx.Context(), ctx.Header("Authorization"), ip, rule)
+		if f != nil {
+			writeHuma(ctx, f)
+			return
+		}
+		if p != nil {
+			ctx = huma.WithContext(ctx, WithPrincipal(ctx.Context(), p))
+		}
+		next(ctx)
+	})
+	if rule.Anonymous {
+		return op
+	}
+	op.Security = []map[string][]string{{"bearer": {}}}
+	if op.Responses == nil {
+		op.Responses = map[string]*huma.Response{}
+	}
+	op.Responses["401"] = &huma.Response{Description: "No valid credential (see WWW-Authenticate)."}
+	op.Responses["403"] = &huma.Response{Description: "Authenticated but not allowed: " + describe(rule) + "."}
+	op.Description = strings.TrimSpace(op.Description + "\n\nAccess: " + describe(rule) + ".")
+	return op
+}
+
+// Fiber returns plain Fiber middleware applying rule (for routes outside huma, e.g. WebSockets).
+// Browsers cannot set headers on a WebSocket, so there a JWT may come as ?token=.
+func (a *Authenticator) Fiber(rule Rule) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		authz := c.Get(fiber.HeaderAuthorization)
+		if authz == "" && c.Query("token") != "" && strings.EqualFold(c.Get(fiber.HeaderUpgrade), "websocket") {
+			authz = "Bearer " + c.Query("token")
+		}
+		p, f := a.Authenticate(c.UserContext(), authz, c.IP(), rule)
+		if f != nil {
+			if f.Challenge != "" {
+				c.Set(fiber.HeaderWWWAuthenticate, f.Challenge)
+			}
+			if f.RetryAfter > 0 {
+				c.Set(fiber.HeaderRetryAfter, strconv.Itoa(f.RetryAfter))
+			}
+			return problem.Write(c, f.Problem)
+		}
+		if p != nil {
+			c.SetUserContext(WithPrincipal(c.UserContext(), p))
+		}
+		return c.Next()
+	}
+}
+
+func writeHuma(ctx huma.Context, f *Failure) {
+	if f.Challenge != "" {
+		ctx.SetHeader("WWW-Authenticate", f.Challenge)
+	}
+	if f.RetryAfter > 0 {
+		ctx.SetHeader("Retry-After", strconv.Itoa(f.RetryAfter))
+	}
+	f.Problem.Instance = ctx.URL().Path
+	ctx.SetHeader("Content-Type", problem.ContentType)
+	ctx.SetStatus(f.Problem.Status)
+	_ = json.NewEncoder(ctx.BodyWriter()).Encode(f.Problem)
+}
+
+func describe(r Rule) string {
+	var parts []string
+	if r.JWT {
+		if len(r.JWTRoles) > 0 {
+			parts = append(parts, "session JWT with role "+strings.Join(r.JWTRoles, " or "))
+		} else {
+			parts = append(parts, "session JWT of any user")
+		}
+	}
+	if r.Token {
+		s := "API token"
+		if len(r.TokenRoles) > 0 {
+			s += " of a " + strings.Join(r.TokenRoles, "/") + " account"
+		}
+		if len(r.Scopes) > 0 {
+			s += " with scope " + strings.Join(r.Scopes, ", ")
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, ", or ")
+}

@@ -107,6 +107,7 @@ write_env() {
 		echo "OPS_CATALOG_ADDR=127.0.0.1:8083"
 		echo "OPS_INGEST_ADDR=127.0.0.1:8084"
 		echo "OPS_SITE_ADDR=127.0.0.1:8085"
+		echo "OPS_JWT_SIGNING_KEY_FILE=$STATE/keys/jwt-signing.pem"
 		if [ -f "$STATE/extra.env" ]; then cat "$STATE/extra.env"; fi
 	} >"$STATE/env"
 }
@@ -143,7 +144,11 @@ up() {
 	write_env
 	log "building"
 	make -C "$ROOT" -s build
-	mkdir -p "$STATE/pids" "$STATE/logs"
+	mkdir -p "$STATE/pids" "$STATE/logs" "$STATE/keys"
+	if [ ! -f "$STATE/keys/jwt-signing.pem" ]; then
+		log "generating a development JWT signing key in $STATE/keys"
+		"$ROOT/bin/authtoken" admin generate-signing-key --out "$STATE/keys/jwt-signing.pem"
+	fi
 	(set -a; . "$STATE/env"; set +a; "$ROOT/bin/migrate" up 2>>"$STATE/logs/migrate.log")
 	for s in "${SERVICES[@]}"; do
 		case $s in

@@ -256,3 +256,8 @@ func describe(r Rule) string {
 	}
 	return strings.Join(parts, ", or ")
 }
+
+// Op returns op guarded by its entry in the access table (RuleFor op.Method, op.Path).
+func (a *Authenticator) Op(api huma.API, op huma.Operation) huma.Operation {
+	return a.Protect(api, op, RuleFor(op.Method, op.Path))
+}

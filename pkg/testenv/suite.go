@@ -1,6 +1,14 @@
 package testenv
 
 import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +28,8 @@ type Suite struct {
 	URLs        map[string]string   // service name -> base URL
 	Procs       map[string]*Process // service name -> process
 	Env         map[string]string   // the OPS_* environment every process got
+	// SigningKeyFile is the JWT signing key (Ed25519 PEM) the suite's authtoken uses.
+	SigningKeyFile string
 }
 
 // SuiteOptions adjust the suite; Env entries override the defaults for every process.
@@ -37,12 +47,14 @@ func StartSuite(t testing.TB, opts SuiteOptions) *Suite {
 		URLs:        map[string]string{},
 		Procs:       map[string]*Process{},
 	}
+	s.SigningKeyFile = SigningKey(t)
 	s.Env = map[string]string{
-		"OPS_DATABASE_URL":     s.DatabaseURL,
-		"OPS_REDIS_URL":        s.Redis.URL,
-		"OPS_SHUTDOWN_DRAIN":   "0s",
-		"OPS_SHUTDOWN_TIMEOUT": "5s",
-		"OPS_LOG_LEVEL":        "info",
+		"OPS_JWT_SIGNING_KEY_FILE": s.SigningKeyFile,
+		"OPS_DATABASE_URL":         s.DatabaseURL,
+		"OPS_REDIS_URL":            s.Redis.URL,
+		"OPS_SHUTDOWN_DRAIN":       "0s",
+		"OPS_SHUTDOWN_TIMEOUT":     "5s",
+		"OPS_LOG_LEVEL":            "info",
 	}
 	for _, name := range SuiteServices() {
 		addr := FreeAddr(t)
@@ -77,4 +89,46 @@ func StartSuite(t testing.TB, opts SuiteOptions) *Suite {
 		}
 	}
 	return s
+}
+
+// SigningKey writes a new Ed25519 JWT signing key (PKCS#8 PEM) into the test's temp dir.
+func SigningKey(t testing.TB) string {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "jwt-signing.pem")
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// Admin runs `authtoken admin ARGS...` with the suite's environment and returns its stdout.
+func (s *Suite) Admin(t testing.TB, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(Binary(t, "authtoken"), append([]string{"admin"}, args...)...)
+	cmd.Env = envList(os.Environ(), s.Env)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("authtoken admin %v: %v\n%s", args, err, stderr.String())
+	}
+	return strings.TrimSpace(stdout.String())
+}
+
+// JWT issues a session JWT for user with roles through the real admin command (creating the
+// user if needed).
+func (s *Suite) JWT(t testing.TB, user string, roles ...string) string {
+	t.Helper()
+	args := []string{"issue-jwt", "--user", user}
+	if len(roles) > 0 {
+		args = append(args, "--roles", strings.Join(roles, ","))
+	}
+	return s.Admin(t, args...)
 }

@@ -4,6 +4,7 @@
 package ingest
 
 import (
+	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/pkg/config"
 )
 
@@ -20,6 +21,8 @@ const (
 // Config is the ingest service's configuration.
 type Config struct {
 	config.Common
+	config.Upstreams
+	authn.Config
 	Addr              string `env:"OPS_INGEST_ADDR" envDefault:"127.0.0.1:8084"`
 	WorkerConcurrency int    `env:"OPS_INGEST_WORKER_CONCURRENCY" envDefault:"20"`
 }

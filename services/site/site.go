@@ -4,6 +4,7 @@
 package site
 
 import (
+	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/pkg/config"
 )
 
@@ -11,6 +12,7 @@ import (
 type Config struct {
 	config.Common
 	config.Upstreams
+	authn.Config
 	Addr             string  `env:"OPS_SITE_ADDR" envDefault:"127.0.0.1:8085"`
 	LatitudeDeg      float64 `env:"OPS_SITE_LATITUDE_DEG" envDefault:"-22.985639"`
 	LongitudeDeg     float64 `env:"OPS_SITE_LONGITUDE_DEG" envDefault:"-67.740278"`

@@ -1,10 +1,16 @@
 // Package httpapi is the catalog service's HTTP surface.
 package httpapi
 
-import "github.com/danielgtaylor/huma/v2"
+import (
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/obsops/obsops/pkg/authn"
+)
 
 // Handlers serves the catalog routes.
-type Handlers struct{}
+type Handlers struct {
+	Auth *authn.Authenticator // rules come from the access table, pkg/authn/access.go
+}
 
 // Register adds every route of the catalog service.
 func Register(api huma.API, h *Handlers) {

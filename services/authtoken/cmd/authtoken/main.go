@@ -1,4 +1,5 @@
-// Command authtoken serves the authtoken service. Identity-provider login, session JWTs and API tokens.
+// Command authtoken serves identity and API tokens; `authtoken admin ...` bootstraps a fresh
+// install from the command line (see `authtoken admin` for the commands).
 package main
 
 import (
@@ -9,10 +10,14 @@ import (
 	"syscall"
 
 	"github.com/obsops/obsops/migrations"
+	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/pkg/config"
 	"github.com/obsops/obsops/pkg/service"
 	"github.com/obsops/obsops/services/authtoken"
+	"github.com/obsops/obsops/services/authtoken/admin"
 	"github.com/obsops/obsops/services/authtoken/httpapi"
+	"github.com/obsops/obsops/services/authtoken/postgres"
+	"github.com/obsops/obsops/services/authtoken/signing"
 )
 
 var version, commit = "dev", "unknown" // set with -ldflags -X
@@ -29,17 +34,35 @@ func run() error {
 	if err := config.Load(&cfg); err != nil {
 		return err
 	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if len(os.Args) > 1 && os.Args[1] == "admin" {
+		return admin.Run(ctx, &admin.Env{Config: &cfg, Stdout: os.Stdout, Stderr: os.Stderr}, os.Args[2:])
+	}
+
+	ring, err := signing.NewKeyRing(cfg.JWTSigningKey, cfg.JWTPreviousKeys)
+	if err != nil {
+		return &config.Invalid{Var: "OPS_JWT_SIGNING_KEY", Reason: err.Error()}
+	}
 	svc, err := service.New(service.Options{
-		Name: "authtoken", Title: "obsops identity and API tokens", Description: "Identity-provider login, session JWTs and API tokens.", Addr: cfg.Addr, Common: cfg.Common,
+		Name: "authtoken", Title: "obsops identity and API tokens", Addr: cfg.Addr, Common: cfg.Common,
+		Description:  "Identity-provider login, session JWTs and API tokens.",
 		Build:        service.Build{Version: version, Commit: commit},
 		UsesDatabase: true, ExpectedMigration: migrations.Latest(),
 	})
 	if err != nil {
 		return err
 	}
-	httpapi.Register(svc.API, &httpapi.Handlers{})
+	users := &postgres.Users{DB: svc.DB}
+	tokens := &authtoken.TokenService{}
+	auth := authn.New(cfg.Config, ring.Keys(), tokens, svc.Redis, svc.Log)
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
+	httpapi.Register(svc.API, &httpapi.Handlers{
+		Auth:   auth,
+		Users:  users,
+		Keys:   ring,
+		Issuer: &signing.Issuer{Ring: ring, Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience, TTL: cfg.JWTTTL},
+		Tokens: tokens,
+	})
 	return svc.Run(ctx)
 }

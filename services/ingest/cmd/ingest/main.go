@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/obsops/obsops/migrations"
+	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/pkg/config"
 	"github.com/obsops/obsops/pkg/service"
 	"github.com/obsops/obsops/services/ingest"
@@ -48,7 +49,8 @@ func run() error {
 	}
 	svc.Log = svc.Log.With("role", *role)
 	if *role != ingest.RoleWorker {
-		httpapi.Register(svc.API, &httpapi.Handlers{})
+		auth := authn.NewRemote(cfg.Config, cfg.AuthtokenURL, svc.Redis, svc.Log)
+		httpapi.Register(svc.API, &httpapi.Handlers{Auth: auth})
 	}
 	if *role != ingest.RoleAPI {
 		srv := worker.New(svc.Redis, cfg.WorkerConcurrency, svc.Log)

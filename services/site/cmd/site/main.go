@@ -13,6 +13,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/obsops/obsops/migrations"
+	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/pkg/config"
 	"github.com/obsops/obsops/pkg/service"
 	"github.com/obsops/obsops/services/site"
@@ -45,6 +46,7 @@ func run() error {
 	services := cfg.Upstreams.ByService()
 	delete(services, "site")
 	httpapi.Register(svc.API, &httpapi.Handlers{
+		Auth: authn.NewRemote(cfg.Config, cfg.AuthtokenURL, svc.Redis, svc.Log),
 		Info: site.NewInfo(&cfg, version, commit),
 		Health: &site.Checker{
 			Site:       cfg.SiteName,

@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/obsops/obsops/migrations"
+	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/pkg/config"
 	"github.com/obsops/obsops/pkg/service"
 	"github.com/obsops/obsops/services/transfer"
@@ -37,7 +38,8 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	httpapi.Register(svc.API, &httpapi.Handlers{})
+	auth := authn.NewRemote(cfg.Config, cfg.AuthtokenURL, svc.Redis, svc.Log)
+	httpapi.Register(svc.API, &httpapi.Handlers{Auth: auth})
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()

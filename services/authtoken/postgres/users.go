@@ -1,0 +1,115 @@
+// Package postgres stores the authtoken service's users, roles and API tokens in PostgreSQL.
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+
+	"github.com/obsops/obsops/services/authtoken"
+)
+
+// Users reads and writes users and their roles.
+type Users struct {
+	DB *sqlx.DB
+}
+
+const userColumns = `id, username, COALESCE(email, '') AS email, COALESCE(display_name, '') AS display_name,
+	is_service, is_active, created_at, last_login_at`
+
+// ByID returns the user with id and their roles.
+func (s *Users) ByID(ctx context.Context, id int64) (authtoken.User, error) {
+	return s.one(ctx, `SELECT `+userColumns+` FROM users WHERE id = $1`, id)
+}
+
+// ByUsername returns the user called name and their roles.
+func (s *Users) ByUsername(ctx context.Context, name string) (authtoken.User, error) {
+	return s.one(ctx, `SELECT `+userColumns+` FROM users WHERE username = $1`, name)
+}
+
+func (s *Users) one(ctx context.Context, query string, arg any) (authtoken.User, error) {
+	var u authtoken.User
+	if err := s.DB.GetContext(ctx, &u, query, arg); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return u, authtoken.ErrNotFound
+		}
+		return u, err
+	}
+	roles, err := s.Roles(ctx, u.ID)
+	u.Roles = roles
+	return u, err
+}
+
+// Roles returns the roles of a user, sorted.
+func (s *Users) Roles(ctx context.Context, userID int64) ([]string, error) {
+	roles := []string{}
+	err := s.DB.SelectContext(ctx, &roles, `SELECT role FROM user_roles WHERE user_id = $1 ORDER BY role`, userID)
+	return roles, err
+}
+
+// Ensure returns the user called name, creating it first if needed (service marks a service
+// account). created tells which happened.
+func (s *Users) Ensure(ctx context.Context, name string, service bool) (u authtoken.User, created bool, err error) {
+	if !authtoken.ValidUsername(name) {
+		return u, false, fmt.Errorf("invalid username %q", name)
+	}
+	var id int64
+	err = s.DB.GetContext(ctx, &id,
+		`INSERT INTO users (username, is_service) VALUES ($1, $2) ON CONFLICT (username) DO NOTHING RETURNING id`, name, service)
+	switch {
+	case err == nil:
+		created = true
+	case errors.Is(err, sql.ErrNoRows):
+	default:
+		return u, false, err
+	}
+	u, err = s.ByUsername(ctx, name)
+	return u, created, err
+}
+
+// UpsertOIDC records a login from the identity provider: the user is found by (issuer, subject),
+// or by username for an account created before its first login, and its profile refreshed.
+func (s *Users) UpsertOIDC(ctx context.Context, issuer, subject, username, email, displayName string) (authtoken.User, bool, error) {
+	var row struct {
+		ID      int64 `db:"id"`
+		Created bool  `db:"created"`
+	}
+	err := s.DB.GetContext(ctx, &row, `
+		INSERT INTO users (username, email, display_name, oidc_issuer, oidc_subject, last_login_at)
+		VALUES ($1, NULLIF($2, ''), NULLIF($3, ''), $4, $5, now())
+		ON CONFLICT (username) DO UPDATE SET
+			email = COALESCE(EXCLUDED.email, users.email),
+			display_name = COALESCE(EXCLUDED.display_name, users.display_name),
+			oidc_issuer = EXCLUDED.oidc_issuer,
+			oidc_subject = EXCLUDED.oidc_subject,
+			last_login_at = now()
+		WHERE users.oidc_subject IS NULL OR (users.oidc_issuer = EXCLUDED.oidc_issuer AND users.oidc_subject = EXCLUDED.oidc_subject)
+		RETURNING id, (xmax = 0) AS created`, username, email, displayName, issuer, subject)
+	if errors.Is(err, sql.ErrNoRows) {
+		return authtoken.User{}, false, fmt.Errorf("username %q belongs to another identity-provider account", username)
+	}
+	if err != nil {
+		return authtoken.User{}, false, err
+	}
+	u, err := s.ByID(ctx, row.ID)
+	return u, row.Created, err
+}
+
+// GrantRoles gives a user roles (idempotent), recording who granted them.
+func (s *Users) GrantRoles(ctx context.Context, userID int64, roles []string, by string) error {
+	_, err := s.DB.ExecContext(ctx, `
+		INSERT INTO user_roles (user_id, role, granted_by)
+		SELECT $1, unnest($2::text[]), $3
+		ON CONFLICT (user_id, role) DO NOTHING`, userID, pq.Array(roles), by)
+	return err
+}
+
+// RevokeRoles takes roles away from a user.
+func (s *Users) RevokeRoles(ctx context.Context, userID int64, roles []string) error {
+	_, err := s.DB.ExecContext(ctx, `DELETE FROM user_roles WHERE user_id = $1 AND role = ANY($2)`, userID, pq.Array(roles))
+	return err
+}

@@ -130,6 +130,10 @@ func bearer(h string) (string, bool) {
 	return cred, cred != "" && len(cred) <= 8192
 }
 
+// limiterTimeout bounds the failed-attempt bookkeeping, so a Redis outage costs a request at
+// most this much instead of go-redis's dial retries.
+const limiterTimeout = 150 * time.Millisecond
+
 func (a *Authenticator) failureKey(ip string) string { return "ops:authfail:" + ip }
 
 // blocked returns the seconds to wait when ip has used up its failed attempts, else 0.
@@ -138,6 +142,8 @@ func (a *Authenticator) blocked(ctx context.Context, ip string) int {
 	if a.Redis == nil || a.FailureLimit <= 0 || ip == "" {
 		return 0
 	}
+	ctx, cancel := context.WithTimeout(ctx, limiterTimeout)
+	defer cancel()
 	pipe := a.Redis.Pipeline()
 	count := pipe.Get(ctx, a.failureKey(ip))
 	ttl := pipe.TTL(ctx, a.failureKey(ip))
@@ -163,6 +169,8 @@ func (a *Authenticator) recordFailure(ctx context.Context, ip string) {
 	if window <= 0 {
 		window = time.Minute
 	}
+	ctx, cancel := context.WithTimeout(ctx, limiterTimeout)
+	defer cancel()
 	pipe := a.Redis.Pipeline()
 	pipe.Incr(ctx, a.failureKey(ip))
 	pipe.ExpireNX(ctx, a.failureKey(ip), window)

@@ -33,19 +33,25 @@ type Validator interface {
 // then runs its Validate method (if any, on it and on embedded structs). The first error is
 // returned as one line naming the variable.
 func Load(cfg any) error {
-	if err := resolveFileVariables(); err != nil {
+	environment, err := environmentWithFiles()
+	if err != nil {
 		return err
 	}
-	if err := env.Parse(cfg); err != nil {
-		return oneLine(cfg, err)
+	if err := env.ParseWithOptions(cfg, env.Options{Environment: environment}); err != nil {
+		return oneLine(cfg, err, environment)
 	}
 	return validate(reflect.ValueOf(cfg))
 }
 
-// resolveFileVariables sets OPS_X from the file named by OPS_X_FILE, unless OPS_X is already set.
-func resolveFileVariables() error {
+// environmentWithFiles is the process environment plus OPS_X read from the file named by
+// OPS_X_FILE, unless OPS_X itself is set. The process environment is not modified.
+func environmentWithFiles() (map[string]string, error) {
+	environment := map[string]string{}
 	for _, kv := range os.Environ() {
-		name, path, _ := strings.Cut(kv, "=")
+		name, value, _ := strings.Cut(kv, "=")
+		environment[name] = value
+	}
+	for name, path := range environment {
 		if !strings.HasPrefix(name, "OPS_") || !strings.HasSuffix(name, "_FILE") || path == "" {
 			continue
 		}
@@ -55,13 +61,11 @@ func resolveFileVariables() error {
 		}
 		b, err := os.ReadFile(path)
 		if err != nil {
-			return &Invalid{Var: name, Reason: "cannot read file: " + err.Error()}
+			return nil, &Invalid{Var: name, Reason: "cannot read file: " + err.Error()}
 		}
-		if err := os.Setenv(target, strings.TrimRight(string(b), "\r\n")); err != nil {
-			return &Invalid{Var: name, Reason: err.Error()}
-		}
+		environment[target] = strings.TrimRight(string(b), "\r\n")
 	}
-	return nil
+	return environment, nil
 }
 
 func validate(v reflect.Value) error {
@@ -86,7 +90,7 @@ func validate(v reflect.Value) error {
 }
 
 // oneLine turns the library's aggregate error into the first problem, named by its variable.
-func oneLine(cfg any, err error) error {
+func oneLine(cfg any, err error, environment map[string]string) error {
 	var agg env.AggregateError
 	if errors.As(err, &agg) && len(agg.Errors) > 0 {
 		err = agg.Errors[0]
@@ -94,7 +98,10 @@ func oneLine(cfg any, err error) error {
 	var pe env.ParseError
 	if errors.As(err, &pe) {
 		name := varOfField(reflect.TypeOf(cfg), pe.Name)
-		return &Invalid{Var: name, Reason: fmt.Sprintf("invalid value %q: expected %s", os.Getenv(name), kindName(pe.Type))}
+		if name == "" {
+			name = pe.Name
+		}
+		return &Invalid{Var: name, Reason: fmt.Sprintf("invalid value %q: expected %s", environment[name], kindName(pe.Type))}
 	}
 	var unset env.VarIsNotSetError
 	if errors.As(err, &unset) {
@@ -107,6 +114,8 @@ func oneLine(cfg any, err error) error {
 	return err
 }
 
+// varOfField finds the environment variable of a struct field, searching embedded structs; ""
+// when there is none.
 func varOfField(t reflect.Type, field string) string {
 	if t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -123,7 +132,7 @@ func varOfField(t reflect.Type, field string) string {
 			}
 		}
 	}
-	return field
+	return ""
 }
 
 func kindName(t reflect.Type) string {

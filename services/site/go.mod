@@ -12,6 +12,7 @@ require (
 	github.com/hibiken/asynq v0.26.0
 	github.com/obsops/obsops/migrations v0.0.0-00010101000000-000000000000
 	github.com/obsops/obsops/pkg v0.0.0-00010101000000-000000000000
+	github.com/stretchr/testify v1.12.1
 )
 
 require (
@@ -50,6 +51,7 @@ require (
 	go.uber.org/atomic v1.12.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
 	go.yaml.in/yaml/v2 v2.4.2 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/net v0.61.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect

@@ -1,0 +1,207 @@
+package service_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/gofiber/fiber/v2"
+	"github.com/stretchr/testify/require"
+
+	"github.com/obsops/obsops/migrations"
+	"github.com/obsops/obsops/pkg/config"
+	"github.com/obsops/obsops/pkg/problem"
+	"github.com/obsops/obsops/pkg/service"
+	"github.com/obsops/obsops/pkg/testenv"
+)
+
+type echoInput struct {
+	Body struct {
+		Name string `json:"name" minLength:"1" maxLength:"10"`
+	}
+}
+
+type echoOutput struct {
+	Body struct {
+		Name string `json:"name"`
+	}
+}
+
+// start runs a chassis service with one huma route (POST /echo) and a slow plain route, against
+// a real database and Redis, and returns its base URL and a stop function.
+func start(t *testing.T, expectedMigration int64, redisURL string, drain time.Duration) (string, *service.Service, func() error) {
+	t.Helper()
+	addr := testenv.FreeAddr(t)
+	svc, err := service.New(service.Options{
+		Name: "probe", Title: "probe", Addr: addr,
+		Common: config.Common{
+			DatabaseURL: testenv.Database(t), DBMaxConns: 4, RedisURL: redisURL, LogLevel: "error",
+			BodyLimitBytes: 4096, ShutdownDrain: drain, ShutdownTimeout: 5 * time.Second,
+		},
+		UsesDatabase: true, ExpectedMigration: expectedMigration,
+	})
+	require.NoError(t, err)
+	huma.Register(svc.API, huma.Operation{Method: http.MethodPost, Path: "/echo"}, func(_ context.Context, in *echoInput) (*echoOutput, error) {
+		out := &echoOutput{}
+		out.Body.Name = in.Body.Name
+		return out, nil
+	})
+	svc.App.Get("/slow", func(c *fiber.Ctx) error {
+		time.Sleep(300 * time.Millisecond)
+		return c.SendString("done")
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	base := "http://" + addr
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(base + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil && resp.StatusCode == 200
+	}, 5*time.Second, 10*time.Millisecond)
+	stopped := false
+	stop := func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		cancel()
+		return <-done
+	}
+	t.Cleanup(func() { _ = stop() })
+	return base, svc, stop
+}
+
+func getJSON(t *testing.T, url string, into any) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(into))
+	return resp.StatusCode
+}
+
+func TestReadinessChecksDatabaseRedisAndMigrations(t *testing.T) {
+	rds := testenv.Redis(t)
+	base, _, _ := start(t, migrations.Latest(), rds.URL, 0)
+
+	var r service.Readiness
+	require.Equal(t, 200, getJSON(t, base+"/readyz", &r))
+	require.Equal(t, "ready", r.Status)
+	for _, name := range []string{"database", "redis", "migrations"} {
+		require.Equal(t, "ok", r.Checks[name].Status, name)
+	}
+
+	rds.Kill()
+	require.Equal(t, 503, getJSON(t, base+"/readyz", &r))
+	require.Equal(t, "not_ready", r.Status)
+	require.Equal(t, "fail", r.Checks["redis"].Status)
+	require.Equal(t, "ok", r.Checks["database"].Status)
+}
+
+func TestReadinessFailsOnOldSchema(t *testing.T) {
+	base, _, _ := start(t, migrations.Latest()+1, testenv.Redis(t).URL, 0)
+	var r service.Readiness
+	require.Equal(t, 503, getJSON(t, base+"/readyz", &r))
+	require.Contains(t, r.Checks["migrations"].Error, "run migrate up")
+}
+
+func TestErrorsAreProblems(t *testing.T) {
+	base, _, _ := start(t, migrations.Latest(), testenv.Redis(t).URL, 0)
+	cases := []struct {
+		name, method, path, body string
+		status                   int
+		detail                   string
+	}{
+		{"unknown route", "GET", "/nope", "", 404, "no route for GET /nope"},
+		{"wrong method", "DELETE", "/healthz", "", 405, "method DELETE is not allowed"},
+		{"oversize body", "POST", "/echo", `{"name":"` + strings.Repeat("x", 5000) + `"}`, 413, "exceeds the limit of 4096 bytes"},
+		{"malformed json", "POST", "/echo", `{"name":`, 400, ""},
+		{"invalid field", "POST", "/echo", `{"name":""}`, 422, ""},
+		{"unknown field", "POST", "/echo", `{"name":"a","extra":1}`, 422, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest(tc.method, base+tc.path, strings.NewReader(tc.body))
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			require.Equal(t, tc.status, resp.StatusCode)
+			require.Equal(t, problem.ContentType, resp.Header.Get("Content-Type"))
+			var p problem.Problem
+			require.NoError(t, json.NewDecoder(resp.Body).Decode(&p))
+			require.Equal(t, tc.status, p.Status)
+			require.Contains(t, p.Detail, tc.detail)
+		})
+	}
+}
+
+func TestRequestIDIsKeptOrMade(t *testing.T) {
+	base, _, _ := start(t, migrations.Latest(), testenv.Redis(t).URL, 0)
+	req, _ := http.NewRequest("GET", base+"/healthz", nil)
+	req.Header.Set(service.RequestIDHeader, "abc-123")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, "abc-123", resp.Header.Get(service.RequestIDHeader))
+
+	req.Header.Set(service.RequestIDHeader, "bad id <script>")
+	resp, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	got := resp.Header.Get(service.RequestIDHeader)
+	require.Len(t, got, 36, "an unsafe id is replaced by a UUID")
+}
+
+func TestMetricsUseRouteTemplates(t *testing.T) {
+	base, _, _ := start(t, migrations.Latest(), testenv.Redis(t).URL, 0)
+	resp, err := http.Post(base+"/echo", "application/json", strings.NewReader(`{"name":"a"}`))
+	require.NoError(t, err)
+	resp.Body.Close()
+	resp, err = http.Get(base + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	require.Contains(t, string(b), `obsops_http_requests_total{method="POST",route="/echo",status="200"} 1`)
+	require.Contains(t, string(b), "go_goroutines")
+}
+
+func TestGracefulShutdownDrainsInFlightRequests(t *testing.T) {
+	base, svc, stop := start(t, migrations.Latest(), testenv.Redis(t).URL, 200*time.Millisecond)
+	hookRan := make(chan struct{})
+	svc.OnShutdown("probe-hook", func(context.Context) error { close(hookRan); return nil })
+
+	slow := make(chan string, 1)
+	go func() {
+		resp, err := http.Get(base + "/slow")
+		if err != nil {
+			slow <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		slow <- string(b)
+	}()
+	time.Sleep(50 * time.Millisecond) // the slow request is in flight
+	stopped := make(chan error, 1)
+	go func() { stopped <- stop() }()
+
+	// While draining, readiness says so (load balancers stop sending) but requests still work.
+	require.Eventually(t, func() bool {
+		var r service.Readiness
+		return getJSON(t, base+"/readyz", &r) == 503 && r.Status == "draining"
+	}, time.Second, 10*time.Millisecond)
+	require.Equal(t, "done", <-slow, "the in-flight request completes")
+	require.NoError(t, <-stopped)
+	<-hookRan
+	_, err := http.Get(base + "/healthz")
+	require.Error(t, err, "the listener is closed after shutdown")
+}

@@ -94,18 +94,18 @@ func TestJWTVerifierRejectsAttacks(t *testing.T) {
 		return good[:indexDot(good)] + evil[indexDot(evil):lastDot(evil)] + good[lastDot(good):]
 	}
 	cases := map[string]string{
-		"alg none":            none(),
-		"HS256 with pub key":  hs256(),
-		"expired":             s.sign(t, with(func(c jwt.MapClaims) { c["exp"] = time.Now().Add(-time.Minute).Unix() })),
-		"wrong issuer":        s.sign(t, with(func(c jwt.MapClaims) { c["iss"] = "evil" })),
-		"wrong audience":      s.sign(t, with(func(c jwt.MapClaims) { c["aud"] = "other" })),
-		"missing exp":         s.sign(t, with(func(c jwt.MapClaims) { delete(c, "exp") })),
-		"missing uid":         s.sign(t, with(func(c jwt.MapClaims) { delete(c, "uid") })),
-		"issued in future":    s.sign(t, with(func(c jwt.MapClaims) { c["iat"] = time.Now().Add(time.Hour).Unix() })),
-		"unknown kid":         other.sign(t, validClaims()),
-		"forged signature":    forged(),
-		"tampered payload":    tampered(),
-		"garbage":             "not.a.jwt",
+		"alg none":           none(),
+		"HS256 with pub key": hs256(),
+		"expired":            s.sign(t, with(func(c jwt.MapClaims) { c["exp"] = time.Now().Add(-time.Minute).Unix() })),
+		"wrong issuer":       s.sign(t, with(func(c jwt.MapClaims) { c["iss"] = "evil" })),
+		"wrong audience":     s.sign(t, with(func(c jwt.MapClaims) { c["aud"] = "other" })),
+		"missing exp":        s.sign(t, with(func(c jwt.MapClaims) { delete(c, "exp") })),
+		"missing uid":        s.sign(t, with(func(c jwt.MapClaims) { delete(c, "uid") })),
+		"issued in future":   s.sign(t, with(func(c jwt.MapClaims) { c["iat"] = time.Now().Add(time.Hour).Unix() })),
+		"unknown kid":        other.sign(t, validClaims()),
+		"forged signature":   forged(),
+		"tampered payload":   tampered(),
+		"garbage":            "not.a.jwt",
 	}
 	for name, tok := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"fmt"
+	"net"
 	"net/url"
 	"time"
 )
@@ -17,6 +19,10 @@ type Common struct {
 	ShutdownTimeout time.Duration `env:"OPS_SHUTDOWN_TIMEOUT" envDefault:"15s"`
 	SiteName        string        `env:"OPS_SITE_NAME" envDefault:"FYST"`
 	SiteType        string        `env:"OPS_SITE_TYPE" envDefault:"main"`
+	// TrustedGateways are the addresses or CIDR ranges the gateway connects from; only from them
+	// is the gateway's X-Real-IP taken as the client address (token last-used IP, failed-login
+	// limits). The gateway itself uses OPS_TRUSTED_PROXIES instead.
+	TrustedGateways []string `env:"OPS_TRUSTED_GATEWAYS" envSeparator:"," envDefault:"127.0.0.0/8,::1"`
 }
 
 // Validate checks the shared settings.
@@ -40,6 +46,11 @@ func (c *Common) Validate() error {
 	}
 	if c.BodyLimitBytes < 1024 {
 		return &Invalid{Var: "OPS_BODY_LIMIT_BYTES", Reason: "must be at least 1024"}
+	}
+	for _, g := range c.TrustedGateways {
+		if _, _, err := net.ParseCIDR(g); err != nil && net.ParseIP(g) == nil {
+			return &Invalid{Var: "OPS_TRUSTED_GATEWAYS", Reason: fmt.Sprintf("invalid address or CIDR range %q", g)}
+		}
 	}
 	if c.ShutdownDrain < 0 || c.ShutdownTimeout <= 0 {
 		return &Invalid{Var: "OPS_SHUTDOWN_TIMEOUT", Reason: "drain must be >= 0 and timeout > 0"}

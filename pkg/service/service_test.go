@@ -55,6 +55,7 @@ func start(t *testing.T, expectedMigration int64, redisURL string, drain time.Du
 		time.Sleep(300 * time.Millisecond)
 		return c.SendString("done")
 	})
+	svc.App.Get("/ip", func(c *fiber.Ctx) error { return c.SendString(c.IP()) })
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- svc.Run(ctx) }()
@@ -204,4 +205,15 @@ func TestGracefulShutdownDrainsInFlightRequests(t *testing.T) {
 	<-hookRan
 	_, err := http.Get(base + "/healthz")
 	require.Error(t, err, "the listener is closed after shutdown")
+}
+
+func TestClientAddressComesFromTheTrustedGateway(t *testing.T) {
+	base, _, _ := start(t, migrations.Latest(), testenv.Redis(t).URL, 0)
+	req, _ := http.NewRequest("GET", base+"/ip", nil)
+	req.Header.Set("X-Real-IP", "203.0.113.9") // as the gateway sets it; the test connects from loopback
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	require.Equal(t, "203.0.113.9", string(b))
 }

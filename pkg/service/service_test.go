@@ -42,6 +42,7 @@ func start(t *testing.T, expectedMigration int64, redisURL string, drain time.Du
 		Common: config.Common{
 			DatabaseURL: testenv.Database(t), DBMaxConns: 4, RedisURL: redisURL, LogLevel: "error",
 			BodyLimitBytes: 4096, ShutdownDrain: drain, ShutdownTimeout: 5 * time.Second,
+			TrustedGateways: []string{"127.0.0.0/8"},
 		},
 		UsesDatabase: true, ExpectedMigration: expectedMigration,
 	})

@@ -1,0 +1,276 @@
+package k8s
+
+// Checks of deploy/compose.yaml and deploy/Dockerfile, which no Docker engine here can run:
+// the compose file strict-decodes into the subset of the Compose specification it uses, and
+// every image it builds is a real binary of this repository.
+
+import (
+	"encoding/json"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	sigsjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+)
+
+const repoRoot = ".."
+
+// binaries lists the commands this repository builds, from the tree itself:
+// services/<name>/cmd/<name> and migrations/cmd/migrate.
+func binaries(t *testing.T) []string {
+	t.Helper()
+	mains, err := filepath.Glob(filepath.Join(repoRoot, "services", "*", "cmd", "*", "main.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, m := range mains {
+		cmd := filepath.Base(filepath.Dir(m))
+		if svc := filepath.Base(filepath.Dir(filepath.Dir(filepath.Dir(m)))); svc == cmd {
+			names = append(names, cmd)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(repoRoot, "migrations", "cmd", "migrate", "main.go")); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	names = append(names, "migrate")
+	sort.Strings(names)
+	if len(names) < 7 {
+		t.Fatalf("found only %v", names)
+	}
+	return names
+}
+
+// The subset of the Compose specification deploy/compose.yaml uses; strict decoding makes a
+// misspelled or misplaced key fail here instead of being ignored by `docker compose`.
+type composeFile struct {
+	Name     string                    `json:"name"`
+	Services map[string]composeService `json:"services"`
+	Volumes  map[string]*struct{}      `json:"volumes"`
+}
+
+type composeService struct {
+	Image           string                       `json:"image,omitempty"`
+	Build           *composeBuild                `json:"build,omitempty"`
+	Entrypoint      []string                     `json:"entrypoint,omitempty"`
+	Command         []string                     `json:"command,omitempty"`
+	Environment     map[string]string            `json:"environment,omitempty"`
+	DependsOn       map[string]composeDependency `json:"depends_on,omitempty"`
+	Healthcheck     *composeHealthcheck          `json:"healthcheck,omitempty"`
+	Ports           []string                     `json:"ports,omitempty"`
+	Volumes         []string                     `json:"volumes,omitempty"`
+	Restart         string                       `json:"restart,omitempty"`
+	ReadOnly        bool                         `json:"read_only,omitempty"`
+	Tmpfs           []string                     `json:"tmpfs,omitempty"`
+	CapDrop         []string                     `json:"cap_drop,omitempty"`
+	SecurityOpt     []string                     `json:"security_opt,omitempty"`
+	StopGracePeriod string                       `json:"stop_grace_period,omitempty"`
+}
+
+type composeBuild struct {
+	Context    string            `json:"context"`
+	Dockerfile string            `json:"dockerfile"`
+	Args       map[string]string `json:"args"`
+}
+
+type composeDependency struct {
+	Condition string `json:"condition"`
+}
+
+type composeHealthcheck struct {
+	Test        []string `json:"test"`
+	Interval    string   `json:"interval"`
+	Timeout     string   `json:"timeout"`
+	Retries     int      `json:"retries"`
+	StartPeriod string   `json:"start_period,omitempty"`
+}
+
+func loadCompose(t *testing.T) composeFile {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "deploy", "compose.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := yaml.YAMLToJSONStrict(raw) // resolves anchors and merge keys; duplicate keys fail
+	if err != nil {
+		t.Fatalf("compose.yaml is not well-formed YAML: %v", err)
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(js, &top); err != nil {
+		t.Fatal(err)
+	}
+	for k := range top {
+		if strings.HasPrefix(k, "x-") { // extension fields, only used through anchors
+			delete(top, k)
+		}
+	}
+	js, _ = json.Marshal(top)
+	var cf composeFile
+	strict, err := sigsjson.UnmarshalStrict(js, &cf)
+	if err == nil && len(strict) > 0 {
+		err = strict[0]
+	}
+	if err != nil {
+		t.Fatalf("compose.yaml: %v", err)
+	}
+	return cf
+}
+
+func TestComposeFile(t *testing.T) {
+	cf := loadCompose(t)
+	bins := binaries(t)
+	built := map[string][]string{} // binary -> compose services running it
+	for name, s := range cf.Services {
+		if s.Build == nil {
+			if s.Image == "" {
+				t.Errorf("service %s has neither build nor image", name)
+			}
+			continue
+		}
+		if s.Build.Context != ".." || s.Build.Dockerfile != "deploy/Dockerfile" {
+			t.Errorf("service %s builds %s with %s, want context .. (the repository root) and deploy/Dockerfile", name, s.Build.Context, s.Build.Dockerfile)
+		}
+		bin := s.Build.Args["SERVICE"]
+		if !slices.Contains(bins, bin) {
+			t.Errorf("service %s: build arg SERVICE=%q is not a binary of the repository %v", name, bin, bins)
+		}
+		built[bin] = append(built[bin], name)
+		if !strings.HasPrefix(s.Image, "obsops/"+bin+":") {
+			t.Errorf("service %s: image %q, want obsops/%s:TAG", name, s.Image, bin)
+		}
+	}
+	for _, b := range bins {
+		if len(built[b]) == 0 {
+			t.Errorf("binary %s runs in no compose service", b)
+		}
+	}
+
+	// Infrastructure, and Redis configured for the ingest buffer.
+	if cf.Services["postgres"].Image == "" || cf.Services["redis"].Image == "" {
+		t.Fatalf("want postgres and redis services")
+	}
+	redisCmd := strings.Join(cf.Services["redis"].Command, " ")
+	for _, want := range []string{"--appendonly yes", "--appendfsync everysec", "--maxmemory-policy noeviction"} {
+		if !strings.Contains(redisCmd, want) {
+			t.Errorf("redis command %q lacks %q", redisCmd, want)
+		}
+	}
+
+	// migrate runs once, after PostgreSQL; every service starts after it succeeded.
+	m := cf.Services["migrate"]
+	if !slices.Equal(m.Command, []string{"up"}) || m.Restart != "no" || m.DependsOn["postgres"].Condition != "service_healthy" {
+		t.Errorf("migrate: command %v restart %q depends_on %v, want [up], \"no\", postgres healthy", m.Command, m.Restart, m.DependsOn)
+	}
+
+	ports := map[string]string{"gateway": "8080", "authtoken": "8081", "transfer": "8082", "catalog": "8083", "ingest": "8084", "ingest-worker": "8084", "site": "8085"}
+	roles := map[string]string{}
+	for name, port := range ports {
+		s, ok := cf.Services[name]
+		if !ok {
+			t.Errorf("no compose service %s", name)
+			continue
+		}
+		bin := s.Build.Args["SERVICE"]
+		addrVar := "OPS_" + strings.ToUpper(bin) + "_ADDR"
+		if got := s.Environment[addrVar]; got != "0.0.0.0:"+port && got != ":"+port {
+			t.Errorf("%s: %s=%q, want 0.0.0.0:%s", name, addrVar, got, port)
+		}
+		if s.Healthcheck == nil || !slices.Contains(s.Healthcheck.Test, "http://127.0.0.1:"+port+"/readyz") {
+			t.Errorf("%s: healthcheck %v, want /healthcheck on its own /readyz", name, s.Healthcheck)
+		}
+		if !s.ReadOnly || !slices.Equal(s.CapDrop, []string{"ALL"}) {
+			t.Errorf("%s: want read_only and cap_drop ALL", name)
+		}
+		if s.Environment["OPS_DATABASE_URL"] == "" || s.Environment["OPS_REDIS_URL"] == "" {
+			t.Errorf("%s: OPS_DATABASE_URL and OPS_REDIS_URL must be set", name)
+		}
+		if name != "gateway" {
+			if s.DependsOn["migrate"].Condition != "service_completed_successfully" {
+				t.Errorf("%s: must start after migrate completed successfully", name)
+			}
+			if len(s.Ports) > 0 {
+				t.Errorf("%s publishes %v: only the gateway is published", name, s.Ports)
+			}
+		}
+		// Drain + shutdown timeout must fit in the stop grace period (compose's default is 10 s).
+		grace, err := time.ParseDuration(s.StopGracePeriod)
+		drain, _ := time.ParseDuration(s.Environment["OPS_SHUTDOWN_DRAIN"])
+		timeout, _ := time.ParseDuration(s.Environment["OPS_SHUTDOWN_TIMEOUT"])
+		if err != nil || drain == 0 || timeout == 0 || grace <= drain+timeout {
+			t.Errorf("%s: stop_grace_period %q must exceed OPS_SHUTDOWN_DRAIN %s + OPS_SHUTDOWN_TIMEOUT %s", name, s.StopGracePeriod, drain, timeout)
+		}
+		// The services reach each other by compose service name.
+		for _, up := range []string{"AUTHTOKEN", "TRANSFER", "CATALOG", "INGEST", "SITE"} {
+			u, err := url.Parse(s.Environment["OPS_"+up+"_URL"])
+			target := strings.ToLower(up)
+			if err != nil || u.Hostname() != target || u.Port() != ports[target] {
+				t.Errorf("%s: OPS_%s_URL=%q, want http://%s:%s", name, up, s.Environment["OPS_"+up+"_URL"], target, ports[target])
+			}
+		}
+		if bin == "ingest" {
+			if len(s.Command) != 2 || s.Command[0] != "-role" {
+				t.Errorf("%s: command %v, want -role api|worker", name, s.Command)
+			} else {
+				roles[s.Command[1]] = name
+			}
+		}
+	}
+	// authtoken's JWT signing key: generated once into a volume by a one-shot service.
+	at := cf.Services["authtoken"]
+	if at.Environment["OPS_JWT_SIGNING_KEY_FILE"] == "" || at.DependsOn["jwt-key"].Condition != "service_completed_successfully" {
+		t.Errorf("authtoken: want OPS_JWT_SIGNING_KEY_FILE from the jwt-key volume, after jwt-key completed")
+	}
+	if roles["api"] != "ingest" || roles["worker"] != "ingest-worker" {
+		t.Errorf("ingest roles %v: want the API as service ingest and a separate ingest-worker", roles)
+	}
+	if gw := cf.Services["gateway"]; !slices.ContainsFunc(gw.Ports, func(p string) bool { return strings.HasSuffix(p, "8080:8080") }) {
+		t.Errorf("gateway ports %v: want 8080 published", gw.Ports)
+	}
+}
+
+// TestDockerfile checks the parts of deploy/Dockerfile that a build would only reveal on a
+// machine with Docker: the SERVICE values it accepts are exactly the repository's binaries, and
+// the build is static, module-local and non-root.
+func TestDockerfile(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "deploy", "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	df := string(raw)
+	for _, want := range []string{
+		"ARG SERVICE", "FROM golang:${GO_VERSION}-bookworm AS build", "GOWORK=off CGO_ENABLED=0 go build -trimpath",
+		"-X main.version=${VERSION} -X main.commit=${COMMIT}", "FROM gcr.io/distroless/static-debian12:nonroot",
+		"USER 65532:65532", `ENTRYPOINT ["/app"]`,
+	} {
+		if !strings.Contains(df, want) {
+			t.Errorf("Dockerfile lacks %q", want)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^ARG GO_VERSION=1\.26$`).MatchString(df) {
+		t.Errorf("Dockerfile: want ARG GO_VERSION=1.26 (go.work says go 1.26)")
+	}
+	var accepted []string
+	for _, m := range regexp.MustCompile(`(?m)^\s*([a-z|]+)\) dir=`).FindAllStringSubmatch(df, -1) {
+		accepted = append(accepted, strings.Split(m[1], "|")...)
+	}
+	sort.Strings(accepted)
+	if bins := binaries(t); !slices.Equal(accepted, bins) {
+		t.Errorf("Dockerfile accepts SERVICE %v, the repository has %v", accepted, bins)
+	}
+	ignore, err := os.ReadFile(filepath.Join(repoRoot, ".dockerignore"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{".git", ".local", "bin"} {
+		if !slices.Contains(strings.Fields(string(ignore)), want) {
+			t.Errorf(".dockerignore does not exclude %s", want)
+		}
+	}
+}

@@ -12,6 +12,7 @@ build: ## build every binary into ./bin
 	@mkdir -p bin
 	@for s in $(BINARIES); do (cd services/$$s && go build -trimpath -ldflags '$(LDFLAGS)' -o ../../bin/$$s ./cmd/$$s) || exit 1; done
 	@cd migrations && go build -trimpath -ldflags '$(LDFLAGS)' -o ../bin/migrate ./cmd/migrate
+	@cd deploy/devidp && go build -trimpath -ldflags '$(LDFLAGS)' -o ../../bin/devidp .
 
 up: ## start PostgreSQL, Redis and the whole suite; gateway on http://127.0.0.1:8080
 	@deploy/local/stack.sh up

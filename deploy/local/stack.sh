@@ -108,6 +108,12 @@ write_env() {
 		echo "OPS_INGEST_ADDR=127.0.0.1:8084"
 		echo "OPS_SITE_ADDR=127.0.0.1:8085"
 		echo "OPS_JWT_SIGNING_KEY_FILE=$STATE/keys/jwt-signing.pem"
+		# Login through the local development identity provider (bin/devidp, deploy/devidp/README.md).
+		echo "OPS_OIDC_ISSUER=http://127.0.0.1:9998"
+		echo "OPS_OIDC_CLIENT_ID=obsops-dev"
+		echo "OPS_OIDC_CLIENT_SECRET=obsops-dev-secret"
+		echo "OPS_OIDC_REDIRECT_URL=http://127.0.0.1:8080/idp/callback"
+		echo "OPS_BOOTSTRAP_ADMINS=alice"
 		if [ -f "$STATE/extra.env" ]; then cat "$STATE/extra.env"; fi
 	} >"$STATE/env"
 }
@@ -150,6 +156,7 @@ up() {
 		"$ROOT/bin/authtoken" admin generate-signing-key --out "$STATE/keys/jwt-signing.pem"
 	fi
 	(set -a; . "$STATE/env"; set +a; "$ROOT/bin/migrate" up 2>>"$STATE/logs/migrate.log")
+	start_service devidp # the development identity provider (loopback only; dev users: deploy/devidp/README.md)
 	for s in "${SERVICES[@]}"; do
 		case $s in
 		ingest) start_service ingest -role all ;;
@@ -166,6 +173,7 @@ up() {
 	  Gateway        http://127.0.0.1:8080
 	  API docs       http://127.0.0.1:8080/docs
 	  Health         http://127.0.0.1:8080/health
+	  Log in         http://127.0.0.1:8080/idp/login   (dev users: alice / wonderland = admin, bob / builder)
 	  Site info      http://127.0.0.1:8080/api/site/info
 	  Logs           make logs   ($STATE/logs/)
 	  Environment    set -a; . $STATE/env; set +a   (for bin/* admin commands)

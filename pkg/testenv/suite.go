@@ -68,6 +68,9 @@ func StartSuite(t testing.TB, opts SuiteOptions) *Suite {
 	for k, v := range opts.Env {
 		s.Env[k] = v
 	}
+	for _, name := range SuiteServices() { // an overridden address moves the service's URL too
+		s.URLs[name] = "http://" + s.Env["OPS_"+strings.ToUpper(name)+"_ADDR"]
+	}
 	s.GatewayURL = s.URLs["gateway"]
 	skip := map[string]bool{}
 	for _, n := range opts.Skip {

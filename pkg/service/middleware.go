@@ -14,6 +14,17 @@ import (
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 )
 
+// clientAddress makes c.IP() the connection's address when a trusted proxy did not name the client
+// (a direct call from a trusted address): Fiber would otherwise answer with an empty string.
+func clientAddress(proxyHeader string) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		if proxyHeader != "" && c.Get(proxyHeader) == "" {
+			c.Request().Header.Set(proxyHeader, c.Context().RemoteIP().String())
+		}
+		return c.Next()
+	}
+}
+
 // RequestIDHeader carries the request id from the gateway through every service and back.
 const RequestIDHeader = "X-Request-ID"
 

@@ -49,9 +49,18 @@ type Options struct {
 	// ExpectedMigration is the schema version this build needs (migrations.Latest()); the service
 	// is not ready until the database has reached it.
 	ExpectedMigration int64
-	// TrustedProxies may set the client address through OPS_PROXY_HEADER (the gateway, an ingress).
+	// Edge marks the public entry point (the gateway): it trusts only TrustedProxies (an ingress)
+	// and their ProxyHeader for the client address. Every other service trusts the gateway
+	// (Common.TrustedGateways) and the X-Real-IP header it sets.
+	Edge           bool
 	TrustedProxies []string
 	ProxyHeader    string
+	// RedisOptional leaves Redis out of readiness, for a service that keeps working without it
+	// (the gateway's rate limiter fails open) and must not leave the load balancer when it is down.
+	RedisOptional bool
+	// NoOpenAPI serves no OpenAPI document of the service's own at /openapi.json (the gateway
+	// serves the merged document of all services there).
+	NoOpenAPI bool
 }
 
 // Service is a running obsops service and the dependencies it owns.
@@ -106,7 +115,9 @@ func New(opts Options) (*Service, error) {
 	}
 	ropts.PoolSize = 4 * opts.Common.DBMaxConns
 	s.Redis = redis.NewClient(ropts)
-	s.AddReadiness("redis", func(ctx context.Context) error { return s.Redis.Ping(ctx).Err() })
+	if !opts.RedisOptional {
+		s.AddReadiness("redis", func(ctx context.Context) error { return s.Redis.Ping(ctx).Err() })
+	}
 
 	if opts.UsesDatabase {
 		if opts.Common.DatabaseURL == "" {
@@ -122,6 +133,9 @@ func New(opts Options) (*Service, error) {
 		})
 	}
 
+	if !opts.Edge {
+		opts.TrustedProxies, opts.ProxyHeader = opts.Common.TrustedGateways, "X-Real-IP"
+	}
 	s.App = fiber.New(fiber.Config{
 		AppName:                 opts.Name,
 		DisableStartupMessage:   true,
@@ -134,7 +148,7 @@ func New(opts Options) (*Service, error) {
 		TrustedProxies:          opts.TrustedProxies,
 		ProxyHeader:             opts.ProxyHeader,
 	})
-	s.App.Use(requestID, accessLog(log, newHTTPMetrics(s.Metrics)), recoverPanics(log))
+	s.App.Use(clientAddress(opts.ProxyHeader), requestID, accessLog(log, newHTTPMetrics(s.Metrics)), recoverPanics(log))
 	s.App.Get("/healthz", s.liveness)
 	s.App.Get("/readyz", s.readiness)
 	s.App.Get("/metrics", metricsHandler(s.Metrics))
@@ -143,6 +157,9 @@ func New(opts Options) (*Service, error) {
 	hc.Info.Description = opts.Description
 	hc.DocsPath = ""     // the gateway serves one offline Swagger UI for the whole suite
 	hc.CreateHooks = nil // no $schema links in responses
+	if opts.NoOpenAPI {
+		hc.OpenAPIPath, hc.SchemasPath = "", ""
+	}
 	hc.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
 		"bearer": {Type: "http", Scheme: "bearer", Description: "A session JWT from /idp/login or an API token (ops_api_token_...)."},
 	}
@@ -189,7 +206,7 @@ func (s *Service) Run(ctx context.Context) error {
 		return fmt.Errorf("listen %s: %w", s.addr, err)
 	}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- s.App.Listener(ln) }()
+	go func() { serveErr <- s.App.Listener(lingerListener{ln}) }()
 	s.Log.Info("listening", "addr", ln.Addr().String(), "version", s.Build.Version, "commit", s.Build.Commit)
 
 	select {

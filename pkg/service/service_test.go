@@ -217,4 +217,10 @@ func TestClientAddressComesFromTheTrustedGateway(t *testing.T) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	require.Equal(t, "203.0.113.9", string(b))
+
+	resp, err = http.Get(base + "/ip") // a direct call: the connection's own address
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, _ = io.ReadAll(resp.Body)
+	require.Equal(t, "127.0.0.1", string(b))
 }

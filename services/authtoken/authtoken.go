@@ -24,7 +24,8 @@ type Config struct {
 	JWTSigningKey   string        `env:"OPS_JWT_SIGNING_KEY"`
 	JWTPreviousKeys string        `env:"OPS_JWT_PREVIOUS_KEYS"`
 	JWTTTL          time.Duration `env:"OPS_JWT_TTL" envDefault:"8h"`
-	// BootstrapAdmins are usernames made admin at their first login.
+	// BootstrapAdmins are usernames made admin whenever they log in through the identity provider
+	// (every new user gets viewer); remove a name before revoking admin from that user.
 	BootstrapAdmins []string `env:"OPS_BOOTSTRAP_ADMINS" envSeparator:","`
 
 	// Login through the identity provider (OIDC authorization code + PKCE).

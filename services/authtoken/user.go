@@ -21,6 +21,10 @@ type User struct {
 // ErrNotFound means the requested record does not exist (or is not the caller's to see).
 var ErrNotFound = errors.New("not found")
 
+// ErrIdentityConflict means a login's username already belongs to another identity-provider
+// account (another issuer or subject).
+var ErrIdentityConflict = errors.New("username belongs to another identity-provider account")
+
 // ValidUsername reports whether name can be a username: 1–255 printable characters without
 // spaces or control characters.
 func ValidUsername(name string) bool {

@@ -90,7 +90,7 @@ func (s *Users) UpsertOIDC(ctx context.Context, issuer, subject, username, email
 		WHERE users.oidc_subject IS NULL OR (users.oidc_issuer = EXCLUDED.oidc_issuer AND users.oidc_subject = EXCLUDED.oidc_subject)
 		RETURNING id, (xmax = 0) AS created`, username, email, displayName, issuer, subject)
 	if errors.Is(err, sql.ErrNoRows) {
-		return authtoken.User{}, false, fmt.Errorf("username %q belongs to another identity-provider account", username)
+		return authtoken.User{}, false, fmt.Errorf("%w: %q", authtoken.ErrIdentityConflict, username)
 	}
 	if err != nil {
 		return authtoken.User{}, false, err

@@ -16,8 +16,10 @@ import (
 	"github.com/obsops/obsops/services/authtoken"
 	"github.com/obsops/obsops/services/authtoken/admin"
 	"github.com/obsops/obsops/services/authtoken/httpapi"
+	"github.com/obsops/obsops/services/authtoken/login"
 	"github.com/obsops/obsops/services/authtoken/postgres"
 	"github.com/obsops/obsops/services/authtoken/signing"
+	"github.com/obsops/obsops/services/authtoken/usage"
 )
 
 var version, commit = "dev", "unknown" // set with -ldflags -X
@@ -54,15 +56,26 @@ func run() error {
 		return err
 	}
 	users := &postgres.Users{DB: svc.DB}
-	tokens := &authtoken.TokenService{}
+	tokenStore := &postgres.Tokens{DB: svc.DB}
+	usageCounter := usage.NewCounter(svc.Redis)
+	tokens := &authtoken.TokenService{
+		Store: tokenStore, Accounts: users, Counter: usageCounter, Limits: cfg.TokenLimits(),
+		Log: svc.Log, Metrics: authtoken.NewTokenMetrics(svc.Metrics),
+	}
+	usageFlusher := usage.NewFlusher(usageCounter, tokenStore, cfg.TokenUsageFlush, svc.Log, svc.Metrics)
+	usageFlusher.Start() // first finishes any flush a previous process left behind
+	svc.OnShutdown("token usage flush", usageFlusher.Stop)
 	auth := authn.New(cfg.Config, ring.Keys(), tokens, svc.Redis, svc.Log)
+	issuer := &signing.Issuer{Ring: ring, Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience, TTL: cfg.JWTTTL}
 
 	httpapi.Register(svc.API, &httpapi.Handlers{
-		Auth:   auth,
-		Users:  users,
-		Keys:   ring,
-		Issuer: &signing.Issuer{Ring: ring, Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience, TTL: cfg.JWTTTL},
-		Tokens: tokens,
+		Auth:          auth,
+		Users:         users,
+		Keys:          ring,
+		Issuer:        issuer,
+		Tokens:        tokens,
+		Login:         login.New(&cfg, svc.Redis, users, issuer, svc.Log),
+		UIRedirectURL: cfg.UIRedirectURL,
 	})
 	return svc.Run(ctx)
 }

@@ -1,0 +1,83 @@
+package authtoken_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/obsops/obsops/pkg/testenv"
+)
+
+// restartAuthtoken stops the suite's authtoken (if running), adds extra to the suite's
+// environment (so later admin commands see it too) and starts authtoken again on the same
+// address, waiting until it is ready.
+func restartAuthtoken(t *testing.T, s *testenv.Suite, extra map[string]string) {
+	t.Helper()
+	if p, ok := s.Procs["authtoken"]; ok {
+		_ = p.Stop(10 * time.Second)
+	}
+	for k, v := range extra {
+		s.Env[k] = v
+	}
+	p := testenv.Start(t, "authtoken", testenv.Binary(t, "authtoken"), s.Env)
+	testenv.WaitReady(t, p, s.URLs["authtoken"]+"/readyz", 30*time.Second)
+	s.Procs["authtoken"] = p
+}
+
+// noRedirects is an HTTP client that shows redirects instead of following them.
+func noRedirects() *http.Client {
+	return &http.Client{
+		Timeout:       10 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// response is an HTTP answer read in full.
+type response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// JSON decodes the body into v.
+func (r response) JSON(t *testing.T, v any) {
+	t.Helper()
+	require.NoError(t, json.Unmarshal(r.Body, v), "body: %s", r.Body)
+}
+
+// get sends GET url with an optional bearer credential.
+func get(t *testing.T, c *http.Client, url, bearer string) response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	require.NoError(t, err)
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	return do(t, c, req)
+}
+
+func do(t *testing.T, c *http.Client, req *http.Request) response {
+	t.Helper()
+	resp, err := c.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+}
+
+// problemDetail is the detail of a problem+json answer.
+func problemDetail(t *testing.T, r response) string {
+	t.Helper()
+	require.True(t, strings.HasPrefix(r.Header.Get("Content-Type"), "application/problem+json"), "content type %q, body %s", r.Header.Get("Content-Type"), r.Body)
+	var p struct {
+		Detail string `json:"detail"`
+	}
+	r.JSON(t, &p)
+	return p.Detail
+}

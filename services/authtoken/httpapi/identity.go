@@ -1,0 +1,204 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/obsops/obsops/pkg/authn"
+	"github.com/obsops/obsops/services/authtoken"
+	"github.com/obsops/obsops/services/authtoken/login"
+)
+
+// SessionUser is a user as the identity endpoints show it.
+type SessionUser struct {
+	ID               int64    `json:"id"`
+	Username         string   `json:"username"`
+	Email            string   `json:"email,omitempty"`
+	DisplayName      string   `json:"display_name,omitempty"`
+	Roles            []string `json:"roles" doc:"Roles held now: admin, observer, viewer, service."`
+	IsServiceAccount bool     `json:"is_service_account"`
+}
+
+func sessionUser(u authtoken.User) SessionUser {
+	roles := u.Roles
+	if roles == nil {
+		roles = []string{}
+	}
+	return SessionUser{ID: u.ID, Username: u.Username, Email: u.Email, DisplayName: u.DisplayName, Roles: roles, IsServiceAccount: u.IsService}
+}
+
+// LoginResult is the answer of /idp/callback when no UI redirect is configured.
+type LoginResult struct {
+	AccessToken string      `json:"access_token" doc:"Session JWT (EdDSA): send it as Authorization: Bearer <access_token>."`
+	TokenType   string      `json:"token_type" enum:"Bearer"`
+	ExpiresAt   time.Time   `json:"expires_at" doc:"When the JWT expires (RFC 3339, UTC); log in again after that."`
+	User        SessionUser `json:"user"`
+}
+
+type loginOutput struct {
+	Status       int
+	Location     string `header:"Location" doc:"The identity provider's authorization URL."`
+	CacheControl string `header:"Cache-Control"`
+}
+
+func (h *Handlers) startLogin(ctx context.Context, _ *struct{}) (*loginOutput, error) {
+	to, err := h.Login.Start(ctx)
+	if err != nil {
+		return nil, loginProblem(err)
+	}
+	return &loginOutput{Status: http.StatusFound, Location: to, CacheControl: "no-store"}, nil
+}
+
+type callbackInput struct {
+	State            string `query:"state" doc:"The state /idp/login sent to the provider (single use, valid 10 minutes)."`
+	Code             string `query:"code" doc:"Authorization code from the provider."`
+	Error            string `query:"error" doc:"Set by the provider when the login was refused (e.g. access_denied)."`
+	ErrorDescription string `query:"error_description" doc:"The provider's explanation of error."`
+}
+
+type callbackOutput struct {
+	Body func(huma.Context)
+}
+
+func (h *Handlers) finishLogin(ctx context.Context, in *callbackInput) (*callbackOutput, error) {
+	sess, err := h.Login.Finish(ctx, login.Callback{State: in.State, Code: in.Code, Error: in.Error, ErrorDescription: in.ErrorDescription})
+	if err != nil {
+		return nil, loginProblem(err)
+	}
+	return &callbackOutput{Body: func(hc huma.Context) {
+		// The answer carries a credential: never cache it, never leak it in a Referer.
+		hc.SetHeader("Cache-Control", "no-store")
+		hc.SetHeader("Pragma", "no-cache")
+		hc.SetHeader("Referrer-Policy", "no-referrer")
+		if h.UIRedirectURL != "" {
+			hc.SetHeader("Location", uiRedirect(h.UIRedirectURL, sess))
+			hc.SetStatus(http.StatusFound)
+			return
+		}
+		hc.SetHeader("Content-Type", "application/json")
+		hc.SetStatus(http.StatusOK)
+		_ = json.NewEncoder(hc.BodyWriter()).Encode(LoginResult{
+			AccessToken: sess.Token, TokenType: "Bearer", ExpiresAt: sess.ExpiresAt, User: sessionUser(sess.User),
+		})
+	}}, nil
+}
+
+// uiRedirect is the UI URL with the session in its fragment, which browsers never send to a
+// server: #access_token=...&token_type=Bearer&expires_at=...&expires_in=...
+func uiRedirect(ui string, s login.Session) string {
+	base, _, _ := strings.Cut(ui, "#")
+	frag := url.Values{}
+	frag.Set("access_token", s.Token)
+	frag.Set("token_type", "Bearer")
+	frag.Set("expires_at", s.ExpiresAt.UTC().Format(time.RFC3339))
+	frag.Set("expires_in", strconv.Itoa(int(time.Until(s.ExpiresAt).Seconds())))
+	return base + "#" + frag.Encode()
+}
+
+// callbackResponses documents both answers of /idp/callback: JSON, or a redirect to the UI.
+func callbackResponses(api huma.API) map[string]*huma.Response {
+	schema := api.OpenAPI().Components.Schemas.Schema(reflect.TypeOf(LoginResult{}), true, "LoginResult")
+	return map[string]*huma.Response{
+		"200": {
+			Description: "Logged in (OPS_UI_REDIRECT_URL not set): the session JWT and the user.",
+			Content:     map[string]*huma.MediaType{"application/json": {Schema: schema}},
+		},
+		"302": {
+			Description: "Logged in (OPS_UI_REDIRECT_URL set): redirect to the UI with the session in the URL fragment: " +
+				"#access_token=<JWT>&token_type=Bearer&expires_at=<RFC 3339>&expires_in=<seconds>.",
+			Headers: map[string]*huma.Param{"Location": {Description: "The UI URL with the session in its fragment.", Schema: &huma.Schema{Type: "string"}}},
+		},
+		"400": {Description: "Unknown, expired or reused state; the provider refused the login (its error and description are in the detail); or the code or ID token was rejected."},
+		"403": {Description: "The account is disabled."},
+		"409": {Description: "The username already belongs to another identity-provider account."},
+		"503": {Description: "Login is not configured, or the identity provider or Redis is unavailable."},
+	}
+}
+
+// loginProblem turns a login failure into its problem+json answer; causes stay in the log.
+func loginProblem(err error) error {
+	var le *login.Error
+	if errors.As(err, &le) {
+		return huma.NewError(le.Status, le.Detail)
+	}
+	return huma.Error500InternalServerError("login failed; see the authtoken log")
+}
+
+type jwksOutput struct {
+	CacheControl string `header:"Cache-Control"`
+	Body         authn.JWKSet
+}
+
+func (h *Handlers) jwks(_ context.Context, _ *struct{}) (*jwksOutput, error) {
+	return &jwksOutput{CacheControl: "public, max-age=300", Body: h.Keys.JWKS()}, nil
+}
+
+// TokenInfo describes the API token a request authenticated with.
+type TokenInfo struct {
+	ID     int64    `json:"id"`
+	Scopes []string `json:"scopes"`
+}
+
+// Me is the answer of /auth/me.
+type Me struct {
+	User            SessionUser  `json:"user"`
+	AuthenticatedBy authn.Method `json:"authenticated_by" enum:"jwt,api_token" doc:"jwt: a session JWT; api_token: an API token."`
+	Token           *TokenInfo   `json:"token,omitempty" doc:"The API token (api_token only)."`
+	ExpiresAt       *time.Time   `json:"expires_at,omitempty" doc:"When the session JWT expires (jwt only)."`
+}
+
+type meInput struct {
+	Authorization string `header:"Authorization" hidden:"true"`
+}
+
+type meOutput struct {
+	CacheControl string `header:"Cache-Control"`
+	Body         Me
+}
+
+func (h *Handlers) me(ctx context.Context, in *meInput) (*meOutput, error) {
+	p := authn.PrincipalFrom(ctx)
+	u, err := h.Users.ByID(ctx, p.UserID)
+	if errors.Is(err, authtoken.ErrNotFound) || (err == nil && !u.IsActive) {
+		return nil, huma.ErrorWithHeaders(
+			huma.Error401Unauthorized("the user of this credential no longer exists or is disabled"),
+			http.Header{"WWW-Authenticate": {`Bearer realm="obsops", error="invalid_token"`}})
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := &meOutput{CacheControl: "no-store", Body: Me{User: sessionUser(u), AuthenticatedBy: p.Method}}
+	switch p.Method {
+	case authn.MethodAPIToken:
+		scopes := p.Scopes
+		if scopes == nil {
+			scopes = []string{}
+		}
+		out.Body.Token = &TokenInfo{ID: p.TokenID, Scopes: scopes}
+	case authn.MethodJWT:
+		out.Body.ExpiresAt = jwtExpiry(in.Authorization)
+	}
+	return out, nil
+}
+
+// jwtExpiry reads exp from the request's session JWT. The authentication middleware has
+// verified that very JWT (signature, issuer, audience, expiry) before the handler runs.
+func jwtExpiry(authorization string) *time.Time {
+	_, raw, _ := strings.Cut(strings.TrimSpace(authorization), " ")
+	var c authn.Claims
+	if _, _, err := jwt.NewParser().ParseUnverified(strings.TrimSpace(raw), &c); err != nil || c.ExpiresAt == nil {
+		return nil
+	}
+	t := c.ExpiresAt.UTC()
+	return &t
+}

@@ -1,0 +1,170 @@
+package login
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/obsops/obsops/pkg/authn"
+	"github.com/obsops/obsops/services/authtoken"
+	"github.com/obsops/obsops/services/authtoken/signing"
+)
+
+// Users is the part of the user store a login needs (postgres.Users).
+type Users interface {
+	UpsertOIDC(ctx context.Context, issuer, subject, username, email, displayName string) (authtoken.User, bool, error)
+	GrantRoles(ctx context.Context, userID int64, roles []string, by string) error
+	ByID(ctx context.Context, id int64) (authtoken.User, error)
+}
+
+// Service is the whole login: the OIDC flow, then the user record and the session JWT.
+//
+// Roles at login: a user seen for the first time gets role viewer; a user named in
+// OPS_BOOTSTRAP_ADMINS gets admin at every login while listed (take the name out of the list
+// before revoking admin from such a user). Other roles are granted with `authtoken admin`.
+type Service struct {
+	OIDC            *OIDC // nil when no identity provider is configured
+	Users           Users
+	Issuer          *signing.Issuer
+	BootstrapAdmins []string
+	Log             *slog.Logger
+}
+
+// New builds the login service from the authtoken configuration; without OPS_OIDC_ISSUER
+// logins answer ErrNotConfigured.
+func New(cfg *authtoken.Config, rdb redis.Cmdable, users Users, issuer *signing.Issuer, log *slog.Logger) *Service {
+	s := &Service{Users: users, Issuer: issuer, Log: log}
+	for _, name := range cfg.BootstrapAdmins {
+		if name = strings.TrimSpace(name); name != "" {
+			s.BootstrapAdmins = append(s.BootstrapAdmins, name)
+		}
+	}
+	if cfg.OIDCIssuer != "" {
+		s.OIDC = NewOIDC(Provider{
+			Issuer:       cfg.OIDCIssuer,
+			ClientID:     cfg.OIDCClientID,
+			ClientSecret: cfg.OIDCClientSecret,
+			RedirectURL:  cfg.OIDCRedirectURL,
+			Scopes:       cfg.OIDCScopes,
+		}, rdb, &http.Client{Timeout: 10 * time.Second})
+	}
+	return s
+}
+
+// Start begins a login and returns the provider URL to redirect the browser to.
+func (s *Service) Start(ctx context.Context) (string, error) {
+	if s.OIDC == nil {
+		return "", ErrNotConfigured
+	}
+	u, err := s.OIDC.Begin(ctx)
+	if err != nil {
+		s.logFailure("login start failed", err)
+	}
+	return u, err
+}
+
+// Callback is what the provider sends the browser back with (OAuth 2.0 §4.1.2).
+type Callback struct {
+	State            string
+	Code             string
+	Error            string // set when the provider refused, e.g. access_denied
+	ErrorDescription string
+}
+
+// Session is a completed login: the service's own JWT and the user it names.
+type Session struct {
+	Token     string
+	ExpiresAt time.Time
+	User      authtoken.User
+}
+
+// Finish completes a login from the provider's callback: the state is consumed, the identity
+// verified, the user created or refreshed, roles granted per the rules above, and a session
+// JWT issued.
+func (s *Service) Finish(ctx context.Context, cb Callback) (Session, error) {
+	if s.OIDC == nil {
+		return Session{}, ErrNotConfigured
+	}
+	if cb.Error != "" {
+		s.OIDC.Abandon(ctx, cb.State)
+		detail := "the identity provider refused the login: " + clip(cb.Error)
+		if cb.ErrorDescription != "" {
+			detail += ": " + clip(cb.ErrorDescription)
+		}
+		return Session{}, &Error{Status: http.StatusBadRequest, Detail: detail}
+	}
+	id, err := s.OIDC.Complete(ctx, cb.State, cb.Code)
+	if err != nil {
+		s.logFailure("login failed", err)
+		return Session{}, err
+	}
+	sess, err := s.session(ctx, id)
+	if err != nil {
+		s.logFailure("login failed", err)
+		return Session{}, err
+	}
+	s.Log.Info("login", "user_id", sess.User.ID, "username", sess.User.Username, "roles", sess.User.Roles)
+	return sess, nil
+}
+
+// session records the user of id and issues their JWT.
+func (s *Service) session(ctx context.Context, id Identity) (Session, error) {
+	if id.Username == "" {
+		return Session{}, &Error{Status: http.StatusBadRequest, Detail: "the identity provider gave no usable username (preferred_username, email or sub)"}
+	}
+	u, created, err := s.Users.UpsertOIDC(ctx, id.Issuer, id.Subject, id.Username, id.Email, id.DisplayName)
+	if errors.Is(err, authtoken.ErrIdentityConflict) {
+		return Session{}, &Error{Status: http.StatusConflict, Detail: fmt.Sprintf("username %q already belongs to another identity-provider account", id.Username), Err: err}
+	}
+	if err != nil {
+		return Session{}, fmt.Errorf("record user: %w", err)
+	}
+	if !u.IsActive {
+		return Session{}, &Error{Status: http.StatusForbidden, Detail: "this account is disabled"}
+	}
+	var grant []string
+	if created {
+		grant = append(grant, authn.RoleViewer)
+	}
+	if slices.Contains(s.BootstrapAdmins, u.Username) && !slices.Contains(u.Roles, authn.RoleAdmin) {
+		grant = append(grant, authn.RoleAdmin)
+	}
+	if len(grant) > 0 {
+		if err := s.Users.GrantRoles(ctx, u.ID, grant, "login"); err != nil {
+			return Session{}, fmt.Errorf("grant roles: %w", err)
+		}
+		if u, err = s.Users.ByID(ctx, u.ID); err != nil {
+			return Session{}, fmt.Errorf("reload user: %w", err)
+		}
+	}
+	tok, exp, err := s.Issuer.Issue(u.ID, u.Username, u.Roles)
+	if err != nil {
+		return Session{}, fmt.Errorf("issue JWT: %w", err)
+	}
+	return Session{Token: tok, ExpiresAt: exp, User: u}, nil
+}
+
+func (s *Service) logFailure(msg string, err error) {
+	var le *Error
+	if errors.As(err, &le) && le.Status < 500 {
+		s.Log.Warn(msg, "error", err.Error())
+		return
+	}
+	s.Log.Error(msg, "error", err.Error())
+}
+
+// clip bounds text taken from the callback's query before it is echoed in a problem.
+func clip(s string) string {
+	const max = 200
+	if r := []rune(s); len(r) > max {
+		return string(r[:max]) + "…"
+	}
+	return s
+}

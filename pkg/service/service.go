@@ -13,8 +13,10 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/signal"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -254,4 +256,17 @@ func NewLogger(service, level string) (*slog.Logger, error) {
 	}
 	h := slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lv})
 	return slog.New(h).With("service", service), nil
+}
+
+// Main runs a binary's run function with a context cancelled by SIGTERM or Ctrl-C, and turns its
+// error into one line on stderr and exit status 1: the contract every obsops binary keeps for
+// operators (a wrong setting is one line naming the variable).
+func Main(name string, run func(ctx context.Context) error) {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	err := run(ctx)
+	stop()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		os.Exit(1)
+	}
 }

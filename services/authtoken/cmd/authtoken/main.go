@@ -4,10 +4,7 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/obsops/obsops/migrations"
 	"github.com/obsops/obsops/pkg/authn"
@@ -24,20 +21,13 @@ import (
 
 var version, commit = "dev", "unknown" // set with -ldflags -X
 
-func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "authtoken:", err)
-		os.Exit(1)
-	}
-}
+func main() { service.Main("authtoken", run) }
 
-func run() error {
+func run(ctx context.Context) error {
 	var cfg authtoken.Config
 	if err := config.Load(&cfg); err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
 	if len(os.Args) > 1 && os.Args[1] == "admin" {
 		return admin.Run(ctx, &admin.Env{Config: &cfg, Stdout: os.Stdout, Stderr: os.Stderr}, os.Args[2:])
 	}

@@ -3,10 +3,6 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/obsops/obsops/migrations"
 	"github.com/obsops/obsops/pkg/authn"
@@ -18,14 +14,9 @@ import (
 
 var version, commit = "dev", "unknown" // set with -ldflags -X
 
-func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "catalog:", err)
-		os.Exit(1)
-	}
-}
+func main() { service.Main("catalog", run) }
 
-func run() error {
+func run(ctx context.Context) error {
 	var cfg catalog.Config
 	if err := config.Load(&cfg); err != nil {
 		return err
@@ -41,7 +32,5 @@ func run() error {
 	auth := authn.NewRemote(cfg.Config, cfg.AuthtokenURL, svc.Redis, svc.Log)
 	httpapi.Register(svc.API, &httpapi.Handlers{Auth: auth})
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
 	return svc.Run(ctx)
 }

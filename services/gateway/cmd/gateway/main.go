@@ -8,6 +8,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/google/uuid"
+
 	"github.com/obsops/obsops/pkg/config"
 	"github.com/obsops/obsops/pkg/service"
 	"github.com/obsops/obsops/services/gateway"
@@ -24,6 +26,9 @@ func main() {
 }
 
 func run() error {
+	// Request ids for requests that arrive without one are made here, on the hot path: draw
+	// their randomness from a pool instead of one getrandom call per request.
+	uuid.EnableRandPool()
 	var cfg gateway.Config
 	if err := config.Load(&cfg); err != nil {
 		return err
@@ -31,17 +36,16 @@ func run() error {
 	svc, err := service.New(service.Options{
 		Name: "gateway", Title: "obsops", Addr: cfg.Addr, Common: cfg.Common,
 		Build: service.Build{Version: version, Commit: commit},
+		Edge:  true, TrustedProxies: cfg.TrustedProxies, ProxyHeader: cfg.ProxyHeader,
+		RedisOptional: true, // the rate limiter fails open
+		NoOpenAPI:     true, // /openapi.json is the merged document
 	})
 	if err != nil {
 		return err
 	}
-	upstreams := map[string]*gateway.Upstream{}
-	for name, base := range cfg.Upstreams.ByService() {
-		if upstreams[name], err = gateway.NewUpstream(name, base, cfg.UpstreamTimeout, cfg.DialTimeout); err != nil {
-			return &config.Invalid{Var: "OPS_" + name + "_URL", Reason: err.Error()}
-		}
+	if err := httpapi.Setup(svc, &cfg, version); err != nil {
+		return err
 	}
-	httpapi.Register(svc.App, upstreams)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()

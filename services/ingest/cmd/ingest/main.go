@@ -6,9 +6,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/obsops/obsops/migrations"
 	"github.com/obsops/obsops/pkg/authn"
@@ -21,14 +18,9 @@ import (
 
 var version, commit = "dev", "unknown" // set with -ldflags -X
 
-func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "ingest:", err)
-		os.Exit(1)
-	}
-}
+func main() { service.Main("ingest", run) }
 
-func run() error {
+func run(ctx context.Context) error {
 	role := flag.String("role", ingest.RoleAll, "api, worker or all")
 	flag.Parse()
 	if !ingest.ValidRole(*role) {
@@ -61,7 +53,5 @@ func run() error {
 		svc.OnShutdown("worker", func(context.Context) error { srv.Shutdown(); return nil })
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
 	return svc.Run(ctx)
 }

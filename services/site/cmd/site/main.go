@@ -3,11 +3,7 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"net/http"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -22,14 +18,9 @@ import (
 
 var version, commit = "dev", "unknown" // set with -ldflags -X
 
-func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "site:", err)
-		os.Exit(1)
-	}
-}
+func main() { service.Main("site", run) }
 
-func run() error {
+func run(ctx context.Context) error {
 	var cfg site.Config
 	if err := config.Load(&cfg); err != nil {
 		return err
@@ -59,7 +50,5 @@ func run() error {
 		Buffers: &site.BufferInspector{Inspector: inspector, Site: cfg.SiteName, SiteType: cfg.SiteType, MainDB: svc.DB.PingContext},
 	})
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
 	return svc.Run(ctx)
 }

@@ -4,6 +4,11 @@
 package gateway
 
 import (
+	"net"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/obsops/obsops/pkg/config"
@@ -16,14 +21,113 @@ type Config struct {
 	Addr            string        `env:"OPS_GATEWAY_ADDR" envDefault:"127.0.0.1:8080"`
 	UpstreamTimeout time.Duration `env:"OPS_UPSTREAM_TIMEOUT" envDefault:"30s"`
 	DialTimeout     time.Duration `env:"OPS_UPSTREAM_DIAL_TIMEOUT" envDefault:"2s"`
+	// CORSOrigins are the browser origins allowed to call the API (comma-separated, or * for
+	// any); empty sends no CORS headers at all.
+	CORSOrigins []string `env:"OPS_CORS_ORIGINS" envSeparator:","`
+	// RateLimitPerMinute is the number of requests one credential (or, without one, one client
+	// address) may make in any sliding minute; 0 disables rate limiting.
+	RateLimitPerMinute int `env:"OPS_RATE_LIMIT_PER_MINUTE" envDefault:"1200"`
+	// RateLimitRedisTimeout bounds the Redis round trip of one rate-limit decision; a slower or
+	// failed Redis lets the request through (fail open).
+	RateLimitRedisTimeout time.Duration `env:"OPS_RATE_LIMIT_REDIS_TIMEOUT" envDefault:"100ms"`
+	// OpenAPICacheTTL is how long the merged OpenAPI document is served from memory when every
+	// service answered (a document with a missing service is refreshed after a few seconds).
+	OpenAPICacheTTL time.Duration `env:"OPS_OPENAPI_CACHE_TTL" envDefault:"60s"`
+	// TrustedProxies are the addresses or CIDR ranges of proxies in front of the gateway (an
+	// ingress) whose ProxyHeader names the real client; empty trusts none.
+	TrustedProxies []string `env:"OPS_TRUSTED_PROXIES" envSeparator:","`
+	// ProxyHeader is the header a trusted proxy sets to the client address, e.g. X-Real-IP.
+	ProxyHeader string `env:"OPS_PROXY_HEADER"`
 }
 
 // Validate checks the gateway settings.
 func (c *Config) Validate() error {
-	if c.UpstreamTimeout <= 0 || c.DialTimeout <= 0 {
-		return &config.Invalid{Var: "OPS_UPSTREAM_TIMEOUT", Reason: "timeouts must be positive"}
+	if c.UpstreamTimeout <= 0 {
+		return &config.Invalid{Var: "OPS_UPSTREAM_TIMEOUT", Reason: "must be positive"}
+	}
+	if c.DialTimeout <= 0 {
+		return &config.Invalid{Var: "OPS_UPSTREAM_DIAL_TIMEOUT", Reason: "must be positive"}
+	}
+	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+		return &config.Invalid{Var: "OPS_GATEWAY_ADDR", Reason: "must be host:port"}
+	}
+	origins := cleanList(c.CORSOrigins)
+	for _, o := range origins {
+		if err := checkOrigin(o); err != nil {
+			return &config.Invalid{Var: "OPS_CORS_ORIGINS", Reason: err.Error()}
+		}
+	}
+	if len(origins) > 1 && slices.Contains(origins, "*") {
+		return &config.Invalid{Var: "OPS_CORS_ORIGINS", Reason: "* must be the only entry"}
+	}
+	c.CORSOrigins = origins
+	if c.RateLimitPerMinute < 0 {
+		return &config.Invalid{Var: "OPS_RATE_LIMIT_PER_MINUTE", Reason: "must be >= 0 (0 disables rate limiting)"}
+	}
+	if c.RateLimitRedisTimeout <= 0 {
+		return &config.Invalid{Var: "OPS_RATE_LIMIT_REDIS_TIMEOUT", Reason: "must be positive"}
+	}
+	if c.OpenAPICacheTTL <= 0 {
+		return &config.Invalid{Var: "OPS_OPENAPI_CACHE_TTL", Reason: "must be positive"}
+	}
+	proxies := cleanList(c.TrustedProxies)
+	for _, p := range proxies {
+		if net.ParseIP(p) == nil {
+			if _, _, err := net.ParseCIDR(p); err != nil {
+				return &config.Invalid{Var: "OPS_TRUSTED_PROXIES", Reason: "invalid address or CIDR range " + strconv.Quote(p)}
+			}
+		}
+	}
+	c.TrustedProxies = proxies
+	if c.ProxyHeader != "" && !validHeaderName(c.ProxyHeader) {
+		return &config.Invalid{Var: "OPS_PROXY_HEADER", Reason: "invalid header name " + strconv.Quote(c.ProxyHeader)}
+	}
+	if c.ProxyHeader != "" && len(proxies) == 0 {
+		return &config.Invalid{Var: "OPS_PROXY_HEADER", Reason: "needs OPS_TRUSTED_PROXIES (the header is honoured only from those)"}
 	}
 	return nil
+}
+
+// cleanList trims the entries of a comma-separated setting and drops empty ones.
+func cleanList(in []string) []string {
+	var out []string
+	for _, v := range in {
+		v = strings.TrimSpace(v)
+		if v == "" {
+			continue
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// checkOrigin accepts * or a bare origin: scheme://host[:port] with no path, query or fragment.
+func checkOrigin(o string) error {
+	if o == "*" {
+		return nil
+	}
+	u, err := url.Parse(o)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return &originError{o}
+	}
+	return nil
+}
+
+type originError struct{ origin string }
+
+// Error names the origin and the accepted forms.
+func (e *originError) Error() string {
+	return "invalid origin " + strconv.Quote(e.origin) + ": expected scheme://host[:port] or *"
+}
+
+func validHeaderName(h string) bool {
+	for _, r := range h {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-') {
+			return false
+		}
+	}
+	return h != ""
 }
 
 // Route maps a public path prefix to the service that owns it.
@@ -51,4 +155,15 @@ func Routes() []Route {
 		{"/health", "site"},
 		{"/buffer-stats", "site"},
 	}
+}
+
+// Routed reports whether path is under one of service's prefixes (whole segments). The merged
+// OpenAPI document keeps only such paths, so it shows exactly what the gateway serves.
+func Routed(service, path string) bool {
+	for _, r := range Routes() {
+		if r.Service == service && (path == r.Prefix || strings.HasPrefix(path, r.Prefix+"/")) {
+			return true
+		}
+	}
+	return false
 }

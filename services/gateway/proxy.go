@@ -1,9 +1,11 @@
 package gateway
 
 import (
+	"crypto/tls"
 	"errors"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -11,85 +13,177 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/obsops/obsops/pkg/problem"
+	"github.com/obsops/obsops/pkg/service"
 )
 
 // Upstream is one service behind the gateway and the pooled client that reaches it.
 type Upstream struct {
-	Name    string
-	Addr    string // host:port
-	client  *fasthttp.HostClient
-	timeout time.Duration
+	Name        string
+	Addr        string // host:port
+	client      *fasthttp.HostClient
+	tls         bool
+	scheme      string
+	timeout     time.Duration
+	dialTimeout time.Duration
+	tunnels     *Tunnels
+	metrics     *Metrics
 }
 
-// NewUpstream parses baseURL (http://host:port) and prepares a connection pool to it.
-func NewUpstream(name, baseURL string, timeout, dialTimeout time.Duration) (*Upstream, error) {
+// NewUpstream parses baseURL (http://host:port) and prepares a connection pool to it. WebSocket
+// upgrades are tunnelled and registered with tunnels, so shutdown can close them.
+func NewUpstream(name, baseURL string, timeout, dialTimeout time.Duration, tunnels *Tunnels, m *Metrics) (*Upstream, error) {
 	u, err := url.Parse(baseURL)
 	if err != nil {
 		return nil, err
 	}
+	isTLS := u.Scheme == "https"
 	addr := u.Host
 	if u.Port() == "" {
-		addr = net.JoinHostPort(u.Hostname(), map[bool]string{true: "443", false: "80"}[u.Scheme == "https"])
+		port := "80"
+		if isTLS {
+			port = "443"
+		}
+		addr = net.JoinHostPort(u.Hostname(), port)
 	}
-	return &Upstream{
-		Name:    name,
-		Addr:    addr,
-		timeout: timeout,
-		client: &fasthttp.HostClient{
-			Addr:                     addr,
-			IsTLS:                    u.Scheme == "https",
-			MaxConns:                 2048,
-			MaxIdleConnDuration:      90 * time.Second,
-			ReadTimeout:              timeout,
-			WriteTimeout:             timeout,
-			NoDefaultUserAgentHeader: true,
-			DisablePathNormalizing:   true,
-			Dial: func(addr string) (net.Conn, error) {
-				return fasthttp.DialTimeout(addr, dialTimeout)
-			},
+	up := &Upstream{
+		Name:        name,
+		Addr:        addr,
+		tls:         isTLS,
+		scheme:      u.Scheme,
+		timeout:     timeout,
+		dialTimeout: dialTimeout,
+		tunnels:     tunnels,
+		metrics:     m,
+	}
+	up.client = &fasthttp.HostClient{
+		Addr:                     addr,
+		IsTLS:                    isTLS,
+		MaxConns:                 2048,
+		MaxIdleConnDuration:      90 * time.Second,
+		NoDefaultUserAgentHeader: true,
+		DisablePathNormalizing:   true,
+		Dial: func(addr string) (net.Conn, error) {
+			return fasthttp.DialTimeout(addr, dialTimeout)
 		},
-	}, nil
+	}
+	return up, nil
 }
 
-// hopHeaders are connection-scoped and never forwarded (RFC 9110 §7.6.1).
-var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+// Hop-by-hop headers are connection-scoped and never forwarded (RFC 9110 §7.6.1).
+const (
+	hopConnection = 1 << iota
+	hopKeepAlive
+	hopProxyAuthenticate
+	hopProxyAuthorization
+	hopTE
+	hopTrailer
+	hopTransferEncoding
+	hopUpgrade
+)
 
-// Forward relays the request to the upstream and its answer back. A refused connection is a
-// 502, an exhausted pool a 503 and a slow upstream a 504, each as problem+json and quickly.
+// hopBit classifies a (normalized) header name; 0 for end-to-end headers.
+func hopBit(k []byte) int {
+	switch string(k) {
+	case "Connection":
+		return hopConnection
+	case "Keep-Alive":
+		return hopKeepAlive
+	case "Proxy-Authenticate":
+		return hopProxyAuthenticate
+	case "Proxy-Authorization":
+		return hopProxyAuthorization
+	case "Te":
+		return hopTE
+	case "Trailer":
+		return hopTrailer
+	case "Transfer-Encoding":
+		return hopTransferEncoding
+	case "Upgrade":
+		return hopUpgrade
+	}
+	return 0
+}
+
+// stripHop deletes the hop-by-hop headers present in one pass over the headers (deleting each
+// name blindly costs more than the whole scan on this hot path).
+func stripHop(present int, del func(string)) {
+	if present == 0 {
+		return
+	}
+	names := [...]string{"Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+	for i, name := range names {
+		if present&(1<<i) != 0 {
+			del(name)
+		}
+	}
+}
+
+// Forward relays the request to the upstream and its answer back; a WebSocket upgrade is
+// tunnelled instead. A refused connection is a 502, an exhausted pool a 503 and a slow upstream
+// a 504, each as problem+json and quickly.
 func (u *Upstream) Forward(c *fiber.Ctx) error {
 	req := c.Request()
-	resp := c.Response()
-	for _, h := range hopHeaders {
-		req.Header.Del(h)
+	if isWebSocketUpgrade(req) {
+		return u.tunnel(c)
 	}
+	clientClose := req.Header.ConnectionClose()
+	present := 0
+	for k := range req.Header.All() {
+		present |= hopBit(k)
+	}
+	stripHop(present, req.Header.Del)
 	setForwardedHeaders(c)
 	req.SetHost(u.Addr)
-	req.URI().SetScheme(map[bool]string{true: "https", false: "http"}[u.client.IsTLS])
+	req.URI().SetScheme(u.scheme)
 
-	err := u.client.DoTimeout(req, resp, u.timeout)
-	if err != nil {
+	resp := c.Response()
+	if err := u.client.DoTimeout(req, resp, u.timeout); err != nil {
 		resp.Reset()
-		return upstreamProblem(u.Name, err)
+		return u.fail(err)
 	}
-	for _, h := range hopHeaders {
-		resp.Header.Del(h)
+	present = 0
+	for k := range resp.Header.All() {
+		present |= hopBit(k)
 	}
+	stripHop(present, resp.Header.Del)
 	resp.Header.Del(fiber.HeaderServer)
+	if clientClose { // the client's wish about its own connection, not the upstream's
+		resp.SetConnectionClose()
+	}
+	// The services echo the id; an upstream that does not must not break "request id out".
+	resp.Header.Set(service.RequestIDHeader, service.RequestID(c))
 	return nil
+}
+
+// fail turns a transport error into the gateway's problem and counts it.
+func (u *Upstream) fail(err error) *problem.Problem {
+	p := upstreamProblem(u.Name, err)
+	u.metrics.upstreamErrors.WithLabelValues(u.Name, strconv.Itoa(p.Status)).Inc()
+	return p
+}
+
+// dial opens a raw connection to the upstream (WebSocket tunnels).
+func (u *Upstream) dial() (net.Conn, error) {
+	if u.tls {
+		host, _, _ := net.SplitHostPort(u.Addr)
+		d := &net.Dialer{Timeout: u.dialTimeout}
+		return tls.DialWithDialer(d, "tcp", u.Addr, &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12})
+	}
+	return fasthttp.DialTimeout(u.Addr, u.dialTimeout)
 }
 
 // setForwardedHeaders tells the service who the client is (the gateway is a trusted proxy).
 func setForwardedHeaders(c *fiber.Ctx) {
 	h := &c.Request().Header
 	ip := c.IP()
-	if prior := string(h.Peek(fiber.HeaderXForwardedFor)); prior != "" && c.IsProxyTrusted() {
-		h.Set(fiber.HeaderXForwardedFor, prior+", "+ip)
+	if prior := h.Peek(fiber.HeaderXForwardedFor); len(prior) > 0 && c.IsProxyTrusted() {
+		h.Set(fiber.HeaderXForwardedFor, string(prior)+", "+ip)
 	} else {
 		h.Set(fiber.HeaderXForwardedFor, ip)
 	}
 	h.Set("X-Real-IP", ip)
 	h.Set(fiber.HeaderXForwardedProto, c.Protocol())
-	h.Set(fiber.HeaderXForwardedHost, c.Hostname())
+	h.SetBytesV(fiber.HeaderXForwardedHost, c.Request().Host())
 }
 
 func upstreamProblem(name string, err error) *problem.Problem {
@@ -106,4 +200,13 @@ func upstreamProblem(name string, err error) *problem.Problem {
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout() || strings.Contains(err.Error(), "timeout")
+}
+
+// retryAfterSeconds formats a wait for the Retry-After header: whole seconds, at least 1.
+func retryAfterSeconds(d time.Duration) string {
+	s := int64((d + time.Second - 1) / time.Second)
+	if s < 1 {
+		s = 1
+	}
+	return strconv.FormatInt(s, 10)
 }

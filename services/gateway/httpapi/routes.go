@@ -1,26 +1,47 @@
-// Package httpapi is the gateway's HTTP surface: the routing table applied to the Fiber app.
+// Package httpapi is the gateway's HTTP surface: the whole public surface of obsops in one place.
 package httpapi
 
 import (
-	"strings"
-
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/obsops/obsops/pkg/problem"
 	"github.com/obsops/obsops/services/gateway"
 )
 
-// Register mounts every routed prefix on app. Anything else (including /internal/* and the
-// services' own /metrics, /healthz, /readyz) is not routed and gets the gateway's 404 problem.
-func Register(app *fiber.App, upstreams map[string]*gateway.Upstream) {
-	app.Use(func(c *fiber.Ctx) error {
-		if p := c.Path(); p == "/internal" || strings.HasPrefix(p, "/internal/") {
-			return problem.New(fiber.StatusNotFound, "no route for "+c.Method()+" "+p)
-		}
-		return c.Next()
-	})
+// Deps are what the gateway's routes need; CORS and Limiter are nil when disabled.
+type Deps struct {
+	Upstreams map[string]*gateway.Upstream // by service name
+	CORS      *gateway.CORS
+	Limiter   *gateway.RateLimiter
+	OpenAPI   *gateway.OpenAPI
+	Docs      *gateway.Docs
+}
+
+// Register mounts the gateway's surface on app, after the chassis' request id, access log,
+// panic recovery, body-size limit (413) and its own /healthz, /readyz, /metrics. In order:
+//
+//  1. CORS: preflights answered here; headers added to every answer, problems included.
+//  2. Guard: /internal/* and dot-segment paths get the gateway's 404 problem.
+//  3. /openapi.json (merged document of all services) and /docs (offline Swagger UI).
+//  4. Rate limit (429 + Retry-After) for everything below.
+//  5. Every prefix of the routing table to its service, WebSocket upgrades tunnelled.
+//
+// Anything else, including the services' own /metrics, /healthz and /readyz, which are under
+// no routed prefix, gets the gateway's 404 problem.
+func Register(app *fiber.App, d Deps) {
+	if d.CORS != nil {
+		app.Use(d.CORS.Handler)
+	}
+	app.Use(gateway.Guard)
+
+	app.Get("/openapi.json", d.OpenAPI.Handler)
+	app.Get("/docs", d.Docs.Handler)
+	app.Get("/docs/*", d.Docs.Handler)
+
+	if d.Limiter != nil {
+		app.Use(d.Limiter.Handler)
+	}
 	for _, r := range gateway.Routes() {
-		h := upstreams[r.Service].Forward
+		h := d.Upstreams[r.Service].Forward
 		app.All(r.Prefix, h)
 		app.All(r.Prefix+"/*", h)
 	}

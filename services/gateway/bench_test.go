@@ -1,0 +1,273 @@
+package gateway_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/obsops/obsops/pkg/testenv"
+)
+
+// benchResult is one measured phase against one target.
+type benchResult struct {
+	name     string
+	requests int
+	errors   int
+	elapsed  time.Duration
+	lat      []time.Duration // sorted once all rounds are in
+	cpu      map[string]time.Duration
+}
+
+// add merges another measurement of the same target.
+func (r benchResult) add(o benchResult) benchResult {
+	r.name = o.name
+	r.requests += o.requests
+	r.errors += o.errors
+	r.elapsed += o.elapsed
+	r.lat = append(r.lat, o.lat...)
+	if r.cpu == nil {
+		r.cpu = map[string]time.Duration{}
+	}
+	for k, v := range o.cpu {
+		r.cpu[k] += v
+	}
+	return r
+}
+
+func (r benchResult) rps() float64 { return float64(r.requests) / r.elapsed.Seconds() }
+
+func (r benchResult) pct(p float64) time.Duration {
+	if len(r.lat) == 0 {
+		return 0
+	}
+	return r.lat[min(len(r.lat)-1, int(float64(len(r.lat))*p))]
+}
+
+// cpuPerRequest is the CPU time process name spent per answered request, in microseconds.
+func (r benchResult) cpuPerRequest(name string) float64 {
+	if r.requests == 0 {
+		return 0
+	}
+	return float64(r.cpu[name].Microseconds()) / float64(r.requests)
+}
+
+// load runs concurrency closed-loop clients against url for d (keep-alive connections,
+// bounded by time) and returns the throughput and latency distribution.
+func load(t *testing.T, name, url string, concurrency int, d time.Duration) benchResult {
+	t.Helper()
+	uri := fasthttp.AcquireURI()
+	defer fasthttp.ReleaseURI(uri)
+	if err := uri.Parse(nil, []byte(url)); err != nil {
+		t.Fatal(err)
+	}
+	hc := &fasthttp.HostClient{Addr: string(uri.Host()), MaxConns: concurrency, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second}
+	defer hc.CloseIdleConnections()
+	deadline := time.Now().Add(d)
+	lats := make([][]time.Duration, concurrency)
+	errs := make([]int, concurrency)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := range concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+			defer fasthttp.ReleaseRequest(req)
+			defer fasthttp.ReleaseResponse(resp)
+			req.SetRequestURI(url)
+			own := make([]time.Duration, 0, 1<<16)
+			for time.Now().Before(deadline) {
+				t0 := time.Now()
+				err := hc.Do(req, resp)
+				el := time.Since(t0)
+				if err != nil || resp.StatusCode() != 200 {
+					errs[w]++
+					continue
+				}
+				own = append(own, el)
+			}
+			lats[w] = own
+		}()
+	}
+	wg.Wait()
+	r := benchResult{name: name, elapsed: time.Since(start)}
+	for w := range concurrency {
+		r.lat = append(r.lat, lats[w]...)
+		r.errors += errs[w]
+	}
+	r.requests = len(r.lat)
+	return r
+}
+
+// findProcess returns the pid of the process running binary whose environment holds envKV
+// (Linux /proc), or 0.
+func findProcess(binary, envKV string) int {
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		cmd, err := os.ReadFile(d + "/cmdline")
+		if err != nil || string(bytes.SplitN(cmd, []byte{0}, 2)[0]) != binary {
+			continue
+		}
+		env, err := os.ReadFile(d + "/environ")
+		if err != nil || !slices.ContainsFunc(bytes.Split(env, []byte{0}), func(kv []byte) bool { return string(kv) == envKV }) {
+			continue
+		}
+		pid, _ := strconv.Atoi(filepath.Base(d))
+		return pid
+	}
+	return 0
+}
+
+// processCPU is the user+system CPU time a process has used so far (0 if unknown).
+func processCPU(pid int) time.Duration {
+	if pid == 0 {
+		return 0
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	i := bytes.LastIndexByte(b, ')')
+	f := strings.Fields(string(b[i+2:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+s) * (time.Second / 100) // USER_HZ
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.3f ms", float64(d.Microseconds())/1000) }
+
+// TestBenchGatewayOverhead measures GET /api/site/info directly at the site service and through
+// the gateway, in one run on loopback, and prints throughput, p50/p99, the CPU each process spent
+// per request, and the ratios against the targets (the gateway keeps >= 60% of direct throughput
+// and adds <= 1 ms at p50). Run by `make bench` (OPS_BENCH=1); skipped otherwise.
+// OPS_BENCH_SECONDS, OPS_BENCH_CONCURRENCY and OPS_BENCH_LOG_LEVEL adjust it.
+func TestBenchGatewayOverhead(t *testing.T) {
+	if os.Getenv("OPS_BENCH") != "1" {
+		t.Skip("benchmark: run with OPS_BENCH=1 (make bench)")
+	}
+	dur := time.Duration(envInt("OPS_BENCH_SECONDS", 5)) * time.Second
+	conc := envInt("OPS_BENCH_CONCURRENCY", 32)
+	logLevel := os.Getenv("OPS_BENCH_LOG_LEVEL")
+	if logLevel == "" {
+		logLevel = "info" // production default: one access-log line per request and service
+	}
+	s := testenv.StartSuite(t, testenv.SuiteOptions{Env: map[string]string{"OPS_RATE_LIMIT_PER_MINUTE": "0", "OPS_LOG_LEVEL": logLevel}})
+	limited := startGateway(t, s, map[string]string{"OPS_RATE_LIMIT_PER_MINUTE": "1000000000"})
+
+	pids := map[string]int{
+		"loadgen":              os.Getpid(),
+		"site":                 findProcess(testenv.Binary(t, "site"), "OPS_SITE_ADDR="+strings.TrimPrefix(s.URLs["site"], "http://")),
+		"gateway":              findProcess(testenv.Binary(t, "gateway"), "OPS_GATEWAY_ADDR="+strings.TrimPrefix(s.GatewayURL, "http://")),
+		"gateway + rate limit": findProcess(testenv.Binary(t, "gateway"), "OPS_GATEWAY_ADDR="+strings.TrimPrefix(limited, "http://")),
+	}
+	targets := []struct{ name, url, proxy string }{
+		{"direct (site)", s.URLs["site"] + "/api/site/info", ""},
+		{"gateway", s.GatewayURL + "/api/site/info", "gateway"},
+		{"gateway + rate limit", limited + "/api/site/info", "gateway + rate limit"},
+	}
+	measure := func(i, concurrency int, d time.Duration) benchResult {
+		tg := targets[i]
+		procs := []string{"loadgen", "site"}
+		if tg.proxy != "" {
+			procs = append(procs, tg.proxy)
+		}
+		before := map[string]time.Duration{}
+		for _, p := range procs {
+			before[p] = processCPU(pids[p])
+		}
+		r := load(t, tg.name, tg.url, concurrency, d)
+		r.cpu = map[string]time.Duration{}
+		for _, p := range procs {
+			name := p
+			if p == tg.proxy {
+				name = "proxy"
+			}
+			r.cpu[name] = processCPU(pids[p]) - before[p]
+		}
+		return r
+	}
+	for i := range targets { // warm up connections, pools and caches
+		measure(i, conc, time.Second)
+	}
+	// Phases are interleaved in rounds of one second, so that a change of background load on the
+	// machine affects every target alike instead of skewing the ratios.
+	rounds := max(1, int(dur/time.Second))
+	thr := make([]benchResult, len(targets))
+	seq := make([]benchResult, len(targets))
+	for range rounds {
+		for i := range targets {
+			thr[i] = thr[i].add(measure(i, conc, dur/time.Duration(rounds)))
+		}
+	}
+	for range rounds {
+		for i := range targets {
+			seq[i] = seq[i].add(measure(i, 1, dur/time.Duration(rounds)))
+		}
+	}
+	for i := range targets {
+		slices.Sort(thr[i].lat)
+		slices.Sort(seq[i].lat)
+	}
+
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nGET /api/site/info on loopback, %d CPUs, OPS_LOG_LEVEL=%s, %s per target and phase (interleaved 1 s rounds)\n",
+		runtime.NumCPU(), logLevel, dur)
+	row := func(r benchResult) {
+		fmt.Fprintf(&b, "  %-22s %8.0f req/s  p50 %9s  p99 %9s  errors %d   CPU µs/request: client %5.1f  proxy %5.1f  site %5.1f\n",
+			r.name, r.rps(), ms(r.pct(0.50)), ms(r.pct(0.99)), r.errors, r.cpuPerRequest("loadgen"), r.cpuPerRequest("proxy"), r.cpuPerRequest("site"))
+	}
+	fmt.Fprintf(&b, "throughput phase: %d concurrent keep-alive connections\n", conc)
+	for _, r := range thr {
+		row(r)
+	}
+	fmt.Fprintf(&b, "latency phase: 1 connection, sequential requests (per-request cost without queueing)\n")
+	for _, r := range seq {
+		row(r)
+	}
+	verdict := func(ok bool) string {
+		if ok {
+			return "PASS"
+		}
+		return "MISS"
+	}
+	total := func(r benchResult) float64 {
+		return r.cpuPerRequest("loadgen") + r.cpuPerRequest("proxy") + r.cpuPerRequest("site")
+	}
+	for i := 1; i < len(targets); i++ {
+		g, gs := thr[i], seq[i]
+		ratio := g.rps() / thr[0].rps()
+		added := gs.pct(0.50) - seq[0].pct(0.50)
+		fmt.Fprintf(&b, "%s: throughput %.0f%% of direct (target >= 60%%) %s; p50 added %s sequential (target <= 1 ms) %s; p50 added under load %s",
+			targets[i].name, 100*ratio, verdict(ratio >= 0.60), ms(added), verdict(added <= time.Millisecond), ms(g.pct(0.50)-thr[0].pct(0.50)))
+		if total(g) > 0 {
+			fmt.Fprintf(&b, "; CPU per request %.0f µs vs %.0f µs direct (throughput ratio if CPU-bound: %.0f%%)", total(g), total(thr[0]), 100*total(thr[0])/total(g))
+		}
+		b.WriteString("\n")
+	}
+	fmt.Print(b.String())
+	for _, r := range append(thr, seq...) {
+		if r.requests == 0 || float64(r.errors) > 0.001*float64(r.requests+r.errors) {
+			t.Errorf("%s: %d errors in %d requests", r.name, r.errors, r.requests+r.errors)
+		}
+	}
+}

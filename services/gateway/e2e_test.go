@@ -1,0 +1,581 @@
+package gateway_test
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	fws "github.com/fasthttp/websocket"
+	"github.com/gofiber/contrib/websocket"
+	"github.com/gofiber/fiber/v2"
+	"github.com/stretchr/testify/require"
+
+	"github.com/obsops/obsops/pkg/testenv"
+)
+
+// fakeTransfer stands in for the transfer service (which has no routes yet): a real WebSocket
+// endpoint, a slow endpoint, an endpoint echoing what the gateway forwarded, and an OpenAPI
+// document whose ErrorModel differs from the chassis' one and that lists an internal path.
+func fakeTransfer(t *testing.T) string {
+	t.Helper()
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	app.Get("/readyz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ready"}) })
+	app.Get("/api/transfer/ws/overview", websocket.New(func(c *websocket.Conn) {
+		if err := c.WriteMessage(websocket.TextMessage, []byte(`{"type":"snapshot","seq":1}`)); err != nil {
+			return
+		}
+		for {
+			mt, msg, err := c.ReadMessage()
+			if err != nil {
+				return
+			}
+			if err := c.WriteMessage(mt, msg); err != nil {
+				return
+			}
+		}
+	}))
+	app.Get("/api/transfer/slow", func(c *fiber.Ctx) error {
+		time.Sleep(3 * time.Second)
+		return c.SendString("late")
+	})
+	app.All("/api/transfer/echo", func(c *fiber.Ctx) error {
+		return c.JSON(fiber.Map{
+			"request_id": c.Get("X-Request-ID"), "forwarded_for": c.Get("X-Forwarded-For"),
+			"method": c.Method(), "path": c.Path(), "body_len": len(c.Body()),
+		})
+	})
+	app.Get("/openapi.json", func(c *fiber.Ctx) error {
+		return c.JSON(fiber.Map{
+			"openapi": "3.1.0",
+			"info":    fiber.Map{"title": "obsops transfer (fake)", "version": "test"},
+			"paths": fiber.Map{
+				"/api/transfer/overview": fiber.Map{"get": fiber.Map{
+					"operationId": "get-overview",
+					"responses": fiber.Map{"default": fiber.Map{"description": "err", "content": fiber.Map{
+						"application/problem+json": fiber.Map{"schema": fiber.Map{"$ref": "#/components/schemas/ErrorModel"}}}}},
+				}},
+				"/internal/secret": fiber.Map{"get": fiber.Map{"operationId": "secret", "responses": fiber.Map{}}},
+			},
+			"components": fiber.Map{"schemas": fiber.Map{
+				"ErrorModel": fiber.Map{"type": "object", "properties": fiber.Map{"transfer_only": fiber.Map{"type": "string"}}},
+			}},
+		})
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = app.Listener(ln) }()
+	t.Cleanup(func() { _ = app.ShutdownWithTimeout(time.Second) })
+	return "http://" + ln.Addr().String()
+}
+
+// startGateway runs one more gateway binary against the suite's services with extra settings.
+func startGateway(t *testing.T, s *testenv.Suite, extra map[string]string) string {
+	t.Helper()
+	env := map[string]string{}
+	for k, v := range s.Env {
+		env[k] = v
+	}
+	addr := testenv.FreeAddr(t)
+	env["OPS_GATEWAY_ADDR"] = addr
+	for k, v := range extra {
+		env[k] = v
+	}
+	p := testenv.Start(t, "gateway-"+addr, testenv.Binary(t, "gateway"), env)
+	testenv.WaitReady(t, p, "http://"+addr+"/readyz", 30*time.Second)
+	return "http://" + addr
+}
+
+type problemBody struct {
+	Title    string `json:"title"`
+	Status   int    `json:"status"`
+	Detail   string `json:"detail"`
+	Instance string `json:"instance"`
+}
+
+var client = &http.Client{Timeout: 10 * time.Second}
+
+func do(t *testing.T, method, url string, body io.Reader, hdr map[string]string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, body)
+	require.NoError(t, err)
+	for k, v := range hdr {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
+		req.Header.Set(k, v)
+	}
+	resp, err := client.Do(req)
+	require.NoError(t, err, "%s %s", method, url)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp, b
+}
+
+// rawGet sends path exactly as given (no client-side cleaning) and returns status, headers, body.
+func rawGet(t *testing.T, base, path string) (int, http.Header, []byte) {
+	t.Helper()
+	addr := strings.TrimPrefix(base, "http://")
+	conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	require.NoError(t, err)
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	_, err = fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", path, addr)
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(bufioReader(conn), nil)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, b
+}
+
+func requireProblem(t *testing.T, resp *http.Response, body []byte, status int) problemBody {
+	t.Helper()
+	require.Equal(t, status, resp.StatusCode, "body: %s", body)
+	require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"), "body: %s", body)
+	var p problemBody
+	require.NoError(t, json.Unmarshal(body, &p), "body: %s", body)
+	require.Equal(t, status, p.Status)
+	require.NotEmpty(t, p.Title)
+	return p
+}
+
+func TestGatewayEndToEnd(t *testing.T) {
+	transferURL := fakeTransfer(t)
+	s := testenv.StartSuite(t, testenv.SuiteOptions{
+		Skip: []string{"transfer"},
+		Env: map[string]string{
+			"OPS_TRANSFER_URL":          transferURL,
+			"OPS_UPSTREAM_TIMEOUT":      "500ms",
+			"OPS_CORS_ORIGINS":          "https://ops.example.org, http://localhost:5173",
+			"OPS_RATE_LIMIT_PER_MINUTE": "100000",
+			"OPS_BODY_LIMIT_BYTES":      "4096",
+			"OPS_OPENAPI_CACHE_TTL":     "1s",
+		},
+	})
+	gw := s.GatewayURL
+
+	t.Run("routes to the real site service", func(t *testing.T) {
+		resp, body := do(t, "GET", gw+"/api/site/info", nil, nil)
+		require.Equal(t, 200, resp.StatusCode, "%s", body)
+		require.Contains(t, resp.Header.Get("Content-Type"), "application/json")
+		require.Empty(t, resp.Header.Get("Server"), "the upstream's Server header is not passed on")
+		var info map[string]any
+		require.NoError(t, json.Unmarshal(body, &info))
+		require.NotEmpty(t, info)
+
+		resp, body = do(t, "GET", gw+"/health", nil, nil)
+		require.Equal(t, 200, resp.StatusCode, "%s", body)
+		require.Contains(t, string(body), `"services"`)
+	})
+
+	t.Run("request id in and out", func(t *testing.T) {
+		id := "e2e-req-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+		resp, _ := do(t, "GET", gw+"/api/site/info", nil, map[string]string{"X-Request-ID": id})
+		require.Equal(t, 200, resp.StatusCode)
+		require.Equal(t, id, resp.Header.Get("X-Request-ID"))
+		// the same id reached the site service: it is in the site's access log
+		require.Eventually(t, func() bool { return strings.Contains(s.Procs["site"].Output(), id) }, 3*time.Second, 20*time.Millisecond)
+
+		// and it is what the upstream received
+		resp, body := do(t, "GET", gw+"/api/transfer/echo", nil, map[string]string{"X-Request-ID": id + "-2"})
+		require.Equal(t, 200, resp.StatusCode, "%s", body)
+		var echo struct {
+			RequestID    string `json:"request_id"`
+			ForwardedFor string `json:"forwarded_for"`
+		}
+		require.NoError(t, json.Unmarshal(body, &echo))
+		require.Equal(t, id+"-2", echo.RequestID)
+		require.Equal(t, "127.0.0.1", echo.ForwardedFor)
+		require.Equal(t, id+"-2", resp.Header.Get("X-Request-ID"))
+
+		// no id (or a malformed one): the gateway makes one, sends it upstream and back
+		resp, body = do(t, "GET", gw+"/api/transfer/echo", nil, map[string]string{"X-Request-ID": "bad id\twith spaces"})
+		require.NoError(t, json.Unmarshal(body, &echo))
+		require.Regexp(t, `^[0-9a-f-]{36}$`, echo.RequestID)
+		require.Equal(t, echo.RequestID, resp.Header.Get("X-Request-ID"))
+
+		// problems the gateway answers itself carry it too
+		resp, _ = do(t, "GET", gw+"/nowhere", nil, map[string]string{"X-Request-ID": id + "-3"})
+		require.Equal(t, 404, resp.StatusCode)
+		require.Equal(t, id+"-3", resp.Header.Get("X-Request-ID"))
+	})
+
+	t.Run("unknown, internal and lookalike paths get the gateway's 404 problem", func(t *testing.T) {
+		for _, p := range []string{
+			"/nowhere", "/internal", "/internal/x", "/INTERNAL/x", "/Internal/ops/reset",
+			"/sourcesX", "/sourcesX/1", "/api/sitex/info", "/healthX", "/buffer-statsX", "/metricsX",
+			"/api/site/metrics/../../metrics",
+			"/api/site/../metrics", "/api/site/../../metrics", "/api/site/./info", "/api/site/%2e%2e/metrics",
+			"/api/site/%2E%2E/%2E%2E/internal/x", "/api/site/..%2fmetrics", "/sources/../internal/x",
+			"/api/site/info/..", "/api/transfer/%2e%2e/%2e%2e/healthz", "/api/site/%zz",
+		} {
+			status, hdr, body := rawGet(t, gw, p)
+			require.Equal(t, 404, status, "%s: %s", p, body)
+			require.Equal(t, "application/problem+json", hdr.Get("Content-Type"), p)
+			var pb problemBody
+			require.NoError(t, json.Unmarshal(body, &pb), p)
+			require.Equal(t, 404, pb.Status, p)
+			require.Contains(t, pb.Detail, "no route", p)
+			require.NotContains(t, string(body), "go_goroutines", p)
+		}
+		// /healthz, /readyz and /metrics are the gateway's own, never a service's
+		for _, p := range []string{"/healthz", "/readyz"} {
+			status, _, body := rawGet(t, gw, p)
+			require.Equal(t, 200, status, p)
+			require.Contains(t, string(body), `"service":"gateway"`, p)
+		}
+		status, _, body := rawGet(t, gw, "/metrics")
+		require.Equal(t, 200, status)
+		require.Contains(t, string(body), `obsops_http_requests_total`)
+		require.NotContains(t, string(body), `route="/api/site/info"`+`,status="200"}`+" 0")
+		require.Regexp(t, regexp.MustCompile(`obsops_gateway_upstream_errors_total|obsops_gateway_websocket_tunnels_open`), string(body))
+	})
+
+	t.Run("wrong method: 405 problem from the gateway or the service", func(t *testing.T) {
+		resp, body := do(t, "POST", gw+"/openapi.json", nil, nil)
+		requireProblem(t, resp, body, 405)
+		resp, body = do(t, "DELETE", gw+"/api/site/info", nil, nil)
+		requireProblem(t, resp, body, 405)
+	})
+
+	t.Run("oversize body: 413 problem", func(t *testing.T) {
+		big := bytes.Repeat([]byte("x"), 64<<10)
+		resp, body := do(t, "POST", gw+"/api/transfer/echo", bytes.NewReader(big), map[string]string{"Content-Type": "application/json"})
+		p := requireProblem(t, resp, body, 413)
+		require.Contains(t, p.Detail, "4096")
+		// just under the limit passes
+		small := bytes.Repeat([]byte("x"), 4000)
+		resp, body = do(t, "POST", gw+"/api/transfer/echo", bytes.NewReader(small), nil)
+		require.Equal(t, 200, resp.StatusCode, "%s", body)
+		require.Contains(t, string(body), `"body_len":4000`)
+	})
+
+	t.Run("malformed JSON to a real service: 4xx problem", func(t *testing.T) {
+		op := findJSONWriteOperation(t, gw)
+		if op.path == "" {
+			t.Skip("no real service has a JSON request body yet (only GET routes so far)")
+		}
+		resp, body := do(t, op.method, gw+op.path, strings.NewReader(`{"name": "x",`), map[string]string{"Content-Type": "application/json"})
+		require.GreaterOrEqual(t, resp.StatusCode, 400, "%s %s: %s", op.method, op.path, body)
+		require.Less(t, resp.StatusCode, 500, "%s %s: %s", op.method, op.path, body)
+		require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
+		if !op.secured {
+			require.Contains(t, []int{400, 422}, resp.StatusCode, "%s", body)
+		}
+	})
+
+	t.Run("CORS", func(t *testing.T) {
+		pre := map[string]string{
+			"Origin": "https://ops.example.org", "Access-Control-Request-Method": "POST",
+			"Access-Control-Request-Headers": "authorization, content-type, idempotency-key",
+		}
+		resp, body := do(t, "OPTIONS", gw+"/api/tokens/", nil, pre)
+		require.Equal(t, 204, resp.StatusCode, "%s", body)
+		require.Equal(t, "https://ops.example.org", resp.Header.Get("Access-Control-Allow-Origin"))
+		for _, h := range []string{"Authorization", "Content-Type", "Idempotency-Key", "X-Request-ID"} {
+			require.Contains(t, resp.Header.Get("Access-Control-Allow-Headers"), h)
+		}
+		require.Contains(t, resp.Header.Get("Access-Control-Allow-Methods"), "POST")
+		require.Contains(t, resp.Header.Get("Vary"), "Origin")
+
+		pre["Origin"] = "https://evil.example.com"
+		resp, body = do(t, "OPTIONS", gw+"/api/tokens/", nil, pre)
+		requireProblem(t, resp, body, 403)
+		require.Empty(t, resp.Header.Get("Access-Control-Allow-Origin"))
+
+		resp, _ = do(t, "GET", gw+"/api/site/info", nil, map[string]string{"Origin": "http://localhost:5173"})
+		require.Equal(t, 200, resp.StatusCode)
+		require.Equal(t, "http://localhost:5173", resp.Header.Get("Access-Control-Allow-Origin"))
+		require.Contains(t, resp.Header.Get("Access-Control-Expose-Headers"), "X-Request-ID")
+		require.Contains(t, resp.Header.Get("Access-Control-Expose-Headers"), "Retry-After")
+
+		resp, body = do(t, "GET", gw+"/nowhere", nil, map[string]string{"Origin": "http://localhost:5173"})
+		requireProblem(t, resp, body, 404)
+		require.Equal(t, "http://localhost:5173", resp.Header.Get("Access-Control-Allow-Origin"), "problems carry CORS headers too")
+
+		resp, _ = do(t, "GET", gw+"/api/site/info", nil, map[string]string{"Origin": "https://evil.example.com"})
+		require.Equal(t, 200, resp.StatusCode)
+		require.Empty(t, resp.Header.Get("Access-Control-Allow-Origin"))
+		resp, _ = do(t, "GET", gw+"/api/site/info", nil, nil)
+		require.Empty(t, resp.Header.Get("Access-Control-Allow-Origin"))
+	})
+
+	t.Run("slow upstream: 504 problem at the upstream timeout", func(t *testing.T) {
+		start := time.Now()
+		resp, body := do(t, "GET", gw+"/api/transfer/slow", nil, nil)
+		elapsed := time.Since(start)
+		p := requireProblem(t, resp, body, 504)
+		require.Contains(t, p.Detail, "transfer")
+		require.Less(t, elapsed, 1500*time.Millisecond)
+		require.GreaterOrEqual(t, elapsed, 400*time.Millisecond)
+	})
+
+	t.Run("WebSocket tunnel", func(t *testing.T) {
+		wsURL := "ws" + strings.TrimPrefix(gw, "http") + "/api/transfer/ws/overview"
+		conn, resp, err := fws.DefaultDialer.Dial(wsURL, http.Header{"X-Request-ID": {"ws-e2e-1"}})
+		require.NoError(t, err)
+		defer conn.Close()
+		require.Equal(t, 101, resp.StatusCode)
+		_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		mt, msg, err := conn.ReadMessage()
+		require.NoError(t, err)
+		require.Equal(t, fws.TextMessage, mt)
+		require.JSONEq(t, `{"type":"snapshot","seq":1}`, string(msg), "the frame the upstream sent right after its 101 arrives")
+
+		for _, size := range []int{1, 125, 126, 65535, 65536, 300 << 10} {
+			payload := bytes.Repeat([]byte{byte('a' + size%26)}, size)
+			require.NoError(t, conn.WriteMessage(fws.BinaryMessage, payload))
+			mt, msg, err := conn.ReadMessage()
+			require.NoError(t, err, "size %d", size)
+			require.Equal(t, fws.BinaryMessage, mt)
+			require.Equal(t, payload, msg, "size %d", size)
+		}
+		require.NoError(t, conn.WriteControl(fws.CloseMessage, fws.FormatCloseMessage(fws.CloseNormalClosure, "bye"), time.Now().Add(time.Second)))
+		_, _, err = conn.ReadMessage()
+		require.True(t, fws.IsCloseError(err, fws.CloseNormalClosure), "got %v", err)
+
+		// the upgrade went through the access log as a 101 with its request id
+		require.Eventually(t, func() bool {
+			out := s.Procs["gateway"].Output()
+			return strings.Contains(out, `"request_id":"ws-e2e-1"`) && strings.Contains(out, `"status":101`)
+		}, 3*time.Second, 20*time.Millisecond)
+	})
+
+	t.Run("WebSocket upgrade refused by the upstream is relayed", func(t *testing.T) {
+		wsURL := "ws" + strings.TrimPrefix(gw, "http") + "/api/site/info"
+		_, resp, err := fws.DefaultDialer.Dial(wsURL, nil)
+		require.ErrorIs(t, err, fws.ErrBadHandshake)
+		require.NotNil(t, resp)
+		require.Equal(t, 200, resp.StatusCode, "the site answered the GET normally")
+		require.NotEmpty(t, resp.Header.Get("X-Request-ID"))
+	})
+
+	t.Run("merged OpenAPI document", func(t *testing.T) {
+		resp, body := do(t, "GET", gw+"/openapi.json", nil, nil)
+		require.Equal(t, 200, resp.StatusCode)
+		require.Contains(t, resp.Header.Get("Content-Type"), "application/json")
+		var doc struct {
+			OpenAPI    string                    `json:"openapi"`
+			Info       map[string]any            `json:"info"`
+			Servers    []map[string]any          `json:"servers"`
+			Paths      map[string]map[string]any `json:"paths"`
+			Components struct {
+				Schemas map[string]any `json:"schemas"`
+			} `json:"components"`
+			Services    map[string]map[string]any `json:"x-obsops-services"`
+			Unavailable []string                  `json:"x-obsops-unavailable"`
+		}
+		require.NoError(t, json.Unmarshal(body, &doc), "%s", body)
+		require.Equal(t, "3.1.0", doc.OpenAPI)
+		require.Equal(t, "obsops", doc.Info["title"])
+		require.Equal(t, "/", doc.Servers[0]["url"])
+		for _, p := range []string{"/api/site/info", "/health", "/buffer-stats", "/api/transfer/overview"} {
+			require.Contains(t, doc.Paths, p)
+		}
+		for p := range doc.Paths {
+			require.NotContains(t, []string{"/healthz", "/readyz", "/metrics", "/internal/secret"}, p)
+		}
+		for _, name := range []string{"authtoken", "catalog", "ingest", "site", "transfer"} {
+			require.Equal(t, "ok", doc.Services[name]["status"], name)
+		}
+		require.Empty(t, doc.Unavailable)
+		// the fake transfer's ErrorModel differs from the chassis' one: renamed, not clobbered
+		require.Contains(t, doc.Components.Schemas, "ErrorModel")
+		require.Contains(t, doc.Components.Schemas, "transfer_ErrorModel")
+		require.NotContains(t, fmt.Sprint(doc.Components.Schemas["ErrorModel"]), "transfer_only")
+		require.Contains(t, string(body), `"$ref":"#/components/schemas/transfer_ErrorModel"`)
+	})
+
+	t.Run("docs render from local assets only", func(t *testing.T) {
+		resp, body := do(t, "GET", gw+"/docs", nil, nil)
+		require.Equal(t, 200, resp.StatusCode)
+		require.Contains(t, resp.Header.Get("Content-Type"), "text/html")
+		require.Contains(t, resp.Header.Get("Content-Security-Policy"), "default-src 'self'")
+		html := string(body)
+		require.Contains(t, html, `id="swagger-ui"`)
+		require.NotRegexp(t, `(?i)(https?:)?//[a-z0-9]`, html, "no external URL in the page")
+		refs := regexp.MustCompile(`(?:src|href)="([^"]+)"`).FindAllStringSubmatch(html, -1)
+		require.GreaterOrEqual(t, len(refs), 4)
+		sawJS, sawCSS := false, false
+		for _, m := range refs {
+			ref := m[1]
+			require.True(t, strings.HasPrefix(ref, "/docs/"), "asset %s is local", ref)
+			resp, body := do(t, "GET", gw+ref, nil, nil)
+			require.Equal(t, 200, resp.StatusCode, ref)
+			require.Greater(t, len(body), 0, ref)
+			switch {
+			case strings.HasSuffix(ref, ".js"):
+				sawJS = true
+				require.Contains(t, resp.Header.Get("Content-Type"), "javascript", ref)
+			case strings.HasSuffix(ref, ".css"):
+				sawCSS = true
+				require.Contains(t, resp.Header.Get("Content-Type"), "text/css", ref)
+			}
+		}
+		require.True(t, sawJS && sawCSS)
+		_, init := do(t, "GET", gw+"/docs/swagger-initializer.js", nil, nil)
+		require.Contains(t, string(init), `url: "/openapi.json"`)
+		require.Contains(t, string(init), `validatorUrl: null`)
+		require.NotRegexp(t, `https?://`, string(init))
+		_, bundle := do(t, "GET", gw+"/docs/swagger-ui-bundle.js", nil, nil)
+		require.Greater(t, len(bundle), 500_000, "the real Swagger UI bundle")
+		for _, p := range []string{"/docs/", "/docs/index.html"} {
+			resp, _ := do(t, "GET", gw+p, nil, nil)
+			require.Equal(t, 200, resp.StatusCode, p)
+		}
+		resp, body = do(t, "GET", gw+"/docs/nope.js", nil, nil)
+		requireProblem(t, resp, body, 404)
+	})
+
+	t.Run("docs render in a headless browser without internet", func(t *testing.T) {
+		browser, err := exec.LookPath("chromium")
+		if err != nil {
+			t.Skip("chromium not installed (optional check)")
+		}
+		// every host but loopback fails to resolve: a CDN reference could not load
+		cmd := exec.Command(browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+			"--disable-extensions", "--disable-background-networking", "--user-data-dir="+t.TempDir(),
+			"--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+			"--virtual-time-budget=10000", "--dump-dom", gw+"/docs")
+		out, err := runWithTimeout(cmd, 60*time.Second)
+		require.NoError(t, err, "%s", out)
+		dom := string(out)
+		require.Contains(t, dom, "swagger-ui", "%s", dom)
+		require.Contains(t, dom, "/api/site/info", "the operations of the merged document are rendered")
+		require.Contains(t, dom, "opblock", "operation blocks are rendered")
+	})
+
+	t.Run("rate limit per credential with Retry-After", func(t *testing.T) {
+		limited := startGateway(t, s, map[string]string{"OPS_RATE_LIMIT_PER_MINUTE": "5"})
+		alice := map[string]string{"Authorization": "Bearer ops_api_token_alice-secret"}
+		for i := range 5 {
+			resp, body := do(t, "GET", limited+"/api/site/info", nil, alice)
+			require.Equal(t, 200, resp.StatusCode, "request %d: %s", i+1, body)
+			require.Equal(t, strconv.Itoa(4-i), resp.Header.Get("X-RateLimit-Remaining"))
+		}
+		resp, body := do(t, "GET", limited+"/api/site/info", nil, alice)
+		requireProblem(t, resp, body, 429)
+		ra, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+		require.NoError(t, err, "Retry-After is whole seconds: %q", resp.Header.Get("Retry-After"))
+		require.True(t, ra >= 1 && ra <= 120, "Retry-After %d", ra)
+
+		// another credential and anonymous callers have their own budgets
+		resp, _ = do(t, "GET", limited+"/api/site/info", nil, map[string]string{"Authorization": "Bearer ops_api_token_bob"})
+		require.Equal(t, 200, resp.StatusCode)
+		// anonymous callers are limited by address (the suite's other gateway already used up
+		// 127.0.0.1's budget: the counters are shared through Redis)
+		for i := range 5 {
+			resp := getFrom(t, "127.0.0.2", limited+"/api/site/info")
+			require.Equal(t, 200, resp.StatusCode, "request %d from 127.0.0.2", i+1)
+		}
+		resp = getFrom(t, "127.0.0.2", limited+"/api/site/info")
+		require.Equal(t, 429, resp.StatusCode)
+		require.NotEmpty(t, resp.Header.Get("Retry-After"))
+		resp = getFrom(t, "127.0.0.3", limited+"/api/site/info")
+		require.Equal(t, 200, resp.StatusCode, "another address has its own budget")
+
+		// counters are keyed by a hash of the credential, never the secret itself
+		keys, err := s.Redis.Client().Keys(t.Context(), "ops:ratelimit:*").Result()
+		require.NoError(t, err)
+		sum := sha256.Sum256([]byte(alice["Authorization"]))
+		found := false
+		for _, k := range keys {
+			require.NotContains(t, k, "alice-secret")
+			found = found || strings.Contains(k, hex.EncodeToString(sum[:]))
+		}
+		require.True(t, found, "keys: %v", keys)
+	})
+
+	t.Run("rate limiter fails open without Redis", func(t *testing.T) {
+		open := startGateway(t, s, map[string]string{
+			"OPS_RATE_LIMIT_PER_MINUTE": "2", "OPS_REDIS_URL": "redis://" + testenv.FreeAddr(t) + "/0",
+		})
+		for i := range 5 {
+			start := time.Now()
+			resp, body := do(t, "GET", open+"/api/site/info", nil, nil)
+			require.Equal(t, 200, resp.StatusCode, "request %d: %s", i+1, body)
+			require.Less(t, time.Since(start), time.Second)
+		}
+		resp, _ := do(t, "GET", open+"/readyz", nil, nil)
+		require.Equal(t, 200, resp.StatusCode, "the gateway stays ready without Redis")
+		_, _, metrics := rawGet(t, open, "/metrics")
+		require.Regexp(t, `obsops_gateway_rate_limit_errors_total [1-9]`, string(metrics))
+	})
+
+	t.Run("shutdown closes WebSocket tunnels with 1001", func(t *testing.T) {
+		env := map[string]string{}
+		for k, v := range s.Env {
+			env[k] = v
+		}
+		addr := testenv.FreeAddr(t)
+		env["OPS_GATEWAY_ADDR"] = addr
+		p := testenv.Start(t, "gateway-shutdown", testenv.Binary(t, "gateway"), env)
+		testenv.WaitReady(t, p, "http://"+addr+"/readyz", 30*time.Second)
+
+		conn, _, err := fws.DefaultDialer.Dial("ws://"+addr+"/api/transfer/ws/overview", nil)
+		require.NoError(t, err)
+		defer conn.Close()
+		_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, _, err = conn.ReadMessage()
+		require.NoError(t, err)
+
+		var closedAt atomic.Int64
+		go func() {
+			time.Sleep(200 * time.Millisecond)
+			closedAt.Store(time.Now().UnixNano())
+			p.Signal(terminateSignal)
+		}()
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, _, err = conn.ReadMessage()
+		require.True(t, fws.IsCloseError(err, fws.CloseGoingAway), "got %v", err)
+		exited, _ := p.Wait(10 * time.Second)
+		require.True(t, exited, "the gateway exits with a tunnel that was open")
+		require.Contains(t, p.Output(), "gateway shutting down")
+	})
+
+	t.Run("dead upstream: 502 problem quickly", func(t *testing.T) {
+		_ = s.Procs["site"].Stop(10 * time.Second)
+		exited, _ := s.Procs["site"].Exited()
+		require.True(t, exited)
+		start := time.Now()
+		resp, body := do(t, "GET", gw+"/api/site/info", nil, nil)
+		p := requireProblem(t, resp, body, 502)
+		require.Less(t, time.Since(start), time.Second)
+		require.Contains(t, p.Detail, "site")
+
+		// a WebSocket upgrade to a dead upstream is the same problem, nothing hijacked
+		_, resp2, err := fws.DefaultDialer.Dial("ws"+strings.TrimPrefix(gw, "http")+"/api/site/ws", nil)
+		require.ErrorIs(t, err, fws.ErrBadHandshake)
+		require.Equal(t, 502, resp2.StatusCode)
+
+		// the merged document still works and names what is missing
+		time.Sleep(1100 * time.Millisecond) // OPS_OPENAPI_CACHE_TTL
+		resp, body = do(t, "GET", gw+"/openapi.json", nil, nil)
+		require.Equal(t, 200, resp.StatusCode)
+		var doc struct {
+			Info        map[string]any            `json:"info"`
+			Paths       map[string]any            `json:"paths"`
+			Unavailable []string                  `json:"x-obsops-unavailable"`
+			Services    map[string]map[string]any `json:"x-obsops-services"`
+		}
+		require.NoError(t, json.Unmarshal(body, &doc))
+		require.Equal(t, []string{"site"}, doc.Unavailable)
+		require.Contains(t, doc.Info["description"], "site")
+		require.NotContains(t, doc.Paths, "/api/site/info")
+		require.Contains(t, doc.Paths, "/api/transfer/overview")
+	})
+}

@@ -1,0 +1,42 @@
+package httpapi
+
+import (
+	"fmt"
+
+	"github.com/obsops/obsops/pkg/config"
+	"github.com/obsops/obsops/pkg/service"
+	"github.com/obsops/obsops/services/gateway"
+)
+
+// Setup builds the gateway's parts from cfg on the chassis svc (metrics on its registry, the
+// rate limiter on its Redis, closing WebSocket tunnels as a shutdown hook) and registers the
+// routes. The chassis must have been built with RedisOptional and NoOpenAPI.
+func Setup(svc *service.Service, cfg *gateway.Config, version string) error {
+	metrics := gateway.NewMetrics(svc.Metrics)
+	tunnels := gateway.NewTunnels(svc.Log, metrics)
+	svc.OnShutdown("websocket tunnels", tunnels.CloseAll)
+
+	upstreams := map[string]*gateway.Upstream{}
+	for name, base := range cfg.Upstreams.ByService() {
+		u, err := gateway.NewUpstream(name, base, cfg.UpstreamTimeout, cfg.DialTimeout, tunnels, metrics)
+		if err != nil {
+			return &config.Invalid{Var: "OPS_" + name + "_URL", Reason: err.Error()}
+		}
+		upstreams[name] = u
+	}
+	docs, err := gateway.NewDocs()
+	if err != nil {
+		return fmt.Errorf("swagger ui assets: %w", err)
+	}
+	d := Deps{
+		Upstreams: upstreams,
+		CORS:      gateway.NewCORS(cfg.CORSOrigins),
+		OpenAPI:   gateway.NewOpenAPI(gateway.MergeInfo{Title: "obsops", Version: version}, upstreams, cfg.OpenAPICacheTTL, svc.Log, metrics),
+		Docs:      docs,
+	}
+	if cfg.RateLimitPerMinute > 0 {
+		d.Limiter = gateway.NewRateLimiter(svc.Redis, cfg.RateLimitPerMinute, cfg.RateLimitRedisTimeout, svc.Log, metrics)
+	}
+	Register(svc.App, d)
+	return nil
+}

@@ -1,0 +1,43 @@
+package gateway
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics are the gateway's own Prometheus series (the chassis already counts every request by
+// route and status).
+type Metrics struct {
+	upstreamErrors  *prometheus.CounterVec
+	tunnelsOpen     prometheus.Gauge
+	tunnelsTotal    prometheus.Counter
+	rateLimited     prometheus.Counter
+	rateLimitErrors prometheus.Counter
+	openAPIMissing  prometheus.Gauge
+}
+
+// NewMetrics registers the gateway's series on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		upstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "obsops_gateway_upstream_errors_total",
+			Help: "Requests the gateway answered itself because the upstream failed, by service and status (502, 503, 504).",
+		}, []string{"service", "status"}),
+		tunnelsOpen: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "obsops_gateway_websocket_tunnels_open", Help: "WebSocket tunnels open now.",
+		}),
+		tunnelsTotal: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "obsops_gateway_websocket_tunnels_total", Help: "WebSocket tunnels opened since start.",
+		}),
+		rateLimited: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "obsops_gateway_rate_limited_total", Help: "Requests refused with 429 by the rate limiter.",
+		}),
+		rateLimitErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "obsops_gateway_rate_limit_errors_total",
+			Help: "Rate-limit decisions that failed (Redis unreachable or slow); those requests were let through.",
+		}),
+		openAPIMissing: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "obsops_gateway_openapi_missing_services",
+			Help: "Services whose OpenAPI document was unavailable at the last merge.",
+		}),
+	}
+	reg.MustRegister(m.upstreamErrors, m.tunnelsOpen, m.tunnelsTotal, m.rateLimited, m.rateLimitErrors, m.openAPIMissing)
+	return m
+}

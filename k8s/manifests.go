@@ -70,20 +70,22 @@ type Object struct {
 
 // kinds lists every apiVersion/kind the manifests may contain, with the Go type it decodes into.
 // Anything else is an error: a new kind must be added here (and so gets strict checking).
-var kinds = map[string]func() any{
-	"v1/Namespace":                           func() any { return &corev1.Namespace{} },
-	"v1/ServiceAccount":                      func() any { return &corev1.ServiceAccount{} },
-	"v1/ConfigMap":                           func() any { return &corev1.ConfigMap{} },
-	"v1/Secret":                              func() any { return &corev1.Secret{} },
-	"v1/Service":                             func() any { return &corev1.Service{} },
-	"apps/v1/Deployment":                     func() any { return &appsv1.Deployment{} },
-	"apps/v1/StatefulSet":                    func() any { return &appsv1.StatefulSet{} },
-	"batch/v1/Job":                           func() any { return &batchv1.Job{} },
-	"policy/v1/PodDisruptionBudget":          func() any { return &policyv1.PodDisruptionBudget{} },
-	"autoscaling/v2/HorizontalPodAutoscaler": func() any { return &autoscalingv2.HorizontalPodAutoscaler{} },
-	"networking.k8s.io/v1/Ingress":           func() any { return &networkingv1.Ingress{} },
-	"networking.k8s.io/v1/NetworkPolicy":     func() any { return &networkingv1.NetworkPolicy{} },
-	"keda.sh/v1alpha1/ScaledObject":          func() any { return &ScaledObject{} },
+func kinds() map[string]func() any {
+	return map[string]func() any{
+		"v1/Namespace":                           func() any { return &corev1.Namespace{} },
+		"v1/ServiceAccount":                      func() any { return &corev1.ServiceAccount{} },
+		"v1/ConfigMap":                           func() any { return &corev1.ConfigMap{} },
+		"v1/Secret":                              func() any { return &corev1.Secret{} },
+		"v1/Service":                             func() any { return &corev1.Service{} },
+		"apps/v1/Deployment":                     func() any { return &appsv1.Deployment{} },
+		"apps/v1/StatefulSet":                    func() any { return &appsv1.StatefulSet{} },
+		"batch/v1/Job":                           func() any { return &batchv1.Job{} },
+		"policy/v1/PodDisruptionBudget":          func() any { return &policyv1.PodDisruptionBudget{} },
+		"autoscaling/v2/HorizontalPodAutoscaler": func() any { return &autoscalingv2.HorizontalPodAutoscaler{} },
+		"networking.k8s.io/v1/Ingress":           func() any { return &networkingv1.Ingress{} },
+		"networking.k8s.io/v1/NetworkPolicy":     func() any { return &networkingv1.NetworkPolicy{} },
+		"keda.sh/v1alpha1/ScaledObject":          func() any { return &ScaledObject{} },
+	}
 }
 
 // Decode strict-decodes one YAML document into the Go type of its apiVersion and kind.
@@ -103,7 +105,7 @@ func Decode(doc []byte) (Object, error) {
 	if tm.APIVersion == "" || tm.Kind == "" {
 		return Object{}, fmt.Errorf("apiVersion and kind are required")
 	}
-	newValue, ok := kinds[tm.APIVersion+"/"+tm.Kind]
+	newValue, ok := kinds()[tm.APIVersion+"/"+tm.Kind]
 	if !ok {
 		return Object{}, fmt.Errorf("unknown kind %s %s: add it to k8s/manifests.go", tm.APIVersion, tm.Kind)
 	}

@@ -200,15 +200,23 @@ down() {
 	infra_down
 }
 
+# TEST_STARTED_PG is 1 when run_tests started the local PostgreSQL and must stop it on exit.
+TEST_STARTED_PG=0
+
+stop_test_pg() {
+	if [ "$TEST_STARTED_PG" = 1 ]; then
+		as_pg "$(pg_bin)/pg_ctl" -D "$STATE/pg/data" -m fast -w stop >/dev/null || true
+	fi
+}
+
 run_tests() {
 	deps
-	local started_pg=0
 	if [ -z "${OPS_TEST_DATABASE_URL:-}" ]; then
-		pg_running || started_pg=1
+		pg_running || TEST_STARTED_PG=1
 		pg_up
 		export OPS_TEST_DATABASE_URL="postgres://postgres@127.0.0.1:$PG_PORT/postgres?sslmode=disable"
 	fi
-	trap 'if [ $started_pg = 1 ]; then as_pg "$(pg_bin)/pg_ctl" -D "$STATE/pg/data" -m fast -w stop >/dev/null; fi' EXIT
+	trap stop_test_pg EXIT
 	make -C "$ROOT" -s build
 	export OPS_BIN_DIR="$ROOT/bin"
 	cd "$ROOT"

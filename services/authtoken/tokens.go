@@ -25,11 +25,14 @@ type TokenService struct {
 	// Counter counts verifications in Redis, flushed to PostgreSQL in batches (package usage).
 	// Nil means every verification updates its token row directly.
 	Counter UsageCounter
+	// Cache keeps verification records in Redis (package tokencache); every change to a token
+	// invalidates it before answering. Nil means every verification queries PostgreSQL.
+	Cache   TokenCache
 	Limits  TokenLimits
 	Log     *slog.Logger
 	Metrics *TokenMetrics // nil: not measured
 
-	redisDown      pause // Redis failed a moment ago: count uses in PostgreSQL meanwhile
+	redisDown      pause // Redis failed a moment ago: skip the cache and count uses in PostgreSQL meanwhile
 	fallbackWarned pause // one Redis-fallback warning per interval, not one per request
 }
 
@@ -224,13 +227,15 @@ type TokenRecord struct {
 	LifetimeDays int
 }
 
-// VerifiedToken is an active, unexpired token of an active user, found by its hash.
+// VerifiedToken is an active, unexpired token of an active user, found by its hash: what
+// verification needs, and what TokenCache keeps.
 type VerifiedToken struct {
-	TokenID  int64
-	UserID   int64
-	Username string
-	Roles    []string
-	Scopes   []string
+	TokenID   int64
+	UserID    int64
+	Username  string
+	Roles     []string
+	Scopes    []string
+	ExpiresAt *time.Time // nil: never expires
 }
 
 // TokenStore keeps API tokens and their audit log. Each changing method is one transaction
@@ -420,6 +425,7 @@ func (s *TokenService) CreateServiceToken(ctx context.Context, caller Caller, ac
 		if err := s.Accounts.GrantRoles(ctx, user.ID, []string{authn.RoleService}, caller.Name); err != nil {
 			return ServiceToken{}, err
 		}
+		s.forgetUser(ctx, user.ID) // the account's cached tokens lack the new role
 	}
 	rec.UserID = user.ID
 	tok, err := s.Store.Create(ctx, rec, s.Limits.MaxPerUser, Audit{Actor: caller, Action: AuditCreateService,
@@ -489,7 +495,9 @@ func (s *TokenService) Update(ctx context.Context, caller Caller, id int64, ch T
 			return Token{}, err
 		}
 	}
-	return s.Store.Update(ctx, id, caller.visibility(), ch, Audit{Actor: caller, Action: AuditUpdate})
+	tok, err := s.Store.Update(ctx, id, caller.visibility(), ch, Audit{Actor: caller, Action: AuditUpdate})
+	s.forgetTokens(ctx, err, id)
+	return tok, err
 }
 
 // Regenerate revokes a token and returns its replacement (same name, scopes and lifetime
@@ -501,6 +509,7 @@ func (s *TokenService) Regenerate(ctx context.Context, caller Caller, id int64) 
 	}
 	next := TokenRecord{Hash: raw.Hash, Prefix: raw.Display}
 	tok, err := s.Store.Regenerate(ctx, id, caller.visibility(), next, s.Limits.DefaultDays, Audit{Actor: caller, Action: AuditRegenerate})
+	s.forgetTokens(ctx, err, id) // the old token; the new one was never cached (no negative cache)
 	if err != nil {
 		return NewToken{}, err
 	}
@@ -509,7 +518,9 @@ func (s *TokenService) Regenerate(ctx context.Context, caller Caller, id int64) 
 
 // Revoke deactivates a token at once; revoking a revoked token changes nothing.
 func (s *TokenService) Revoke(ctx context.Context, caller Caller, id int64) (Token, error) {
-	return s.Store.Revoke(ctx, id, caller.visibility(), Audit{Actor: caller, Action: AuditRevoke})
+	tok, err := s.Store.Revoke(ctx, id, caller.visibility(), Audit{Actor: caller, Action: AuditRevoke})
+	s.forgetTokens(ctx, err, id)
+	return tok, err
 }
 
 // BulkRevoke revokes up to MaxBulkRevoke tokens and reports each id; ids the caller may not
@@ -524,7 +535,18 @@ func (s *TokenService) BulkRevoke(ctx context.Context, caller Caller, ids []int6
 			unique = append(unique, id)
 		}
 	}
-	return s.Store.BulkRevoke(ctx, unique, caller.visibility(), Audit{Actor: caller, Action: AuditRevoke, Detail: map[string]any{"bulk": true}})
+	results, err := s.Store.BulkRevoke(ctx, unique, caller.visibility(), Audit{Actor: caller, Action: AuditRevoke, Detail: map[string]any{"bulk": true}})
+	touched := unique // on error, which ones changed is unknown
+	if err == nil {
+		touched = nil
+		for _, r := range results {
+			if r.Status != BulkNotFound {
+				touched = append(touched, r.TokenID)
+			}
+		}
+	}
+	s.forgetTokens(ctx, err, touched...)
+	return results, err
 }
 
 // Export returns every token of the caller, for backup or audit (no secrets, no hashes).

@@ -11,14 +11,17 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/pkg/service"
 	"github.com/obsops/obsops/services/authtoken"
 	"github.com/obsops/obsops/services/authtoken/postgres"
 	"github.com/obsops/obsops/services/authtoken/signing"
+	"github.com/obsops/obsops/services/authtoken/tokencache"
 )
 
 // Usage lists the subcommands.
@@ -40,6 +43,7 @@ type Env struct {
 	Stdout io.Writer
 	Stderr io.Writer
 	db     *sqlx.DB
+	cache  *tokencache.Cache // the server's token cache, invalidated when roles change
 }
 
 // Run executes one admin command.
@@ -60,6 +64,13 @@ func Run(ctx context.Context, env *Env, args []string) error {
 	}
 	defer db.Close()
 	env.db = db
+	ropts, err := redis.ParseURL(env.Config.RedisURL)
+	if err != nil {
+		return fmt.Errorf("OPS_REDIS_URL: %w", err)
+	}
+	rdb := redis.NewClient(ropts)
+	defer rdb.Close()
+	env.cache = tokencache.New(rdb, tokencache.DefaultTTL)
 	switch cmd {
 	case "create-user":
 		return env.createUser(ctx, rest)
@@ -75,6 +86,23 @@ func Run(ctx context.Context, env *Env, args []string) error {
 }
 
 func (e *Env) users() *postgres.Users { return &postgres.Users{DB: e.db} }
+
+// grantRoles gives a user roles, then invalidates the server's cached records of the user's
+// API tokens so that they carry the new roles at once. Redis being unreachable does not fail
+// the command: the grant stands, with a warning that the tokens' cached roles lag for up to
+// the cache TTL.
+func (e *Env) grantRoles(ctx context.Context, userID int64, roles []string) error {
+	if err := e.users().GrantRoles(ctx, userID, roles, "admin-cli"); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := e.cache.InvalidateUser(ctx, userID); err != nil {
+		fmt.Fprintf(e.Stderr, "warning: roles granted, but Redis is unreachable (%v): the user's API tokens may verify with their previous roles for up to %s\n",
+			err, e.cache.TTL())
+	}
+	return nil
+}
 
 func newFlags(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet("authtoken admin "+name, flag.ContinueOnError)
@@ -120,7 +148,7 @@ func (e *Env) createUser(ctx context.Context, args []string) error {
 		return err
 	}
 	if len(roles) > 0 {
-		if err := e.users().GrantRoles(ctx, u.ID, roles, "admin-cli"); err != nil {
+		if err := e.grantRoles(ctx, u.ID, roles); err != nil {
 			return err
 		}
 	}
@@ -153,7 +181,7 @@ func (e *Env) grantRole(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := e.users().GrantRoles(ctx, u.ID, roles, "admin-cli"); err != nil {
+	if err := e.grantRoles(ctx, u.ID, roles); err != nil {
 		return err
 	}
 	fmt.Fprintf(e.Stdout, "user %s now has roles %s\n", u.Username, strings.Join(append(u.Roles, roles...), ","))
@@ -184,7 +212,7 @@ func (e *Env) issueJWT(ctx context.Context, args []string) error {
 		return err
 	}
 	if len(roles) > 0 {
-		if err := e.users().GrantRoles(ctx, u.ID, roles, "admin-cli"); err != nil {
+		if err := e.grantRoles(ctx, u.ID, roles); err != nil {
 			return err
 		}
 	}

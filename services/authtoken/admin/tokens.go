@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -35,7 +36,9 @@ func (e *Env) createServiceToken(ctx context.Context, args []string) error {
 	svc := &authtoken.TokenService{
 		Store:    &postgres.Tokens{DB: e.db},
 		Accounts: e.users(),
+		Cache:    e.cache, // granting role service invalidates the account's cached tokens
 		Limits:   e.Config.TokenLimits(),
+		Log:      slog.New(slog.NewTextHandler(e.Stderr, nil)),
 	}
 	tok, err := svc.CreateServiceToken(ctx, authtoken.CommandLineCaller(), *account, authtoken.TokenSpec{
 		Name: *name, Scopes: splitList(*scopes), ExpiresInDays: *days,

@@ -137,6 +137,10 @@ func (s *Service) session(ctx context.Context, id Identity) (Session, error) {
 		grant = append(grant, authn.RoleAdmin)
 	}
 	if len(grant) > 0 {
+		// Not invalidated in the token cache (package tokencache): these grants only add roles
+		// (viewer to a new user, who holds no tokens yet; admin to a bootstrap admin), so the
+		// user's cached API token records lag by at most the cache TTL in gaining a role, never
+		// in losing one.
 		if err := s.Users.GrantRoles(ctx, u.ID, grant, "login"); err != nil {
 			return Session{}, fmt.Errorf("grant roles: %w", err)
 		}

@@ -382,7 +382,7 @@ func (s *Tokens) AuditLog(ctx context.Context, q authtoken.AuditQuery) ([]authto
 // verifyQuery finds a verifiable token by hash: one lookup on the unique index, with the
 // owner's active flag and roles.
 const verifyQuery = `
-	SELECT t.id, t.user_id, u.username, t.scopes,
+	SELECT t.id, t.user_id, u.username, t.scopes, t.expires_at,
 		ARRAY(SELECT role FROM user_roles WHERE user_id = t.user_id ORDER BY role) AS roles
 	FROM api_tokens t JOIN users u ON u.id = t.user_id
 	WHERE t.token_hash = $1 AND t.is_active AND u.is_active AND (t.expires_at IS NULL OR t.expires_at > now())`
@@ -394,11 +394,12 @@ func (s *Tokens) Verify(ctx context.Context, hash string) (authtoken.VerifiedTok
 		return authtoken.VerifiedToken{}, err
 	}
 	var r struct {
-		TokenID  int64          `db:"id"`
-		UserID   int64          `db:"user_id"`
-		Username string         `db:"username"`
-		Scopes   pq.StringArray `db:"scopes"`
-		Roles    pq.StringArray `db:"roles"`
+		TokenID   int64          `db:"id"`
+		UserID    int64          `db:"user_id"`
+		Username  string         `db:"username"`
+		Scopes    pq.StringArray `db:"scopes"`
+		ExpiresAt *time.Time     `db:"expires_at"`
+		Roles     pq.StringArray `db:"roles"`
 	}
 	err = st.GetContext(ctx, &r, hash)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -408,6 +409,10 @@ func (s *Tokens) Verify(ctx context.Context, hash string) (authtoken.VerifiedTok
 		return authtoken.VerifiedToken{}, err
 	}
 	v := authtoken.VerifiedToken{TokenID: r.TokenID, UserID: r.UserID, Username: r.Username, Scopes: r.Scopes, Roles: r.Roles}
+	if r.ExpiresAt != nil {
+		exp := r.ExpiresAt.UTC()
+		v.ExpiresAt = &exp
+	}
 	if v.Scopes == nil {
 		v.Scopes = []string{}
 	}

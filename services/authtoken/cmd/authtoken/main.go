@@ -16,6 +16,7 @@ import (
 	"github.com/obsops/obsops/services/authtoken/login"
 	"github.com/obsops/obsops/services/authtoken/postgres"
 	"github.com/obsops/obsops/services/authtoken/signing"
+	"github.com/obsops/obsops/services/authtoken/tokencache"
 	"github.com/obsops/obsops/services/authtoken/usage"
 )
 
@@ -49,7 +50,8 @@ func run(ctx context.Context) error {
 	tokenStore := &postgres.Tokens{DB: svc.DB}
 	usageCounter := usage.NewCounter(svc.Redis)
 	tokens := &authtoken.TokenService{
-		Store: tokenStore, Accounts: users, Counter: usageCounter, Limits: cfg.TokenLimits(),
+		Store: tokenStore, Accounts: users, Limits: cfg.TokenLimits(),
+		Counter: usageCounter, Cache: tokencache.New(svc.Redis, tokencache.DefaultTTL),
 		Log: svc.Log, Metrics: authtoken.NewTokenMetrics(svc.Metrics),
 	}
 	usageFlusher := usage.NewFlusher(usageCounter, tokenStore, cfg.TokenUsageFlush, svc.Log, svc.Metrics)

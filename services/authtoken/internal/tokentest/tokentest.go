@@ -15,6 +15,7 @@ import (
 	"github.com/obsops/obsops/pkg/testenv"
 	"github.com/obsops/obsops/services/authtoken"
 	"github.com/obsops/obsops/services/authtoken/postgres"
+	"github.com/obsops/obsops/services/authtoken/tokencache"
 	"github.com/obsops/obsops/services/authtoken/usage"
 )
 
@@ -27,6 +28,7 @@ type Env struct {
 	Store       *postgres.Tokens
 	Users       *postgres.Users
 	Counter     *usage.Counter
+	Cache       *tokencache.Cache
 }
 
 // New starts a database and a Redis for t.
@@ -43,15 +45,17 @@ func New(t testing.TB) *Env {
 	e.Store = &postgres.Tokens{DB: db}
 	e.Users = &postgres.Users{DB: db}
 	e.Counter = usage.NewCounter(e.RDB)
+	e.Cache = tokencache.New(e.RDB, tokencache.DefaultTTL)
 	return e
 }
 
 // Limits are the token limits tests use unless they say otherwise: the shipped defaults.
 func Limits() authtoken.TokenLimits { return authtoken.TokenLimits{DefaultDays: 90, MaxPerUser: 100} }
 
-// Service is the token service as the server builds it: usage counted in Redis.
+// Service is the token service as the server builds it: usage counted in Redis, token records
+// cached there.
 func (e *Env) Service() *authtoken.TokenService {
-	return &authtoken.TokenService{Store: e.Store, Accounts: e.Users, Counter: e.Counter, Limits: Limits()}
+	return &authtoken.TokenService{Store: e.Store, Accounts: e.Users, Counter: e.Counter, Cache: e.Cache, Limits: Limits()}
 }
 
 // Flusher is a usage flusher over e's Redis and database (call Flush to run one round).
@@ -87,10 +91,14 @@ func (e *Env) CommittedUses(t testing.TB, tokenID int64) int64 {
 }
 
 // Exec runs SQL against the test database, to set up states that take time to reach (an
-// expired token, a disabled user).
+// expired token, a disabled user). Like an operator after such SQL, it then purges the token
+// cache, which cannot see changes made outside the service.
 func (e *Env) Exec(t testing.TB, query string, args ...any) {
 	t.Helper()
 	if _, err := e.DB.Exec(query, args...); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Cache.Purge(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 }

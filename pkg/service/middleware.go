@@ -1,10 +1,12 @@
 package service
 
 import (
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -14,39 +16,74 @@ import (
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 )
 
-// clientAddress makes c.IP() the connection's address when a trusted proxy did not name the client
-// (a direct call from a trusted address): Fiber would otherwise answer with an empty string.
-func clientAddress(proxyHeader string) fiber.Handler {
-	return func(c *fiber.Ctx) error {
-		if proxyHeader != "" && c.Get(proxyHeader) == "" {
-			c.Request().Header.Set(proxyHeader, c.Context().RemoteIP().String())
-		}
-		return c.Next()
-	}
+// requestInfo is what the chassis works out once per request for every later use.
+type requestInfo struct {
+	id           string
+	client       string // the client address (c.IP())
+	trustedProxy bool   // the connection comes from a trusted proxy
+}
+
+const requestInfoKey = "obsops.request"
+
+func requestInfoOf(c *fiber.Ctx) *requestInfo {
+	ri, _ := c.Locals(requestInfoKey).(*requestInfo)
+	return ri
 }
 
 // RequestIDHeader carries the request id from the gateway through every service and back.
 const RequestIDHeader = "X-Request-ID"
 
-const requestIDKey = "obsops.request_id"
-
 // RequestID returns the id of the request being handled.
 func RequestID(c *fiber.Ctx) string {
-	id, _ := c.Locals(requestIDKey).(string)
-	return id
+	if ri := requestInfoOf(c); ri != nil {
+		return ri.id
+	}
+	return ""
 }
 
-// requestID accepts a well-formed incoming X-Request-ID (so one id follows a request through the
-// gateway into the services) and otherwise makes a new one; either way it is echoed back.
-func requestID(c *fiber.Ctx) error {
-	id := c.Get(RequestIDHeader)
-	if !validRequestID(id) {
-		id = uuid.NewString()
+// ClientIP is c.IP() worked out once per request by the chassis (c.IP() parses and formats the
+// address anew on every call); outside the chassis it is c.IP().
+func ClientIP(c *fiber.Ctx) string {
+	if ri := requestInfoOf(c); ri != nil {
+		return ri.client
 	}
-	c.Locals(requestIDKey, id)
-	c.Request().Header.Set(RequestIDHeader, id)
-	c.Set(RequestIDHeader, id)
-	return c.Next()
+	return c.IP()
+}
+
+// FromTrustedProxy is c.IsProxyTrusted(), worked out once per request by the chassis.
+func FromTrustedProxy(c *fiber.Ctx) bool {
+	if ri := requestInfoOf(c); ri != nil {
+		return ri.trustedProxy
+	}
+	return c.IsProxyTrusted()
+}
+
+// identify records who is calling and the request id. The client address is c.IP(); when a
+// trusted proxy did not name the client (a direct call from a trusted address) it is the
+// connection's address, also for later c.IP() calls (Fiber would answer with an empty string).
+// A well-formed incoming X-Request-ID is kept (so one id follows a request through the gateway
+// into the services), otherwise a new one is made; either way it is echoed back.
+func identify(proxyHeader string) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		ri := &requestInfo{trustedProxy: c.IsProxyTrusted()}
+		remote := c.Context().RemoteIP()
+		if ri.trustedProxy && proxyHeader != "" {
+			if c.Get(proxyHeader) == "" {
+				c.Request().Header.Set(proxyHeader, remote.String())
+			}
+			ri.client = c.IP()
+		} else {
+			ri.client = remote.String()
+		}
+		ri.id = c.Get(RequestIDHeader)
+		if !validRequestID(ri.id) {
+			ri.id = uuid.NewString()
+		}
+		c.Locals(requestInfoKey, ri)
+		c.Request().Header.Set(RequestIDHeader, ri.id)
+		c.Set(RequestIDHeader, ri.id)
+		return c.Next()
+	}
 }
 
 // validRequestID keeps ids short and printable so they cannot forge log lines.
@@ -62,9 +99,25 @@ func validRequestID(id string) bool {
 	return true
 }
 
+// httpMetrics are the chassis' request series. Looking a labelled series up costs hashing its
+// label values and formatting the status on every request, so each (method, route, status)
+// series is looked up once and kept.
 type httpMetrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+
+	mu     sync.RWMutex
+	series map[seriesKey]routeSeries
+}
+
+type seriesKey struct {
+	method, route string
+	status        int
+}
+
+type routeSeries struct {
+	requests prometheus.Counter
+	duration prometheus.Observer
 }
 
 func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
@@ -76,14 +129,38 @@ func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
 			Name: "obsops_http_request_duration_seconds", Help: "HTTP request latency by method and route template.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"method", "route"}),
+		series: map[seriesKey]routeSeries{},
 	}
 	reg.MustRegister(m.requests, m.duration)
 	return m
 }
 
-// accessLog writes one JSON line per request and records its metrics. It turns a handler's
-// error into the response here (not after the chain) so the logged status is the one sent.
-func accessLog(log *slog.Logger, m *httpMetrics) fiber.Handler {
+// observe counts one request. method and route must not alias a request buffer (Fiber's
+// method and route strings do not).
+func (m *httpMetrics) observe(method, route string, status int, elapsed time.Duration) {
+	k := seriesKey{method, route, status}
+	m.mu.RLock()
+	s, ok := m.series[k]
+	m.mu.RUnlock()
+	if !ok {
+		s = routeSeries{
+			requests: m.requests.WithLabelValues(method, route, strconv.Itoa(status)),
+			duration: m.duration.WithLabelValues(method, route),
+		}
+		m.mu.Lock()
+		m.series[k] = s
+		m.mu.Unlock()
+	}
+	s.requests.Inc()
+	s.duration.Observe(elapsed.Seconds())
+}
+
+// accessLog writes one JSON line per request (to out, in the form of log's JSON handler, see
+// appendAccessLine) and records its metrics. It turns a handler's error into the response here
+// (not after the chain) so the logged status is the one sent.
+func accessLog(log *slog.Logger, service string, out *logWriter, m *httpMetrics) fiber.Handler {
+	svc, _ := json.Marshal(service)
+	lines := sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 	return func(c *fiber.Ctx) error {
 		start := time.Now()
 		if err := c.Next(); err != nil {
@@ -91,32 +168,34 @@ func accessLog(log *slog.Logger, m *httpMetrics) fiber.Handler {
 				_ = c.SendStatus(fiber.StatusInternalServerError)
 			}
 		}
-		elapsed := time.Since(start)
+		end := time.Now()
+		elapsed := end.Sub(start)
 		status := c.Response().StatusCode()
 		route := c.Route().Path
-		if status == fiber.StatusNotFound && route == "/" && c.Path() != "/" {
+		path := c.Path()
+		if status == fiber.StatusNotFound && route == "/" && path != "/" {
 			route = "unmatched"
 		}
-		m.requests.WithLabelValues(c.Method(), route, strconv.Itoa(status)).Inc()
-		m.duration.WithLabelValues(c.Method(), route).Observe(elapsed.Seconds())
+		m.observe(c.Method(), route, status, elapsed)
 
 		level := slog.LevelInfo
-		switch p := c.Path(); {
-		case p == "/healthz" || p == "/readyz" || p == "/metrics":
+		switch {
+		case path == "/healthz" || path == "/readyz" || path == "/metrics":
 			level = slog.LevelDebug
 		case status >= 500:
 			level = slog.LevelError
 		}
-		log.LogAttrs(c.UserContext(), level, "request",
-			slog.String("request_id", RequestID(c)),
-			slog.String("method", c.Method()),
-			slog.String("path", c.Path()),
-			slog.String("route", route),
-			slog.Int("status", status),
-			slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000),
-			slog.Int("bytes_out", len(c.Response().Body())),
-			slog.String("client", c.IP()),
-		)
+		if !log.Enabled(c.UserContext(), level) {
+			return nil
+		}
+		l := accessLine{
+			time: end, level: level, requestID: RequestID(c), method: c.Method(), path: path, route: route,
+			status: status, duration: elapsed, bytesOut: len(c.Response().Body()), client: ClientIP(c),
+		}
+		bp := lines.Get().(*[]byte)
+		*bp = appendAccessLine((*bp)[:0], svc, &l)
+		out.buffer(*bp, level >= slog.LevelWarn)
+		lines.Put(bp)
 		return nil
 	}
 }

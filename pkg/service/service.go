@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -78,6 +79,7 @@ type Service struct {
 	Common  config.Common
 
 	addr     string
+	logs     *logWriter
 	draining atomic.Bool
 	mu       sync.Mutex
 	checks   []check
@@ -97,7 +99,8 @@ type hook struct {
 // New builds the service: logger, pools, metrics registry, Fiber app with the standard
 // middleware, the huma API, and the /healthz, /readyz and /metrics endpoints.
 func New(opts Options) (*Service, error) {
-	log, err := NewLogger(opts.Name, opts.Common.LogLevel)
+	logs := newLogWriter(os.Stderr)
+	log, err := newLogger(opts.Name, opts.Common.LogLevel, logs)
 	if err != nil {
 		return nil, err
 	}
@@ -108,6 +111,7 @@ func New(opts Options) (*Service, error) {
 		Metrics: prometheus.NewRegistry(),
 		Common:  opts.Common,
 		addr:    opts.Addr,
+		logs:    logs,
 	}
 	s.Metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
@@ -150,7 +154,7 @@ func New(opts Options) (*Service, error) {
 		TrustedProxies:          opts.TrustedProxies,
 		ProxyHeader:             opts.ProxyHeader,
 	})
-	s.App.Use(clientAddress(opts.ProxyHeader), requestID, accessLog(log, newHTTPMetrics(s.Metrics)), recoverPanics(log))
+	s.App.Use(identify(opts.ProxyHeader), accessLog(log, opts.Name, logs, newHTTPMetrics(s.Metrics)), recoverPanics(log))
 	s.App.Get("/healthz", s.liveness)
 	s.App.Get("/readyz", s.readiness)
 	s.App.Get("/metrics", metricsHandler(s.Metrics))
@@ -203,6 +207,7 @@ func (s *Service) Draining() bool { return s.draining.Load() }
 // Run serves until ctx is cancelled (SIGTERM in main), then shuts down gracefully: readiness
 // turns 503 so load balancers stop sending, in-flight requests drain, hooks run, pools close.
 func (s *Service) Run(ctx context.Context) error {
+	defer s.logs.flush()
 	ln, err := net.Listen("tcp", s.addr)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", s.addr, err)
@@ -250,11 +255,15 @@ func (s *Service) closePools() {
 
 // NewLogger returns the JSON logger every obsops process writes to stderr.
 func NewLogger(service, level string) (*slog.Logger, error) {
+	return newLogger(service, level, os.Stderr)
+}
+
+func newLogger(service, level string, out io.Writer) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		return nil, &config.Invalid{Var: "OPS_LOG_LEVEL", Reason: err.Error()}
 	}
-	h := slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lv})
+	h := slog.NewJSONHandler(out, &slog.HandlerOptions{Level: lv})
 	return slog.New(h).With("service", service), nil
 }
 

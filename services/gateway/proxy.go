@@ -175,14 +175,19 @@ func (u *Upstream) dial() (net.Conn, error) {
 // setForwardedHeaders tells the service who the client is (the gateway is a trusted proxy).
 func setForwardedHeaders(c *fiber.Ctx) {
 	h := &c.Request().Header
-	ip := c.IP()
-	if prior := h.Peek(fiber.HeaderXForwardedFor); len(prior) > 0 && c.IsProxyTrusted() {
+	ip := service.ClientIP(c)
+	trusted := service.FromTrustedProxy(c)
+	if prior := h.Peek(fiber.HeaderXForwardedFor); len(prior) > 0 && trusted {
 		h.Set(fiber.HeaderXForwardedFor, string(prior)+", "+ip)
 	} else {
 		h.Set(fiber.HeaderXForwardedFor, ip)
 	}
 	h.Set("X-Real-IP", ip)
-	h.Set(fiber.HeaderXForwardedProto, c.Protocol())
+	proto := "http" // what c.Protocol() answers for a plain connection from an untrusted client
+	if trusted || c.Context().IsTLS() {
+		proto = c.Protocol()
+	}
+	h.Set(fiber.HeaderXForwardedProto, proto)
 	h.SetBytesV(fiber.HeaderXForwardedHost, c.Request().Host())
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/obsops/obsops/pkg/problem"
+	"github.com/obsops/obsops/pkg/service"
 )
 
 // RateLimitWindow is the length of the sliding window the limit applies to.
@@ -108,7 +109,7 @@ func Key(c *fiber.Ctx) string {
 		sum := sha256.Sum256(auth)
 		return "cred:" + hex.EncodeToString(sum[:])
 	}
-	return "ip:" + c.IP()
+	return "ip:" + service.ClientIP(c)
 }
 
 // Decision is the outcome of one rate-limit check.

@@ -1,0 +1,145 @@
+package service
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// Access-log buffering: lines are written at the latest after logFlushDelay, or at once when
+// logFlushSize bytes have accumulated.
+const (
+	logFlushDelay = 100 * time.Millisecond
+	logFlushSize  = 32 << 10
+)
+
+// logWriter is the destination of a service's log. One write(2) per request line costs a busy
+// service (and whatever reads its stderr) a system call and a wake-up per request, so access-log
+// lines are batched; every other line (slog: startup, warnings, errors) is written at once,
+// together with the access lines before it, so order is kept and nothing important waits. A
+// crash can lose at most the last logFlushDelay of access lines.
+type logWriter struct {
+	mu        sync.Mutex
+	out       io.Writer
+	buf       []byte
+	scheduled bool // a delayed flush is pending
+}
+
+func newLogWriter(out io.Writer) *logWriter { return &logWriter{out: out} }
+
+// Write writes p, preceded by any buffered access lines (the slog handler's destination).
+func (w *logWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.buf) == 0 {
+		return w.out.Write(p)
+	}
+	w.buf = append(w.buf, p...)
+	return len(p), w.flushLocked()
+}
+
+// buffer queues one access line; urgent lines (errors) are written at once.
+func (w *logWriter) buffer(line []byte, urgent bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, line...)
+	switch {
+	case urgent || len(w.buf) >= logFlushSize:
+		_ = w.flushLocked()
+	case !w.scheduled:
+		w.scheduled = true
+		time.AfterFunc(logFlushDelay, w.flush)
+	}
+}
+
+// flush writes what is buffered (timer, shutdown).
+func (w *logWriter) flush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.scheduled = false
+	_ = w.flushLocked()
+}
+
+func (w *logWriter) flushLocked() error {
+	if len(w.buf) == 0 {
+		return nil
+	}
+	_, err := w.out.Write(w.buf)
+	if cap(w.buf) > 4*logFlushSize { // do not keep a burst's buffer forever
+		w.buf = nil
+	} else {
+		w.buf = w.buf[:0]
+	}
+	return err
+}
+
+// accessLine is one access-log record.
+type accessLine struct {
+	time      time.Time
+	level     slog.Level
+	requestID string
+	method    string
+	path      string
+	route     string
+	status    int
+	duration  time.Duration
+	bytesOut  int
+	client    string
+}
+
+// appendAccessLine encodes l exactly as the service's slog JSON handler would encode
+// log.LogAttrs(ctx, l.level, "request", ...) on a logger With("service", service), at a fraction
+// of the cost (the access log is written once per request). service is JSON-encoded already.
+func appendAccessLine(b []byte, service []byte, l *accessLine) []byte {
+	b = append(b, `{"time":"`...)
+	b = l.time.Round(0).AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","level":"`...)
+	b = append(b, l.level.String()...)
+	b = append(b, `","msg":"request","service":`...)
+	b = append(b, service...)
+	b = append(b, `,"request_id":`...)
+	b = appendJSONString(b, l.requestID)
+	b = append(b, `,"method":`...)
+	b = appendJSONString(b, l.method)
+	b = append(b, `,"path":`...)
+	b = appendJSONString(b, l.path)
+	b = append(b, `,"route":`...)
+	b = appendJSONString(b, l.route)
+	b = append(b, `,"status":`...)
+	b = strconv.AppendInt(b, int64(l.status), 10)
+	b = append(b, `,"duration_ms":`...)
+	// json.Marshal's form of a float64, which slog uses: plain decimals in this range.
+	if ms := float64(l.duration.Microseconds()) / 1000; ms == 0 || ms >= 1e-6 && ms < 1e21 {
+		b = strconv.AppendFloat(b, ms, 'f', -1, 64)
+	} else {
+		enc, _ := json.Marshal(ms)
+		b = append(b, enc...)
+	}
+	b = append(b, `,"bytes_out":`...)
+	b = strconv.AppendInt(b, int64(l.bytesOut), 10)
+	b = append(b, `,"client":`...)
+	b = appendJSONString(b, l.client)
+	return append(b, "}\n"...)
+}
+
+// appendJSONString appends s as a JSON string the way slog does (encoding/json without HTML
+// escaping); the common all-printable-ASCII case is copied as is.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= utf8.RuneSelf {
+			var buf bytes.Buffer
+			enc := json.NewEncoder(&buf)
+			enc.SetEscapeHTML(false)
+			_ = enc.Encode(s)
+			return append(b, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}

@@ -224,8 +224,16 @@ func TestWorkloadsAreHardened(t *testing.T) {
 				continue
 			}
 			c := r.deployments[name].Spec.Template.Spec.Containers
-			if len(c) != 1 || len(c[0].Ports) != 1 || c[0].Ports[0].ContainerPort != want || c[0].Ports[0].Name != "http" {
-				t.Errorf("Deployment %s: want one container with port http=%d", name, want)
+			wantPorts := 1
+			if name == "gateway" { // plus its metrics listener, apart from the public port
+				wantPorts = 2
+				if len(c) == 1 && (len(c[0].Ports) != 2 || c[0].Ports[1].Name != "metrics" || c[0].Ports[1].ContainerPort != 9080 ||
+					r.env(t, &c[0])["OPS_GATEWAY_METRICS_ADDR"] != ":9080") {
+					t.Errorf("Deployment gateway: want port metrics=9080 and OPS_GATEWAY_METRICS_ADDR=:9080")
+				}
+			}
+			if len(c) != 1 || len(c[0].Ports) != wantPorts || c[0].Ports[0].ContainerPort != want || c[0].Ports[0].Name != "http" {
+				t.Errorf("Deployment %s: want one container with port http=%d first", name, want)
 			}
 			addr := "OPS_" + strings.ToUpper(strings.SplitN(name, "-", 2)[0]) + "_ADDR"
 			if got := r.env(t, &c[0])[addr]; got != ":"+strconv.Itoa(int(want)) {
@@ -606,9 +614,6 @@ func TestIngressExposesOnlyTheGateway(t *testing.T) {
 		if main.Annotations["nginx.ingress.kubernetes.io/proxy-body-size"] == "" {
 			t.Errorf("Ingress gateway: no proxy-body-size (ingress-nginx default 1m is below the bulk limits)")
 		}
-		if deny := r.ingresses["gateway-metrics-deny"]; deny == nil || deny.Annotations["nginx.ingress.kubernetes.io/whitelist-source-range"] == "" {
-			t.Errorf("the gateway's /metrics must not be public through the Ingress")
-		}
 		hosts[r.dir] = main.Spec.Rules[0].Host
 		if r.dir == "overlays/prod" && len(main.Spec.TLS) == 0 {
 			t.Errorf("prod Ingress without TLS")
@@ -822,6 +827,14 @@ func TestNetworkPolicies(t *testing.T) {
 					t.Errorf("%s -> %s:%s allowed=%v, want %v", from, to, tg.port.Name, got, want(from, to))
 				}
 			}
+		}
+		// The gateway's metrics port: Prometheus only, never the ingress controller.
+		gwMetrics := r.deployments["gateway"].Spec.Template.Spec.Containers[0].Ports[1]
+		if !allowed(t, r, peers["prometheus"], targets["gateway"].labels, gwMetrics) {
+			t.Errorf("prometheus -> gateway:metrics must be allowed")
+		}
+		if allowed(t, r, peers["ingress-controller"], targets["gateway"].labels, gwMetrics) {
+			t.Errorf("ingress-controller -> gateway:metrics must be denied")
 		}
 		for _, np := range r.netpols {
 			if !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) {

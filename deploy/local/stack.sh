@@ -102,6 +102,7 @@ write_env() {
 		echo "OPS_LOG_LEVEL=${OPS_LOG_LEVEL:-info}"
 		echo "OPS_SHUTDOWN_DRAIN=${OPS_SHUTDOWN_DRAIN:-1s}"
 		echo "OPS_GATEWAY_ADDR=127.0.0.1:8080"
+		echo "OPS_GATEWAY_METRICS_ADDR=127.0.0.1:9080"
 		echo "OPS_AUTHTOKEN_ADDR=127.0.0.1:8081"
 		echo "OPS_TRANSFER_ADDR=127.0.0.1:8082"
 		echo "OPS_CATALOG_ADDR=127.0.0.1:8083"
@@ -175,6 +176,7 @@ up() {
 	  Health         http://127.0.0.1:8080/health
 	  Log in         http://127.0.0.1:8080/idp/login   (dev users: alice / wonderland = admin, bob / builder)
 	  Site info      http://127.0.0.1:8080/api/site/info
+	  Metrics        http://127.0.0.1:9080/metrics (gateway); each service's own port /metrics
 	  Logs           make logs   ($STATE/logs/)
 	  Environment    set -a; . $STATE/env; set +a   (for bin/* admin commands)
 	  Stop           make down

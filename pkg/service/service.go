@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"sync"
@@ -27,6 +28,7 @@ import (
 	_ "github.com/lib/pq" // PostgreSQL driver for sqlx
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/obsops/obsops/pkg/config"
@@ -61,6 +63,9 @@ type Options struct {
 	// RedisOptional leaves Redis out of readiness, for a service that keeps working without it
 	// (the gateway's rate limiter fails open) and must not leave the load balancer when it is down.
 	RedisOptional bool
+	// MetricsAddr, when set, serves /metrics on its own listener instead of the main one: for the
+	// gateway, whose main listener is public.
+	MetricsAddr string
 	// NoOpenAPI serves no OpenAPI document of the service's own at /openapi.json (the gateway
 	// serves the merged document of all services there).
 	NoOpenAPI bool
@@ -78,12 +83,13 @@ type Service struct {
 	Metrics *prometheus.Registry
 	Common  config.Common
 
-	addr     string
-	logs     *logWriter
-	draining atomic.Bool
-	mu       sync.Mutex
-	checks   []check
-	hooks    []hook
+	addr        string
+	metricsAddr string // empty: /metrics is on the main listener
+	logs        *logWriter
+	draining    atomic.Bool
+	mu          sync.Mutex
+	checks      []check
+	hooks       []hook
 }
 
 type check struct {
@@ -157,7 +163,11 @@ func New(opts Options) (*Service, error) {
 	s.App.Use(identify(opts.ProxyHeader), accessLog(log, opts.Name, logs, newHTTPMetrics(s.Metrics)), recoverPanics(log))
 	s.App.Get("/healthz", s.liveness)
 	s.App.Get("/readyz", s.readiness)
-	s.App.Get("/metrics", metricsHandler(s.Metrics))
+	if opts.MetricsAddr == "" {
+		s.App.Get("/metrics", metricsHandler(s.Metrics))
+	} else {
+		s.metricsAddr = opts.MetricsAddr
+	}
 
 	hc := huma.DefaultConfig(opts.Title, opts.Build.Version)
 	hc.Info.Description = opts.Description
@@ -213,6 +223,24 @@ func (s *Service) Run(ctx context.Context) error {
 		return fmt.Errorf("listen %s: %w", s.addr, err)
 	}
 	serveErr := make(chan error, 1)
+	var metricsServer *http.Server
+	if s.metricsAddr != "" {
+		mln, err := net.Listen("tcp", s.metricsAddr)
+		if err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("listen %s (metrics): %w", s.metricsAddr, err)
+		}
+		metricsServer = &http.Server{
+			Handler:           promhttp.HandlerFor(s.Metrics, promhttp.HandlerOpts{Registry: s.Metrics}),
+			ReadHeaderTimeout: 5 * time.Second,
+		}
+		go func() {
+			if err := metricsServer.Serve(mln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				serveErr <- fmt.Errorf("metrics: %w", err)
+			}
+		}()
+		s.Log.Info("metrics listening", "addr", mln.Addr().String())
+	}
 	go func() { serveErr <- s.App.Listener(lingerListener{ln}) }()
 	s.Log.Info("listening", "addr", ln.Addr().String(), "version", s.Build.Version, "commit", s.Build.Commit)
 
@@ -232,6 +260,9 @@ func (s *Service) Run(ctx context.Context) error {
 	var errs []error
 	if err := s.App.ShutdownWithContext(sctx); err != nil {
 		errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+	}
+	if metricsServer != nil {
+		_ = metricsServer.Shutdown(sctx)
 	}
 	s.mu.Lock()
 	hooks := append([]hook(nil), s.hooks...)

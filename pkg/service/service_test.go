@@ -224,3 +224,36 @@ func TestClientAddressComesFromTheTrustedGateway(t *testing.T) {
 	b, _ = io.ReadAll(resp.Body)
 	require.Equal(t, "127.0.0.1", string(b))
 }
+
+func TestMetricsOnTheirOwnListener(t *testing.T) {
+	addr, metricsAddr := testenv.FreeAddr(t), testenv.FreeAddr(t)
+	svc, err := service.New(service.Options{
+		Name: "edge", Title: "edge", Addr: addr, MetricsAddr: metricsAddr, Edge: true,
+		Common: config.Common{RedisURL: testenv.Redis(t).URL, DBMaxConns: 1, LogLevel: "error",
+			BodyLimitBytes: 4096, ShutdownTimeout: 5 * time.Second},
+	})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil
+	}, 5*time.Second, 10*time.Millisecond)
+
+	resp, err := http.Get("http://" + addr + "/metrics")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, 404, resp.StatusCode, "not on the public listener")
+
+	resp, err = http.Get("http://" + metricsAddr + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	require.Equal(t, 200, resp.StatusCode)
+	require.Contains(t, string(b), `obsops_http_requests_total{method="GET",route="/healthz",status="200"}`)
+}

@@ -65,6 +65,7 @@ func StartSuite(t testing.TB, opts SuiteOptions) *Suite {
 			s.Env["OPS_"+upper+"_URL"] = "http://" + addr
 		}
 	}
+	s.Env["OPS_GATEWAY_METRICS_ADDR"] = FreeAddr(t)
 	for k, v := range opts.Env {
 		s.Env[k] = v
 	}

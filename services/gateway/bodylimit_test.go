@@ -21,7 +21,7 @@ func TestOversizeBodyAlways413(t *testing.T) {
 	fake := fakeTransfer(t)
 	addr := testenv.FreeAddr(t)
 	p := testenv.Start(t, "gateway", testenv.Binary(t, "gateway"), map[string]string{
-		"OPS_GATEWAY_ADDR": addr, "OPS_TRANSFER_URL": fake, "OPS_RATE_LIMIT_PER_MINUTE": "0",
+		"OPS_GATEWAY_ADDR": addr, "OPS_GATEWAY_METRICS_ADDR": testenv.FreeAddr(t), "OPS_TRANSFER_URL": fake, "OPS_RATE_LIMIT_PER_MINUTE": "0",
 		"OPS_BODY_LIMIT_BYTES": "4096", "OPS_LOG_LEVEL": "warn",
 		"OPS_REDIS_URL": "redis://" + testenv.FreeAddr(t) + "/0", // not needed without rate limiting
 	})

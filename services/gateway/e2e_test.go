@@ -89,6 +89,7 @@ func startGateway(t *testing.T, s *testenv.Suite, extra map[string]string) strin
 	}
 	addr := testenv.FreeAddr(t)
 	env["OPS_GATEWAY_ADDR"] = addr
+	env["OPS_GATEWAY_METRICS_ADDR"] = testenv.FreeAddr(t)
 	for k, v := range extra {
 		env[k] = v
 	}
@@ -239,6 +240,8 @@ func TestGatewayEndToEnd(t *testing.T) {
 			require.Contains(t, string(body), `"service":"gateway"`, p)
 		}
 		status, _, body := rawGet(t, gw, "/metrics")
+		require.Equal(t, 404, status, "the gateway's metrics are not on its public listener")
+		status, _, body = rawGet(t, "http://"+s.Env["OPS_GATEWAY_METRICS_ADDR"], "/metrics")
 		require.Equal(t, 200, status)
 		require.Contains(t, string(body), `obsops_http_requests_total`)
 		require.NotContains(t, string(body), `route="/api/site/info"`+`,status="200"}`+" 0")
@@ -501,8 +504,10 @@ func TestGatewayEndToEnd(t *testing.T) {
 	})
 
 	t.Run("rate limiter fails open without Redis", func(t *testing.T) {
+		metricsAddr := testenv.FreeAddr(t)
 		open := startGateway(t, s, map[string]string{
 			"OPS_RATE_LIMIT_PER_MINUTE": "2", "OPS_REDIS_URL": "redis://" + testenv.FreeAddr(t) + "/0",
+			"OPS_GATEWAY_METRICS_ADDR": metricsAddr,
 		})
 		for i := range 5 {
 			start := time.Now()
@@ -512,7 +517,7 @@ func TestGatewayEndToEnd(t *testing.T) {
 		}
 		resp, _ := do(t, "GET", open+"/readyz", nil, nil)
 		require.Equal(t, 200, resp.StatusCode, "the gateway stays ready without Redis")
-		_, _, metrics := rawGet(t, open, "/metrics")
+		_, _, metrics := rawGet(t, "http://"+metricsAddr, "/metrics")
 		require.Regexp(t, `obsops_gateway_rate_limit_errors_total [1-9]`, string(metrics))
 	})
 
@@ -523,6 +528,7 @@ func TestGatewayEndToEnd(t *testing.T) {
 		}
 		addr := testenv.FreeAddr(t)
 		env["OPS_GATEWAY_ADDR"] = addr
+		env["OPS_GATEWAY_METRICS_ADDR"] = testenv.FreeAddr(t)
 		p := testenv.Start(t, "gateway-shutdown", testenv.Binary(t, "gateway"), env)
 		testenv.WaitReady(t, p, "http://"+addr+"/readyz", 30*time.Second)
 

@@ -18,7 +18,9 @@ import (
 type Config struct {
 	config.Common
 	config.Upstreams
-	Addr            string        `env:"OPS_GATEWAY_ADDR" envDefault:"127.0.0.1:8080"`
+	Addr string `env:"OPS_GATEWAY_ADDR" envDefault:"127.0.0.1:8080"`
+	// MetricsAddr serves the gateway's own /metrics, apart from the public listener.
+	MetricsAddr     string        `env:"OPS_GATEWAY_METRICS_ADDR" envDefault:"127.0.0.1:9080"`
 	UpstreamTimeout time.Duration `env:"OPS_UPSTREAM_TIMEOUT" envDefault:"30s"`
 	DialTimeout     time.Duration `env:"OPS_UPSTREAM_DIAL_TIMEOUT" envDefault:"2s"`
 	// CORSOrigins are the browser origins allowed to call the API (comma-separated, or * for
@@ -50,6 +52,9 @@ func (c *Config) Validate() error {
 	}
 	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
 		return &config.Invalid{Var: "OPS_GATEWAY_ADDR", Reason: "must be host:port"}
+	}
+	if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil || c.MetricsAddr == c.Addr {
+		return &config.Invalid{Var: "OPS_GATEWAY_METRICS_ADDR", Reason: "must be host:port, apart from OPS_GATEWAY_ADDR"}
 	}
 	origins := cleanList(c.CORSOrigins)
 	for _, o := range origins {

@@ -34,7 +34,7 @@ func run() error {
 		return err
 	}
 	svc, err := service.New(service.Options{
-		Name: "gateway", Title: "obsops", Addr: cfg.Addr, Common: cfg.Common,
+		Name: "gateway", Title: "obsops", Addr: cfg.Addr, MetricsAddr: cfg.MetricsAddr, Common: cfg.Common,
 		Build: service.Build{Version: version, Commit: commit},
 		Edge:  true, TrustedProxies: cfg.TrustedProxies, ProxyHeader: cfg.ProxyHeader,
 		RedisOptional: true, // the rate limiter fails open

@@ -135,8 +135,32 @@ func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
 	return m
 }
 
-// observe counts one request. method and route must not alias a request buffer (Fiber's
-// method and route strings do not).
+// methodLabel returns the request method as a constant string. Fiber's c.Method() aliases the
+// request buffer that fasthttp reuses, so it must not be kept (as a map key or metric label);
+// unknown methods share one label, which also bounds the metric's cardinality.
+func methodLabel(m string) string {
+	switch m {
+	case fiber.MethodGet:
+		return fiber.MethodGet
+	case fiber.MethodHead:
+		return fiber.MethodHead
+	case fiber.MethodPost:
+		return fiber.MethodPost
+	case fiber.MethodPut:
+		return fiber.MethodPut
+	case fiber.MethodPatch:
+		return fiber.MethodPatch
+	case fiber.MethodDelete:
+		return fiber.MethodDelete
+	case fiber.MethodOptions:
+		return fiber.MethodOptions
+	default:
+		return "OTHER"
+	}
+}
+
+// observe counts one request. method and route must not alias a request buffer: method comes
+// from methodLabel, route is the registered route template.
 func (m *httpMetrics) observe(method, route string, status int, elapsed time.Duration) {
 	k := seriesKey{method, route, status}
 	m.mu.RLock()
@@ -176,7 +200,7 @@ func accessLog(log *slog.Logger, service string, out *logWriter, m *httpMetrics)
 		if status == fiber.StatusNotFound && route == "/" && path != "/" {
 			route = "unmatched"
 		}
-		m.observe(c.Method(), route, status, elapsed)
+		m.observe(methodLabel(c.Method()), route, status, elapsed)
 
 		level := slog.LevelInfo
 		switch {

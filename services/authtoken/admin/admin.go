@@ -110,6 +110,14 @@ func newFlags(name string) *flag.FlagSet {
 	return fs
 }
 
+// userAndRoles checks --user and parses --roles, for the commands that take both.
+func userAndRoles(user, roles string) ([]string, error) {
+	if !authtoken.ValidUsername(user) {
+		return nil, errors.New("--user: a username of 1-255 characters without spaces is required")
+	}
+	return parseRoles(roles)
+}
+
 // parseRoles splits a comma list and checks every role.
 func parseRoles(s string) ([]string, error) {
 	var roles []string
@@ -136,12 +144,9 @@ func (e *Env) createUser(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	roles, err := parseRoles(*rolesFlag)
+	roles, err := userAndRoles(*user, *rolesFlag)
 	if err != nil {
 		return err
-	}
-	if !authtoken.ValidUsername(*user) {
-		return errors.New("--user: a username of 1-255 characters without spaces is required")
 	}
 	u, created, err := e.users().Ensure(ctx, *user, *svc)
 	if err != nil {
@@ -196,12 +201,9 @@ func (e *Env) issueJWT(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	roles, err := parseRoles(*rolesFlag)
+	roles, err := userAndRoles(*user, *rolesFlag)
 	if err != nil {
 		return err
-	}
-	if !authtoken.ValidUsername(*user) {
-		return errors.New("--user: a username of 1-255 characters without spaces is required")
 	}
 	ring, err := signing.NewKeyRing(e.Config.JWTSigningKey, e.Config.JWTPreviousKeys)
 	if err != nil {

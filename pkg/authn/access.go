@@ -1,9 +1,6 @@
 package authn
 
-import (
-	"fmt"
-	"sort"
-)
+import "fmt"
 
 // Access is the access table of DESIGN §5: the rule of every endpoint of the suite, keyed by
 // "METHOD /path" exactly as the route is registered. It is the single source of truth: services
@@ -88,14 +85,4 @@ func RuleFor(method, path string) Rule {
 		panic(fmt.Sprintf("authn: %s %s has no entry in the access table (pkg/authn/access.go)", method, path))
 	}
 	return r
-}
-
-// Endpoints lists the table's keys in order, for documentation and tests.
-func Endpoints() []string {
-	keys := make([]string, 0, len(Access()))
-	for k := range Access() {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

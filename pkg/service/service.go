@@ -211,9 +211,6 @@ func (s *Service) OnShutdown(name string, fn func(context.Context) error) {
 	s.hooks = append(s.hooks, hook{name, fn})
 }
 
-// Draining reports whether shutdown has begun; long-lived handlers use it to stop early.
-func (s *Service) Draining() bool { return s.draining.Load() }
-
 // Run serves until ctx is cancelled (SIGTERM in main), then shuts down gracefully: readiness
 // turns 503 so load balancers stop sending, in-flight requests drain, hooks run, pools close.
 func (s *Service) Run(ctx context.Context) error {

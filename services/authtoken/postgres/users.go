@@ -107,9 +107,3 @@ func (s *Users) GrantRoles(ctx context.Context, userID int64, roles []string, by
 		ON CONFLICT (user_id, role) DO NOTHING`, userID, pq.Array(roles), by)
 	return err
 }
-
-// RevokeRoles takes roles away from a user.
-func (s *Users) RevokeRoles(ctx context.Context, userID int64, roles []string) error {
-	_, err := s.DB.ExecContext(ctx, `DELETE FROM user_roles WHERE user_id = $1 AND role = ANY($2)`, userID, pq.Array(roles))
-	return err
-}

@@ -46,7 +46,6 @@ func (w *logWriter) Write(p []byte) (int, error) {
 // buffer queues one access line; urgent lines (errors) are written at once.
 func (w *logWriter) buffer(line []byte, urgent bool) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	w.buf = append(w.buf, line...)
 	switch {
 	case urgent || len(w.buf) >= logFlushSize:
@@ -55,6 +54,7 @@ func (w *logWriter) buffer(line []byte, urgent bool) {
 		w.scheduled = true
 		time.AfterFunc(logFlushDelay, w.flush)
 	}
+	w.mu.Unlock() // not deferred: this runs once per request
 }
 
 // flush writes what is buffered (timer, shutdown).

@@ -63,9 +63,11 @@ func FromTrustedProxy(c *fiber.Ctx) bool {
 // connection's address, also for later c.IP() calls (Fiber would answer with an empty string).
 // A well-formed incoming X-Request-ID is kept (so one id follows a request through the gateway
 // into the services), otherwise a new one is made; either way it is echoed back.
-func identify(proxyHeader string) fiber.Handler {
+func identify(proxyHeader string, anyTrusted bool) fiber.Handler {
 	return func(c *fiber.Ctx) error {
-		ri := &requestInfo{trustedProxy: c.IsProxyTrusted()}
+		// With no trusted proxies configured (the gateway's default) nothing is trusted, and
+		// Fiber's check, which formats the address once more, is skipped.
+		ri := &requestInfo{trustedProxy: anyTrusted && c.IsProxyTrusted()}
 		remote := c.Context().RemoteIP()
 		if ri.trustedProxy && proxyHeader != "" {
 			if c.Get(proxyHeader) == "" {
@@ -186,7 +188,10 @@ func accessLog(log *slog.Logger, service string, out *logWriter, m *httpMetrics)
 	svc, _ := json.Marshal(service)
 	lines := sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 	return func(c *fiber.Ctx) error {
-		start := time.Now()
+		start := c.Context().Time() // when the server began handling the request
+		if start.IsZero() {
+			start = time.Now()
+		}
 		if err := c.Next(); err != nil {
 			if herr := c.App().Config().ErrorHandler(c, err); herr != nil {
 				_ = c.SendStatus(fiber.StatusInternalServerError)

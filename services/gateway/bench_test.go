@@ -173,17 +173,20 @@ func TestBenchGatewayOverhead(t *testing.T) {
 	}
 	s := testenv.StartSuite(t, testenv.SuiteOptions{Env: map[string]string{"OPS_RATE_LIMIT_PER_MINUTE": "0", "OPS_LOG_LEVEL": logLevel}})
 	limited := startGateway(t, s, map[string]string{"OPS_RATE_LIMIT_PER_MINUTE": "1000000000"})
+	unpipelined := startGateway(t, s, map[string]string{"OPS_UPSTREAM_PIPELINE_DEPTH": "1"})
 
 	pids := map[string]int{
-		"loadgen":              os.Getpid(),
-		"site":                 findProcess(testenv.Binary(t, "site"), "OPS_SITE_ADDR="+strings.TrimPrefix(s.URLs["site"], "http://")),
-		"gateway":              findProcess(testenv.Binary(t, "gateway"), "OPS_GATEWAY_ADDR="+strings.TrimPrefix(s.GatewayURL, "http://")),
-		"gateway + rate limit": findProcess(testenv.Binary(t, "gateway"), "OPS_GATEWAY_ADDR="+strings.TrimPrefix(limited, "http://")),
+		"loadgen":                os.Getpid(),
+		"site":                   findProcess(testenv.Binary(t, "site"), "OPS_SITE_ADDR="+strings.TrimPrefix(s.URLs["site"], "http://")),
+		"gateway":                findProcess(testenv.Binary(t, "gateway"), "OPS_GATEWAY_ADDR="+strings.TrimPrefix(s.GatewayURL, "http://")),
+		"gateway + rate limit":   findProcess(testenv.Binary(t, "gateway"), "OPS_GATEWAY_ADDR="+strings.TrimPrefix(limited, "http://")),
+		"gateway, no pipelining": findProcess(testenv.Binary(t, "gateway"), "OPS_GATEWAY_ADDR="+strings.TrimPrefix(unpipelined, "http://")),
 	}
 	targets := []struct{ name, url, proxy string }{
 		{"direct (site)", s.URLs["site"] + "/api/site/info", ""},
 		{"gateway", s.GatewayURL + "/api/site/info", "gateway"},
 		{"gateway + rate limit", limited + "/api/site/info", "gateway + rate limit"},
+		{"gateway, no pipelining", unpipelined + "/api/site/info", "gateway, no pipelining"},
 	}
 	measure := func(i, concurrency int, d time.Duration) benchResult {
 		tg := targets[i]
@@ -214,11 +217,15 @@ func TestBenchGatewayOverhead(t *testing.T) {
 	rounds := max(1, int(dur/time.Second))
 	thr := make([]benchResult, len(targets))
 	seq := make([]benchResult, len(targets))
+	metricsURL := "http://" + s.Env["OPS_GATEWAY_METRICS_ADDR"] + "/metrics"
+	pipelinedBefore, writesBefore := upstreamCounters(t, metricsURL)
 	for range rounds {
 		for i := range targets {
 			thr[i] = thr[i].add(measure(i, conc, dur/time.Duration(rounds)))
 		}
 	}
+	pipelinedAfter, writesAfter := upstreamCounters(t, metricsURL)
+	pipelined, writes := pipelinedAfter-pipelinedBefore, writesAfter-writesBefore
 	for range rounds {
 		for i := range targets {
 			seq[i] = seq[i].add(measure(i, 1, dur/time.Duration(rounds)))
@@ -240,6 +247,8 @@ func TestBenchGatewayOverhead(t *testing.T) {
 	for _, r := range thr {
 		row(r)
 	}
+	fmt.Fprintf(&b, "  (gateway: %.0f%% of its requests were pipelined behind others on an upstream connection; %.1f requests per upstream write)\n",
+		100*pipelined/float64(thr[1].requests), float64(thr[1].requests)/writes)
 	fmt.Fprintf(&b, "latency phase: 1 connection, sequential requests (per-request cost without queueing)\n")
 	for _, r := range seq {
 		row(r)
@@ -270,4 +279,23 @@ func TestBenchGatewayOverhead(t *testing.T) {
 			t.Errorf("%s: %d errors in %d requests", r.name, r.errors, r.requests+r.errors)
 		}
 	}
+}
+
+// upstreamCounters reads the gateway's counts of requests pipelined behind others to the site
+// service and of writes to it.
+func upstreamCounters(t *testing.T, metricsURL string) (pipelined, writes float64) {
+	t.Helper()
+	status, body, err := fasthttp.Get(nil, metricsURL)
+	if err != nil || status != 200 {
+		t.Fatalf("gateway metrics: %d %v", status, err)
+	}
+	for line := range strings.SplitSeq(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, `obsops_gateway_upstream_pipelined_total{service="site"} `); ok {
+			pipelined, _ = strconv.ParseFloat(v, 64)
+		}
+		if v, ok := strings.CutPrefix(line, `obsops_gateway_upstream_writes_total{service="site"} `); ok {
+			writes, _ = strconv.ParseFloat(v, 64)
+		}
+	}
+	return pipelined, writes
 }

@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 	fws "github.com/fasthttp/websocket"
 	"github.com/gofiber/contrib/websocket"
 	"github.com/gofiber/fiber/v2"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/obsops/obsops/pkg/testenv"
@@ -51,6 +53,9 @@ func fakeTransfer(t *testing.T) string {
 		return c.SendString("late")
 	})
 	app.All("/api/transfer/echo", func(c *fiber.Ctx) error {
+		if ms := c.QueryInt("delay_ms"); ms > 0 {
+			time.Sleep(time.Duration(ms) * time.Millisecond)
+		}
 		return c.JSON(fiber.Map{
 			"request_id": c.Get("X-Request-ID"), "forwarded_for": c.Get("X-Forwarded-For"),
 			"method": c.Method(), "path": c.Path(), "body_len": len(c.Body()),
@@ -327,6 +332,81 @@ func TestGatewayEndToEnd(t *testing.T) {
 		require.GreaterOrEqual(t, elapsed, 400*time.Millisecond)
 	})
 
+	t.Run("pipelined reads each get their own answer", func(t *testing.T) {
+		metrics := "http://" + s.Env["OPS_GATEWAY_METRICS_ADDR"] + "/metrics"
+		before := counter(t, metrics, `obsops_gateway_upstream_pipelined_total{service="transfer"}`)
+		const workers, each = 32, 40
+		var wg sync.WaitGroup
+		errs := make(chan string, workers*each)
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range each {
+					id := fmt.Sprintf("pipe-%d-%d", w, i)
+					req, _ := http.NewRequest("GET", fmt.Sprintf("%s/api/transfer/echo?delay_ms=%d", gw, i%3), nil)
+					req.Header.Set("X-Request-ID", id)
+					resp, err := client.Do(req)
+					if err != nil {
+						errs <- err.Error()
+						continue
+					}
+					var echo struct {
+						RequestID string `json:"request_id"`
+					}
+					err = json.NewDecoder(resp.Body).Decode(&echo)
+					resp.Body.Close()
+					if err != nil || resp.StatusCode != 200 || echo.RequestID != id || resp.Header.Get("X-Request-ID") != id {
+						errs <- fmt.Sprintf("%s: status %d, echoed %q, header %q, %v", id, resp.StatusCode, echo.RequestID, resp.Header.Get("X-Request-ID"), err)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for e := range errs {
+			t.Error(e)
+		}
+		after := counter(t, metrics, `obsops_gateway_upstream_pipelined_total{service="transfer"}`)
+		require.Greater(t, after, before, "under this load some reads share connections")
+	})
+
+	t.Run("a slow read does not hold up others at low load", func(t *testing.T) {
+		slow := make(chan int, 1)
+		go func() {
+			resp, err := client.Get(gw + "/api/transfer/slow")
+			if err != nil {
+				slow <- 0
+				return
+			}
+			resp.Body.Close()
+			slow <- resp.StatusCode
+		}()
+		// Reads sent right behind it (within the pipelining window) and later ones all get
+		// connections of their own: three at a time is not load.
+		time.Sleep(time.Millisecond)
+		for round := range 5 {
+			var wg sync.WaitGroup
+			for range 3 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					start := time.Now()
+					resp, err := client.Get(gw + "/api/transfer/echo")
+					if !assert.NoError(t, err) {
+						return
+					}
+					resp.Body.Close()
+					assert.Equal(t, 200, resp.StatusCode)
+					assert.Less(t, time.Since(start), 300*time.Millisecond, "round %d", round)
+				}()
+			}
+			wg.Wait()
+			time.Sleep(20 * time.Millisecond)
+		}
+		require.Equal(t, 504, <-slow)
+	})
+
 	t.Run("WebSocket tunnel", func(t *testing.T) {
 		wsURL := "ws" + strings.TrimPrefix(gw, "http") + "/api/transfer/ws/overview"
 		conn, resp, err := fws.DefaultDialer.Dial(wsURL, http.Header{"X-Request-ID": {"ws-e2e-1"}})
@@ -584,4 +664,19 @@ func TestGatewayEndToEnd(t *testing.T) {
 		require.NotContains(t, doc.Paths, "/api/site/info")
 		require.Contains(t, doc.Paths, "/api/transfer/overview")
 	})
+}
+
+// counter reads one sample of a Prometheus text exposition (0 when absent).
+func counter(t *testing.T, metricsURL, series string) float64 {
+	t.Helper()
+	resp, body := do(t, "GET", metricsURL, nil, nil)
+	require.Equal(t, 200, resp.StatusCode)
+	for line := range strings.SplitSeq(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			require.NoError(t, err)
+			return f
+		}
+	}
+	return 0
 }

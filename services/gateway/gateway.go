@@ -23,6 +23,12 @@ type Config struct {
 	MetricsAddr     string        `env:"OPS_GATEWAY_METRICS_ADDR" envDefault:"127.0.0.1:9080"`
 	UpstreamTimeout time.Duration `env:"OPS_UPSTREAM_TIMEOUT" envDefault:"30s"`
 	DialTimeout     time.Duration `env:"OPS_UPSTREAM_DIAL_TIMEOUT" envDefault:"2s"`
+	// PipelineDepth is how many requests may be in flight on one upstream connection; only
+	// bodiless GET/HEAD requests share connections. 1 disables pipelining.
+	PipelineDepth int `env:"OPS_UPSTREAM_PIPELINE_DEPTH" envDefault:"8"`
+	// PipelineWindow is how long after a connection's oldest request was sent others may still
+	// join it: the bound on how long a read can be held up behind a slow one it joined.
+	PipelineWindow time.Duration `env:"OPS_UPSTREAM_PIPELINE_WINDOW" envDefault:"2ms"`
 	// CORSOrigins are the browser origins allowed to call the API (comma-separated, or * for
 	// any); empty sends no CORS headers at all.
 	CORSOrigins []string `env:"OPS_CORS_ORIGINS" envSeparator:","`
@@ -49,6 +55,12 @@ func (c *Config) Validate() error {
 	}
 	if c.DialTimeout <= 0 {
 		return &config.Invalid{Var: "OPS_UPSTREAM_DIAL_TIMEOUT", Reason: "must be positive"}
+	}
+	if c.PipelineDepth < 1 || c.PipelineDepth > 64 {
+		return &config.Invalid{Var: "OPS_UPSTREAM_PIPELINE_DEPTH", Reason: "must be between 1 (no pipelining) and 64"}
+	}
+	if c.PipelineWindow < 0 || c.PipelineWindow > time.Second {
+		return &config.Invalid{Var: "OPS_UPSTREAM_PIPELINE_WINDOW", Reason: "must be between 0 and 1s"}
 	}
 	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
 		return &config.Invalid{Var: "OPS_GATEWAY_ADDR", Reason: "must be host:port"}

@@ -11,6 +11,8 @@ type Metrics struct {
 	rateLimited     prometheus.Counter
 	rateLimitErrors prometheus.Counter
 	openAPIMissing  prometheus.Gauge
+	pipelined       *prometheus.CounterVec
+	upstreamWrites  *prometheus.CounterVec
 }
 
 // NewMetrics registers the gateway's series on reg.
@@ -37,7 +39,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "obsops_gateway_openapi_missing_services",
 			Help: "Services whose OpenAPI document was unavailable at the last merge.",
 		}),
+		pipelined: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "obsops_gateway_upstream_pipelined_total",
+			Help: "Requests sent on an upstream connection that already carried requests in flight (HTTP/1.1 pipelining), by service.",
+		}, []string{"service"}),
+		upstreamWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "obsops_gateway_upstream_writes_total",
+			Help: "Writes sending requests to an upstream, by service; requests per write shows how well pipelining batches them.",
+		}, []string{"service"}),
 	}
-	reg.MustRegister(m.upstreamErrors, m.tunnelsOpen, m.tunnelsTotal, m.rateLimited, m.rateLimitErrors, m.openAPIMissing)
+	reg.MustRegister(m.pipelined, m.upstreamWrites, m.upstreamErrors, m.tunnelsOpen, m.tunnelsTotal, m.rateLimited, m.rateLimitErrors, m.openAPIMissing)
 	return m
 }

@@ -352,7 +352,7 @@ func (o *OpenAPI) fetch(u *Upstream) ServiceDoc {
 	defer fasthttp.ReleaseResponse(resp)
 	req.SetRequestURI(u.scheme + "://" + u.Addr + "/openapi.json")
 	req.Header.Set(fiber.HeaderAccept, "application/json")
-	if err := u.client.DoTimeout(req, resp, o.timeout); err != nil {
+	if err := u.pool.Do(req, resp, o.timeout); err != nil {
 		return ServiceDoc{Service: u.Name, Err: fmt.Errorf("unreachable: %w", err)}
 	}
 	if resp.StatusCode() != fiber.StatusOK {

@@ -20,7 +20,7 @@ import (
 type Upstream struct {
 	Name        string
 	Addr        string // host:port
-	client      *fasthttp.HostClient
+	pool        *Pipeline
 	tls         bool
 	scheme      string
 	timeout     time.Duration
@@ -29,9 +29,15 @@ type Upstream struct {
 	metrics     *Metrics
 }
 
+// PipelineSettings bound how requests may share upstream connections (see Pipeline).
+type PipelineSettings struct {
+	Depth      int
+	JoinWindow time.Duration
+}
+
 // NewUpstream parses baseURL (http://host:port) and prepares a connection pool to it. WebSocket
 // upgrades are tunnelled and registered with tunnels, so shutdown can close them.
-func NewUpstream(name, baseURL string, timeout, dialTimeout time.Duration, tunnels *Tunnels, m *Metrics) (*Upstream, error) {
+func NewUpstream(name, baseURL string, timeout, dialTimeout time.Duration, pipe PipelineSettings, tunnels *Tunnels, m *Metrics) (*Upstream, error) {
 	u, err := url.Parse(baseURL)
 	if err != nil {
 		return nil, err
@@ -55,17 +61,19 @@ func NewUpstream(name, baseURL string, timeout, dialTimeout time.Duration, tunne
 		tunnels:     tunnels,
 		metrics:     m,
 	}
-	up.client = &fasthttp.HostClient{
-		Addr:                     addr,
-		IsTLS:                    isTLS,
-		MaxConns:                 2048,
-		MaxIdleConnDuration:      90 * time.Second,
-		NoDefaultUserAgentHeader: true,
-		DisablePathNormalizing:   true,
-		Dial: func(addr string) (net.Conn, error) {
-			return fasthttp.DialTimeout(addr, dialTimeout)
-		},
-	}
+	pipelined := m.pipelined.WithLabelValues(name)
+	up.pool = NewPipeline(PipelineOptions{
+		Dial:       up.dial,
+		Depth:      pipe.Depth,
+		JoinWindow: pipe.JoinWindow,
+		MaxConns:   2048,
+		IdleFor:    90 * time.Second,
+		// Timeouts may fire up to a tenth (at most a second) late, which spares a timer update
+		// per request.
+		TimeoutSlack: min(time.Second, timeout/10),
+		Pipelined:    pipelined.Inc,
+		Wrote:        m.upstreamWrites.WithLabelValues(name).Inc,
+	})
 	return up, nil
 }
 
@@ -137,7 +145,7 @@ func (u *Upstream) Forward(c *fiber.Ctx) error {
 	req.URI().SetScheme(u.scheme)
 
 	resp := c.Response()
-	if err := u.client.DoTimeout(req, resp, u.timeout); err != nil {
+	if err := u.pool.Do(req, resp, u.timeout); err != nil {
 		resp.Reset()
 		return u.fail(err)
 	}
@@ -151,9 +159,12 @@ func (u *Upstream) Forward(c *fiber.Ctx) error {
 		resp.SetConnectionClose()
 	}
 	// The services echo the id; an upstream that does not must not break "request id out".
-	resp.Header.Set(service.RequestIDHeader, service.RequestID(c))
+	resp.Header.SetCanonical([]byte("X-Request-Id"), []byte(service.RequestID(c)))
 	return nil
 }
+
+// Close closes the connections to the upstream (after the gateway stopped serving).
+func (u *Upstream) Close() { u.pool.Close() }
 
 // fail turns a transport error into the gateway's problem and counts it.
 func (u *Upstream) fail(err error) *problem.Problem {
@@ -173,22 +184,23 @@ func (u *Upstream) dial() (net.Conn, error) {
 }
 
 // setForwardedHeaders tells the service who the client is (the gateway is a trusted proxy).
+// The names are given in canonical form, which spares fasthttp normalizing them per request.
 func setForwardedHeaders(c *fiber.Ctx) {
 	h := &c.Request().Header
 	ip := service.ClientIP(c)
 	trusted := service.FromTrustedProxy(c)
 	if prior := h.Peek(fiber.HeaderXForwardedFor); len(prior) > 0 && trusted {
-		h.Set(fiber.HeaderXForwardedFor, string(prior)+", "+ip)
+		h.SetCanonical([]byte(fiber.HeaderXForwardedFor), []byte(string(prior)+", "+ip))
 	} else {
-		h.Set(fiber.HeaderXForwardedFor, ip)
+		h.SetCanonical([]byte(fiber.HeaderXForwardedFor), []byte(ip))
 	}
-	h.Set("X-Real-IP", ip)
+	h.SetCanonical([]byte("X-Real-Ip"), []byte(ip))
 	proto := "http" // what c.Protocol() answers for a plain connection from an untrusted client
 	if trusted || c.Context().IsTLS() {
 		proto = c.Protocol()
 	}
-	h.Set(fiber.HeaderXForwardedProto, proto)
-	h.SetBytesV(fiber.HeaderXForwardedHost, c.Request().Host())
+	h.SetCanonical([]byte(fiber.HeaderXForwardedProto), []byte(proto))
+	h.SetCanonical([]byte(fiber.HeaderXForwardedHost), c.Request().Host())
 }
 
 func upstreamProblem(name string, err error) *problem.Problem {

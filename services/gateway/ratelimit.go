@@ -228,8 +228,10 @@ func (l *RateLimiter) Handler(c *fiber.Ctx) error {
 			"rate limit of "+limit+" requests per minute exceeded; retry after "+retryAfterSeconds(d.RetryAfter)+" s")
 	}
 	err = c.Next()
-	// Set after the upstream answered: forwarding replaces the response headers.
-	c.Set("X-RateLimit-Limit", limit)
-	c.Set("X-RateLimit-Remaining", strconv.FormatInt(d.Remaining, 10))
+	// Set after the upstream answered: forwarding replaces the response headers. The names are
+	// in fasthttp's canonical form, which spares normalizing them per request.
+	h := &c.Response().Header
+	h.SetCanonical([]byte("X-Ratelimit-Limit"), []byte(limit))
+	h.SetCanonical([]byte("X-Ratelimit-Remaining"), strconv.AppendInt(nil, d.Remaining, 10))
 	return err
 }

@@ -274,6 +274,11 @@ func TestConfigValidation(t *testing.T) {
 		{map[string]string{"OPS_UPSTREAM_TIMEOUT": "0s"}, "OPS_UPSTREAM_TIMEOUT"},
 		{map[string]string{"OPS_UPSTREAM_DIAL_TIMEOUT": "-1s"}, "OPS_UPSTREAM_DIAL_TIMEOUT"},
 		{map[string]string{"OPS_GATEWAY_ADDR": "8080"}, "OPS_GATEWAY_ADDR"},
+		{map[string]string{"OPS_UPSTREAM_PIPELINE_DEPTH": "1", "OPS_UPSTREAM_PIPELINE_WINDOW": "0s"}, ""},
+		{map[string]string{"OPS_UPSTREAM_PIPELINE_DEPTH": "0"}, "OPS_UPSTREAM_PIPELINE_DEPTH"},
+		{map[string]string{"OPS_UPSTREAM_PIPELINE_DEPTH": "65"}, "OPS_UPSTREAM_PIPELINE_DEPTH"},
+		{map[string]string{"OPS_UPSTREAM_PIPELINE_WINDOW": "-1ms"}, "OPS_UPSTREAM_PIPELINE_WINDOW"},
+		{map[string]string{"OPS_UPSTREAM_PIPELINE_WINDOW": "2s"}, "OPS_UPSTREAM_PIPELINE_WINDOW"},
 		{map[string]string{"OPS_TRUSTED_PROXIES": "10.0.0.0/8, 192.168.1.1"}, ""},
 		{map[string]string{"OPS_TRUSTED_PROXIES": "10.0.0.0/33"}, "OPS_TRUSTED_PROXIES"},
 		{map[string]string{"OPS_PROXY_HEADER": "X-Real-IP"}, "OPS_PROXY_HEADER"},
@@ -303,7 +308,7 @@ func TestConfigValidation(t *testing.T) {
 
 var allGatewayVars = []string{"OPS_CORS_ORIGINS", "OPS_RATE_LIMIT_PER_MINUTE", "OPS_RATE_LIMIT_REDIS_TIMEOUT",
 	"OPS_OPENAPI_CACHE_TTL", "OPS_UPSTREAM_TIMEOUT", "OPS_UPSTREAM_DIAL_TIMEOUT", "OPS_GATEWAY_ADDR",
-	"OPS_TRUSTED_PROXIES", "OPS_PROXY_HEADER"}
+	"OPS_TRUSTED_PROXIES", "OPS_PROXY_HEADER", "OPS_UPSTREAM_PIPELINE_DEPTH", "OPS_UPSTREAM_PIPELINE_WINDOW"}
 
 func mapPairs(m map[string]string) []string {
 	var out []string

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/obsops/obsops/pkg/config"
@@ -18,12 +19,19 @@ func Setup(svc *service.Service, cfg *gateway.Config, version string) error {
 
 	upstreams := map[string]*gateway.Upstream{}
 	for name, base := range cfg.Upstreams.ByService() {
-		u, err := gateway.NewUpstream(name, base, cfg.UpstreamTimeout, cfg.DialTimeout, tunnels, metrics)
+		u, err := gateway.NewUpstream(name, base, cfg.UpstreamTimeout, cfg.DialTimeout,
+			gateway.PipelineSettings{Depth: cfg.PipelineDepth, JoinWindow: cfg.PipelineWindow}, tunnels, metrics)
 		if err != nil {
 			return &config.Invalid{Var: "OPS_" + name + "_URL", Reason: err.Error()}
 		}
 		upstreams[name] = u
 	}
+	svc.OnShutdown("upstream connections", func(context.Context) error {
+		for _, u := range upstreams {
+			u.Close()
+		}
+		return nil
+	})
 	docs, err := gateway.NewDocs()
 	if err != nil {
 		return fmt.Errorf("swagger ui assets: %w", err)

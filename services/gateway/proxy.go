@@ -37,7 +37,8 @@ type PipelineSettings struct {
 
 // NewUpstream parses baseURL (http://host:port) and prepares a connection pool to it. WebSocket
 // upgrades are tunnelled and registered with tunnels, so shutdown can close them.
-func NewUpstream(name, baseURL string, timeout, dialTimeout time.Duration, pipe PipelineSettings, tunnels *Tunnels, m *Metrics) (*Upstream, error) {
+func NewUpstream(name, baseURL string, timeout, dialTimeout time.Duration, pipe PipelineSettings,
+	tunnels *Tunnels, m *Metrics) (*Upstream, error) {
 	u, err := url.Parse(baseURL)
 	if err != nil {
 		return nil, err
@@ -61,7 +62,6 @@ func NewUpstream(name, baseURL string, timeout, dialTimeout time.Duration, pipe 
 		tunnels:     tunnels,
 		metrics:     m,
 	}
-	pipelined := m.pipelined.WithLabelValues(name)
 	up.pool = NewPipeline(PipelineOptions{
 		Dial:       up.dial,
 		Depth:      pipe.Depth,
@@ -71,7 +71,7 @@ func NewUpstream(name, baseURL string, timeout, dialTimeout time.Duration, pipe 
 		// Timeouts may fire up to a tenth (at most a second) late, which spares a timer update
 		// per request.
 		TimeoutSlack: min(time.Second, timeout/10),
-		Pipelined:    pipelined.Inc,
+		Pipelined:    m.pipelined.WithLabelValues(name).Inc,
 		Wrote:        m.upstreamWrites.WithLabelValues(name).Inc,
 	})
 	return up, nil

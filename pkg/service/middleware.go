@@ -1,16 +1,18 @@
 package service
 
 import (
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"runtime/debug"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/valyala/fasthttp/fasthttpadaptor"
@@ -58,34 +60,56 @@ func FromTrustedProxy(c *fiber.Ctx) bool {
 	return c.IsProxyTrusted()
 }
 
-// identify records who is calling and the request id. The client address is c.IP(); when a
-// trusted proxy did not name the client (a direct call from a trusted address) it is the
-// connection's address, also for later c.IP() calls (Fiber would answer with an empty string).
-// A well-formed incoming X-Request-ID is kept (so one id follows a request through the gateway
-// into the services), otherwise a new one is made; either way it is echoed back.
-func identify(proxyHeader string, anyTrusted bool) fiber.Handler {
-	return func(c *fiber.Ctx) error {
-		// With no trusted proxies configured (the gateway's default) nothing is trusted, and
-		// Fiber's check, which formats the address once more, is skipped.
-		ri := &requestInfo{trustedProxy: anyTrusted && c.IsProxyTrusted()}
-		remote := c.Context().RemoteIP()
-		if ri.trustedProxy && proxyHeader != "" {
-			if c.Get(proxyHeader) == "" {
-				c.Request().Header.Set(proxyHeader, remote.String())
-			}
-			ri.client = c.IP()
-		} else {
-			ri.client = remote.String()
+// identify works out who is calling and the request's id, once per request. The client address
+// is c.IP(); when a trusted proxy did not name the client (a direct call from a trusted address)
+// it is the connection's address, also for later c.IP() calls (Fiber would answer with an empty
+// string). With no trusted proxies configured (the gateway's default) nothing is trusted and
+// Fiber's check, which formats the address once more, is skipped. A well-formed incoming
+// X-Request-ID is kept (so one id follows a request through the gateway into the services),
+// otherwise a new one is made; either way it is passed on and echoed back.
+func identify(c *fiber.Ctx, proxyHeader string, anyTrusted bool) *requestInfo {
+	ri := &requestInfo{trustedProxy: anyTrusted && c.IsProxyTrusted()}
+	remote := c.Context().RemoteIP()
+	if ri.trustedProxy && proxyHeader != "" {
+		if c.Get(proxyHeader) == "" {
+			c.Request().Header.Set(proxyHeader, remote.String())
 		}
-		ri.id = c.Get(RequestIDHeader)
-		if !validRequestID(ri.id) {
-			ri.id = uuid.NewString()
-		}
-		c.Locals(requestInfoKey, ri)
-		c.Request().Header.Set(RequestIDHeader, ri.id)
-		c.Set(RequestIDHeader, ri.id)
-		return c.Next()
+		ri.client = c.IP()
+	} else {
+		ri.client = remote.String()
 	}
+	ri.id = c.Get(RequestIDHeader)
+	if !validRequestID(ri.id) {
+		ri.id = newRequestID()
+	}
+	c.Locals(requestInfoKey, ri)
+	// RequestIDHeader in fasthttp's canonical form, which spares normalizing it per request.
+	id := []byte(ri.id)
+	c.Request().Header.SetCanonical([]byte("X-Request-Id"), id)
+	c.Response().Header.SetCanonical([]byte("X-Request-Id"), id)
+	return ri
+}
+
+// newRequestID makes a random (version 4) UUID from the runtime's per-thread ChaCha8 generator:
+// unique for all practical purposes and much cheaper than crypto/rand. Request ids are labels,
+// not secrets.
+func newRequestID() string {
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:8], rand.Uint64())
+	binary.LittleEndian.PutUint64(b[8:], rand.Uint64())
+	b[6] = b[6]&0x0f | 0x40 // version 4
+	b[8] = b[8]&0x3f | 0x80 // RFC 9562 variant
+	var s [36]byte
+	hex.Encode(s[0:8], b[0:4])
+	s[8] = '-'
+	hex.Encode(s[9:13], b[4:6])
+	s[13] = '-'
+	hex.Encode(s[14:18], b[6:8])
+	s[18] = '-'
+	hex.Encode(s[19:23], b[8:10])
+	s[23] = '-'
+	hex.Encode(s[24:36], b[10:16])
+	return string(s[:])
 }
 
 // validRequestID keeps ids short and printable so they cannot forge log lines.
@@ -181,13 +205,15 @@ func (m *httpMetrics) observe(method, route string, status int, elapsed time.Dur
 	s.duration.Observe(elapsed.Seconds())
 }
 
-// accessLog writes one JSON line per request (to out, in the form of log's JSON handler, see
+// trackRequests is the chassis' outermost middleware: it identifies each request (see identify),
+// then writes one JSON access line for it (to out, in the form of log's JSON handler, see
 // appendAccessLine) and records its metrics. It turns a handler's error into the response here
 // (not after the chain) so the logged status is the one sent.
-func accessLog(log *slog.Logger, service string, out *logWriter, m *httpMetrics) fiber.Handler {
+func trackRequests(proxyHeader string, anyTrusted bool, log *slog.Logger, service string, out *logWriter, m *httpMetrics) fiber.Handler {
 	svc, _ := json.Marshal(service)
 	lines := sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 	return func(c *fiber.Ctx) error {
+		ri := identify(c, proxyHeader, anyTrusted)
 		start := c.Context().Time() // when the server began handling the request
 		if start.IsZero() {
 			start = time.Now()
@@ -218,8 +244,8 @@ func accessLog(log *slog.Logger, service string, out *logWriter, m *httpMetrics)
 			return nil
 		}
 		l := accessLine{
-			time: end, level: level, requestID: RequestID(c), method: c.Method(), path: path, route: route,
-			status: status, duration: elapsed, bytesOut: len(c.Response().Body()), client: ClientIP(c),
+			time: end, level: level, requestID: ri.id, method: c.Method(), path: path, route: route,
+			status: status, duration: elapsed, bytesOut: len(c.Response().Body()), client: ri.client,
 		}
 		bp := lines.Get().(*[]byte)
 		*bp = appendAccessLine((*bp)[:0], svc, &l)

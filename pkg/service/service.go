@@ -160,7 +160,8 @@ func New(opts Options) (*Service, error) {
 		TrustedProxies:          opts.TrustedProxies,
 		ProxyHeader:             opts.ProxyHeader,
 	})
-	s.App.Use(identify(opts.ProxyHeader, len(opts.TrustedProxies) > 0), accessLog(log, opts.Name, logs, newHTTPMetrics(s.Metrics)), recoverPanics(log))
+	s.App.Use(trackRequests(opts.ProxyHeader, len(opts.TrustedProxies) > 0, log, opts.Name, logs, newHTTPMetrics(s.Metrics)),
+		recoverPanics(log))
 	s.App.Get("/healthz", s.liveness)
 	s.App.Get("/readyz", s.readiness)
 	if opts.MetricsAddr == "" {

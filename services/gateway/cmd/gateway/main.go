@@ -8,8 +8,6 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/google/uuid"
-
 	"github.com/obsops/obsops/pkg/config"
 	"github.com/obsops/obsops/pkg/service"
 	"github.com/obsops/obsops/services/gateway"
@@ -26,9 +24,6 @@ func main() {
 }
 
 func run() error {
-	// Request ids for requests that arrive without one are made here, on the hot path: draw
-	// their randomness from a pool instead of one getrandom call per request.
-	uuid.EnableRandPool()
 	var cfg gateway.Config
 	if err := config.Load(&cfg); err != nil {
 		return err

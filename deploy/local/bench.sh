@@ -12,7 +12,6 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-STATE=${OPS_LOCAL_STATE:-$ROOT/.local}
 PG_PORT=${OPS_LOCAL_PG_PORT:-55432}
 
 log() { printf '\033[1m[bench]\033[0m %s\n' "$*" >&2; }
@@ -26,21 +25,14 @@ if [ -z "${OPS_TEST_DATABASE_URL:-}" ]; then
 	if port_open 127.0.0.1 5432; then
 		export OPS_TEST_DATABASE_URL="postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
 	else
-		if [ ! -f "$STATE/pg/data/postmaster.pid" ]; then started_pg=1; fi
+		if [ ! -f "$("$ROOT/deploy/local/stack.sh" pg-dir)/data/postmaster.pid" ]; then started_pg=1; fi
 		# OPS_REDIS_URL set: only PostgreSQL is started, the tests run their own Redis servers.
 		OPS_REDIS_URL=${OPS_REDIS_URL:-unused} "$ROOT/deploy/local/stack.sh" infra-up
 		export OPS_TEST_DATABASE_URL="postgres://postgres@127.0.0.1:$PG_PORT/postgres?sslmode=disable"
 	fi
 fi
 stop_pg() {
-	if [ "$started_pg" = 1 ]; then
-		local bin; bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
-		if [ "$(id -u)" = 0 ]; then
-			runuser -u postgres -- "$bin/pg_ctl" -D "$STATE/pg/data" -m fast -w stop >/dev/null || true
-		else
-			"$bin/pg_ctl" -D "$STATE/pg/data" -m fast -w stop >/dev/null || true
-		fi
-	fi
+	if [ "$started_pg" = 1 ]; then "$ROOT/deploy/local/stack.sh" infra-down || true; fi
 }
 trap stop_pg EXIT
 

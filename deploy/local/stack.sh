@@ -5,6 +5,7 @@
 #   stack.sh deps        install PostgreSQL and Redis with apt-get when missing
 #   stack.sh infra-up    start the local PostgreSQL and Redis (skipped when OPS_DATABASE_URL / OPS_REDIS_URL are set)
 #   stack.sh infra-down  stop them
+#   stack.sh pg-dir      print where the local PostgreSQL keeps its files
 #   stack.sh up          deps, infra, build, migrate, start every service, wait for /health, print URLs
 #   stack.sh down        stop everything `up` started (by pid), then the local PostgreSQL and Redis
 #   stack.sh logs        follow the services' logs
@@ -42,26 +43,38 @@ deps() {
 	# Debian's packages start system-wide daemons on install; ours run under .local and do not need them.
 }
 
-pg_running() { [ -f "$STATE/pg/data/postmaster.pid" ] && as_pg "$(pg_bin)/pg_ctl" -D "$STATE/pg/data" status >/dev/null 2>&1; }
+# pg_dir is where the local PostgreSQL keeps its files: .local/pg, unless the stack runs as root and
+# the postgres user cannot reach the checkout (a private directory, e.g. one made by mktemp -d);
+# then a directory of its own under /var/tmp, named after the checkout's path.
+pg_dir() {
+	mkdir -p "$STATE"
+	if [ "$(id -u)" != 0 ] || ! id postgres >/dev/null 2>&1 || runuser -u postgres -- test -x "$STATE" 2>/dev/null; then
+		echo "$STATE/pg"
+	else
+		echo "/var/tmp/obsops-pg-$(printf '%s' "$ROOT" | cksum | cut -d' ' -f1)"
+	fi
+}
+
+pg_running() { local d; d=$(pg_dir); [ -f "$d/data/postmaster.pid" ] && as_pg "$(pg_bin)/pg_ctl" -D "$d/data" status >/dev/null 2>&1; }
 redis_running() { [ -f "$STATE/redis/redis.pid" ] && kill -0 "$(cat "$STATE/redis/redis.pid")" 2>/dev/null; }
 
 local_database_url() { echo "postgres://postgres@127.0.0.1:$PG_PORT/obsops?sslmode=disable"; }
 local_redis_url() { echo "redis://127.0.0.1:$REDIS_PORT/0"; }
 
 pg_up() {
-	local bin; bin=$(pg_bin)
-	mkdir -p "$STATE/pg/run"
-	if [ ! -f "$STATE/pg/data/PG_VERSION" ]; then
-		log "initialising PostgreSQL in $STATE/pg/data"
-		mkdir -p "$STATE/pg/data"
-		if [ "$(id -u)" = 0 ]; then chown -R postgres:postgres "$STATE/pg"; fi
-		as_pg "$bin/initdb" -D "$STATE/pg/data" -U postgres --auth=trust --encoding=UTF8 --locale=C.UTF-8 >/dev/null
+	local bin dir; bin=$(pg_bin); dir=$(pg_dir)
+	mkdir -p "$dir/run"
+	if [ ! -f "$dir/data/PG_VERSION" ]; then
+		log "initialising PostgreSQL in $dir/data"
+		mkdir -p "$dir/data"
+		if [ "$(id -u)" = 0 ]; then chown -R postgres:postgres "$dir"; fi
+		as_pg "$bin/initdb" -D "$dir/data" -U postgres --auth=trust --encoding=UTF8 --locale=C.UTF-8 >/dev/null
 	fi
-	if [ "$(id -u)" = 0 ]; then chown -R postgres:postgres "$STATE/pg"; fi
+	if [ "$(id -u)" = 0 ]; then chown -R postgres:postgres "$dir"; fi
 	if ! pg_running; then
 		log "starting PostgreSQL on 127.0.0.1:$PG_PORT"
-		as_pg "$bin/pg_ctl" -D "$STATE/pg/data" -l "$STATE/pg/postgres.log" -w -t 60 \
-			-o "-p $PG_PORT -k $STATE/pg/run -c listen_addresses=127.0.0.1 -c max_connections=300 -c fsync=on" start >/dev/null
+		as_pg "$bin/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 60 \
+			-o "-p $PG_PORT -k $dir/run -c listen_addresses=127.0.0.1 -c max_connections=300 -c fsync=on" start >/dev/null
 	fi
 	"$bin/psql" -h 127.0.0.1 -p "$PG_PORT" -U postgres -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname='obsops'" | grep -q 1 ||
 		"$bin/psql" -h 127.0.0.1 -p "$PG_PORT" -U postgres -d postgres -qc "CREATE DATABASE obsops" >/dev/null
@@ -84,7 +97,7 @@ infra_up() {
 }
 
 infra_down() {
-	if pg_running; then log "stopping PostgreSQL"; as_pg "$(pg_bin)/pg_ctl" -D "$STATE/pg/data" -m fast -w stop >/dev/null; fi
+	if pg_running; then log "stopping PostgreSQL"; as_pg "$(pg_bin)/pg_ctl" -D "$(pg_dir)/data" -m fast -w stop >/dev/null; fi
 	if redis_running; then
 		log "stopping Redis"
 		local pid; pid=$(cat "$STATE/redis/redis.pid")
@@ -207,7 +220,7 @@ TEST_STARTED_PG=0
 
 stop_test_pg() {
 	if [ "$TEST_STARTED_PG" = 1 ]; then
-		as_pg "$(pg_bin)/pg_ctl" -D "$STATE/pg/data" -m fast -w stop >/dev/null || true
+		as_pg "$(pg_bin)/pg_ctl" -D "$(pg_dir)/data" -m fast -w stop >/dev/null || true
 	fi
 }
 
@@ -230,10 +243,11 @@ case "${1:-}" in
 deps) deps ;;
 infra-up) deps; infra_up ;;
 infra-down) infra_down ;;
+pg-dir) pg_dir ;;
 up) up ;;
 down) down ;;
 logs) mkdir -p "$STATE/logs"; tail -n 50 -F "$STATE"/logs/*.log ;;
 test) run_tests ;;
 env) write_env; cat "$STATE/env" ;;
-*) die "usage: $0 deps|infra-up|infra-down|up|down|logs|test|env" ;;
+*) die "usage: $0 deps|infra-up|infra-down|pg-dir|up|down|logs|test|env" ;;
 esac

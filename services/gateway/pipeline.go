@@ -97,12 +97,13 @@ const (
 // pipeConn is one upstream connection. Everything but the socket, and the reader buffer that
 // only the current reader touches, is guarded by the pool's mutex.
 type pipeConn struct {
-	conn          net.Conn
-	br            *bufio.Reader
-	pending       []*pipeCall // written and not yet answered, oldest first
-	reads         bool        // every request in flight is a bodiless GET/HEAD
-	reading       bool        // a caller holds the reader role (always true while pending is not empty)
-	out           []byte      // queued for the writer in progress
+	conn net.Conn
+	br   *bufio.Reader
+	// pending are the requests written and not yet answered, oldest first. While there are any,
+	// one of their callers holds the reader role. Requests share a connection only when all are
+	// reads, so pending[0].read tells whether another read may join.
+	pending       []*pipeCall
+	out           []byte // queued for the writer in progress
 	spare         []byte
 	flushing      bool
 	deadline      time.Time // the read deadline set on conn
@@ -243,7 +244,7 @@ func (p *Pipeline) send(c *pipeCall, now time.Time) (*pipeConn, bool, error) {
 			p.mu.Unlock()
 			return nil, false, err
 		}
-		pc = &pipeConn{conn: conn, br: bufio.NewReaderSize(conn, 8192), reads: true}
+		pc = &pipeConn{conn: conn, br: bufio.NewReaderSize(conn, 8192)}
 		p.add(&p.busy, pc)
 	}
 	if len(pc.pending) > 0 {
@@ -251,10 +252,8 @@ func (p *Pipeline) send(c *pipeCall, now time.Time) (*pipeConn, bool, error) {
 	}
 	c.sent = now
 	pc.pending = append(pc.pending, c)
-	pc.reads = pc.reads && c.read
 	pc.setReadDeadline(earliestDeadline(pc.pending), p.slack)
-	reader := !pc.reading
-	pc.reading = true
+	reader := len(pc.pending) == 1 // alone on the connection: nobody else will read it
 	pc.out = append(pc.out, c.wire...)
 	if pc.flushing { // the write in progress is followed by this one
 		p.mu.Unlock()
@@ -298,7 +297,7 @@ func (p *Pipeline) pick(c *pipeCall, now time.Time) *pipeConn {
 		// theirs are the youngest oldest requests.
 		for i := len(p.busy) - 1; i >= 0 && i >= len(p.busy)-4; i-- {
 			pc := p.busy[i]
-			if pc.reads && len(pc.pending) > 0 && len(pc.pending) < p.depth && now.Sub(pc.pending[0].sent) < p.joinWindow {
+			if len(pc.pending) > 0 && pc.pending[0].read && len(pc.pending) < p.depth && now.Sub(pc.pending[0].sent) < p.joinWindow {
 				return pc
 			}
 		}
@@ -315,7 +314,6 @@ func (p *Pipeline) pick(c *pipeCall, now time.Time) *pipeConn {
 			continue
 		}
 		p.add(&p.busy, pc)
-		pc.reads = true
 		return pc
 	}
 	return nil
@@ -342,7 +340,6 @@ func (p *Pipeline) readFor(pc *pipeConn, self *pipeCall) {
 	}
 	if len(pc.pending) == 0 {
 		pc.pending = pc.pending[:0:0]
-		pc.reading = false
 		pc.lastUse = self.sent
 		p.remove(&p.busy, pc)
 		p.add(&p.idle, pc)
@@ -449,7 +446,6 @@ func (p *Pipeline) fail(pc *pipeConn, err error, self *pipeCall) {
 	}
 	calls := pc.pending
 	pc.pending = nil
-	pc.reading = false
 	p.mu.Unlock()
 	pc.conn.Close()
 	now := time.Now()

@@ -142,7 +142,6 @@ func (u *Upstream) Forward(c *fiber.Ctx) error {
 	stripHop(present, req.Header.Del)
 	setForwardedHeaders(c)
 	req.SetHost(u.Addr)
-	req.URI().SetScheme(u.scheme)
 
 	resp := c.Response()
 	if err := u.pool.Do(req, resp, u.timeout); err != nil {

@@ -7,8 +7,10 @@
 # project-local one (deploy/local/stack.sh, started here and stopped again if it was not running).
 # Redis: a private redis-server per test (pkg/testenv).
 #
-# Knobs: OPS_BENCH_SECONDS (per target and phase, default 5), OPS_BENCH_CONCURRENCY (default 32),
-# OPS_BENCH_LOG_LEVEL (default info), OPS_BENCH_RUN (test name regexp, default ^TestBench).
+# Knobs: OPS_BENCH_SECONDS (per measured cell, default 5), OPS_BENCH_CONNECTIONS (the gateway's
+# sweep of connection counts, default 16,32,64,128,256), OPS_BENCH_CONCURRENCY (authtoken's
+# callers, default 32), OPS_BENCH_LOG_LEVEL (default info), OPS_BENCH_RUN (test name regexp,
+# default ^TestBench).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)

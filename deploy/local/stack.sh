@@ -15,6 +15,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 STATE=${OPS_LOCAL_STATE:-$ROOT/.local}
+case $STATE in /*) ;; *) STATE=$PWD/$STATE ;; esac # absolute: PostgreSQL's tools run from /
 PG_PORT=${OPS_LOCAL_PG_PORT:-55432}
 REDIS_PORT=${OPS_LOCAL_REDIS_PORT:-56379}
 SERVICES=(authtoken transfer catalog ingest site gateway)
@@ -24,8 +25,10 @@ die() { log "error: $*"; exit 1; }
 
 pg_bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1; }
 
+# as_pg runs a PostgreSQL tool as the postgres user when we are root (from /, which that user can
+# always enter; the checkout may be private).
 as_pg() {
-	if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+	if [ "$(id -u)" = 0 ]; then (cd / && runuser -u postgres -- "$@"); else "$@"; fi
 }
 
 deps() {

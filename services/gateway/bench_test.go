@@ -190,8 +190,8 @@ func TestBenchGatewayOverhead(t *testing.T) {
 		logLevel = "info" // production default: one access-log line per request and service
 	}
 	s := testenv.StartSuite(t, testenv.SuiteOptions{Env: map[string]string{"OPS_RATE_LIMIT_PER_MINUTE": "0", "OPS_LOG_LEVEL": logLevel}})
-	limited := startGateway(t, s, map[string]string{"OPS_RATE_LIMIT_PER_MINUTE": "1000000000"})
-	unpipelined := startGateway(t, s, map[string]string{"OPS_UPSTREAM_PIPELINE_DEPTH": "1"})
+	limited, _ := startGateway(t, s, map[string]string{"OPS_RATE_LIMIT_PER_MINUTE": "1000000000"})
+	unpipelined, _ := startGateway(t, s, map[string]string{"OPS_UPSTREAM_PIPELINE_DEPTH": "1"})
 
 	pids := map[string]int{
 		"loadgen":                os.Getpid(),

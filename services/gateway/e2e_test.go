@@ -85,8 +85,9 @@ func fakeTransfer(t *testing.T) string {
 	return "http://" + ln.Addr().String()
 }
 
-// startGateway runs one more gateway binary against the suite's services with extra settings.
-func startGateway(t *testing.T, s *testenv.Suite, extra map[string]string) string {
+// startGateway runs one more gateway binary against the suite's services with extra settings and
+// returns its URL and process.
+func startGateway(t *testing.T, s *testenv.Suite, extra map[string]string) (string, *testenv.Process) {
 	t.Helper()
 	env := map[string]string{}
 	for k, v := range s.Env {
@@ -100,7 +101,7 @@ func startGateway(t *testing.T, s *testenv.Suite, extra map[string]string) strin
 	}
 	p := testenv.Start(t, "gateway-"+addr, testenv.Binary(t, "gateway"), env)
 	testenv.WaitReady(t, p, "http://"+addr+"/readyz", 30*time.Second)
-	return "http://" + addr
+	return "http://" + addr, p
 }
 
 type problemBody struct {
@@ -543,7 +544,7 @@ func TestGatewayEndToEnd(t *testing.T) {
 	})
 
 	t.Run("rate limit per credential with Retry-After", func(t *testing.T) {
-		limited := startGateway(t, s, map[string]string{"OPS_RATE_LIMIT_PER_MINUTE": "5"})
+		limited, _ := startGateway(t, s, map[string]string{"OPS_RATE_LIMIT_PER_MINUTE": "5"})
 		alice := map[string]string{"Authorization": "Bearer ops_api_token_alice-secret"}
 		for i := range 5 {
 			resp, body := do(t, "GET", limited+"/api/site/info", nil, alice)
@@ -585,7 +586,7 @@ func TestGatewayEndToEnd(t *testing.T) {
 
 	t.Run("rate limiter fails open without Redis", func(t *testing.T) {
 		metricsAddr := testenv.FreeAddr(t)
-		open := startGateway(t, s, map[string]string{
+		open, _ := startGateway(t, s, map[string]string{
 			"OPS_RATE_LIMIT_PER_MINUTE": "2", "OPS_REDIS_URL": "redis://" + testenv.FreeAddr(t) + "/0",
 			"OPS_GATEWAY_METRICS_ADDR": metricsAddr,
 		})
@@ -602,17 +603,8 @@ func TestGatewayEndToEnd(t *testing.T) {
 	})
 
 	t.Run("shutdown closes WebSocket tunnels with 1001", func(t *testing.T) {
-		env := map[string]string{}
-		for k, v := range s.Env {
-			env[k] = v
-		}
-		addr := testenv.FreeAddr(t)
-		env["OPS_GATEWAY_ADDR"] = addr
-		env["OPS_GATEWAY_METRICS_ADDR"] = testenv.FreeAddr(t)
-		p := testenv.Start(t, "gateway-shutdown", testenv.Binary(t, "gateway"), env)
-		testenv.WaitReady(t, p, "http://"+addr+"/readyz", 30*time.Second)
-
-		conn, _, err := fws.DefaultDialer.Dial("ws://"+addr+"/api/transfer/ws/overview", nil)
+		url, p := startGateway(t, s, nil)
+		conn, _, err := fws.DefaultDialer.Dial("ws"+strings.TrimPrefix(url, "http")+"/api/transfer/ws/overview", nil)
 		require.NoError(t, err)
 		defer conn.Close()
 		_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))

@@ -35,7 +35,8 @@ func fakeTransfer(t *testing.T) string {
 	app := fiber.New(fiber.Config{DisableStartupMessage: true})
 	app.Get("/readyz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ready"}) })
 	app.Get("/api/transfer/ws/overview", websocket.New(func(c *websocket.Conn) {
-		if err := c.WriteMessage(websocket.TextMessage, []byte(`{"type":"snapshot","seq":1}`)); err != nil {
+		first := fmt.Sprintf(`{"type":"snapshot","seq":1,"host":%q}`, c.Headers("Host"))
+		if err := c.WriteMessage(websocket.TextMessage, []byte(first)); err != nil {
 			return
 		}
 		for {
@@ -418,7 +419,9 @@ func TestGatewayEndToEnd(t *testing.T) {
 		mt, msg, err := conn.ReadMessage()
 		require.NoError(t, err)
 		require.Equal(t, fws.TextMessage, mt)
-		require.JSONEq(t, `{"type":"snapshot","seq":1}`, string(msg), "the frame the upstream sent right after its 101 arrives")
+		upstreamHost := strings.TrimPrefix(transferURL, "http://")
+		require.JSONEq(t, `{"type":"snapshot","seq":1,"host":"`+upstreamHost+`"}`, string(msg),
+			"the frame the upstream sent right after its 101 arrives; the handshake named the upstream as Host")
 
 		for _, size := range []int{1, 125, 126, 65535, 65536, 300 << 10} {
 			payload := bytes.Repeat([]byte{byte('a' + size%26)}, size)

@@ -151,8 +151,12 @@ func (u *Upstream) tunnel(c *fiber.Ctx) error {
 		return u.fail(err)
 	}
 	_ = conn.SetDeadline(time.Now().Add(u.timeout))
-	head := req.Header.Header()
-	if _, err := conn.Write(append(head, req.Body()...)); err != nil {
+	wire, err := serialize(req, nil) // Host and request URI as Forward sends them
+	if err != nil {
+		_ = conn.Close()
+		return u.fail(err)
+	}
+	if _, err := conn.Write(wire); err != nil {
 		_ = conn.Close()
 		return u.fail(err)
 	}

@@ -544,6 +544,10 @@ func TestTokenRoutes(t *testing.T) {
 			t.Fatalf("service audit %+v", page.Items)
 		}
 		noSecrets(t, b, service.Token)
+		admin.want(200, "GET", "/api/tokens/audit?token_id=3000000000", nil, &page) // beyond 32 bits: still a bigint
+		if len(page.Items) != 0 || page.Total != 0 {
+			t.Fatalf("audit of a token id that does not exist: %+v", page)
+		}
 	})
 
 	t.Run("per-user limit", func(t *testing.T) {

@@ -352,7 +352,7 @@ func (s *Tokens) BulkRevoke(ctx context.Context, ids []int64, v authtoken.Visibi
 // AuditLog implements authtoken.TokenStore: newest first.
 func (s *Tokens) AuditLog(ctx context.Context, q authtoken.AuditQuery) ([]authtoken.AuditEntry, int64, error) {
 	var total int64
-	if err := s.DB.GetContext(ctx, &total, `SELECT count(*) FROM token_audit WHERE ($1 = 0 OR token_id = $1)`, q.TokenID); err != nil {
+	if err := s.DB.GetContext(ctx, &total, `SELECT count(*) FROM token_audit WHERE ($1::bigint = 0 OR token_id = $1::bigint)`, q.TokenID); err != nil {
 		return nil, 0, err
 	}
 	var rows []struct {
@@ -366,7 +366,7 @@ func (s *Tokens) AuditLog(ctx context.Context, q authtoken.AuditQuery) ([]authto
 	}
 	if err := s.DB.SelectContext(ctx, &rows, `
 		SELECT id, at, actor_user_id, actor, token_id, action, detail FROM token_audit
-		WHERE ($1 = 0 OR token_id = $1) ORDER BY id DESC LIMIT $2 OFFSET $3`, q.TokenID, q.Limit, q.Offset); err != nil {
+		WHERE ($1::bigint = 0 OR token_id = $1::bigint) ORDER BY id DESC LIMIT $2 OFFSET $3`, q.TokenID, q.Limit, q.Offset); err != nil {
 		return nil, 0, err
 	}
 	items := make([]authtoken.AuditEntry, len(rows))

@@ -206,6 +206,10 @@ func TestComposeFile(t *testing.T) {
 		if err != nil || drain == 0 || timeout == 0 || grace <= drain+timeout {
 			t.Errorf("%s: stop_grace_period %q must exceed OPS_SHUTDOWN_DRAIN %s + OPS_SHUTDOWN_TIMEOUT %s", name, s.StopGracePeriod, drain, timeout)
 		}
+		// The services see the gateway at its compose-network address, never at loopback.
+		if name != "gateway" && !strings.Contains(s.Environment["OPS_TRUSTED_GATEWAYS"], "172.16.0.0/12") {
+			t.Errorf("%s: OPS_TRUSTED_GATEWAYS=%q must include Docker's networks (172.16.0.0/12)", name, s.Environment["OPS_TRUSTED_GATEWAYS"])
+		}
 		// The services reach each other by compose service name.
 		for _, up := range []string{"AUTHTOKEN", "TRANSFER", "CATALOG", "INGEST", "SITE"} {
 			u, err := url.Parse(s.Environment["OPS_"+up+"_URL"])

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -276,5 +277,27 @@ func TestDockerfile(t *testing.T) {
 		if !slices.Contains(strings.Fields(string(ignore)), want) {
 			t.Errorf(".dockerignore does not exclude %s", want)
 		}
+	}
+}
+
+// TestLocalStackEnvQuoting checks that the environment file `make up` writes (and admins source)
+// gives back values holding shell characters as they were: a database URL with '&' and a state
+// folder with a space.
+func TestLocalStackEnvQuoting(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "state with space")
+	dbURL := "postgres://ops@db.example:5432/obsops?sslmode=disable&connect_timeout=5"
+	cmd := exec.Command("bash", filepath.Join(repoRoot, "deploy", "local", "stack.sh"), "env")
+	cmd.Env = append(os.Environ(), "OPS_LOCAL_STATE="+state, "OPS_DATABASE_URL="+dbURL, "OPS_REDIS_URL=redis://127.0.0.1:1/0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("stack.sh env: %v\n%s", err, out)
+	}
+	out, err := exec.Command("bash", "-c", `set -a; . "$1"; set +a; printf '%s\n%s\n' "$OPS_DATABASE_URL" "$OPS_JWT_SIGNING_KEY_FILE"`,
+		"-", filepath.Join(state, "env")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("sourcing the env file: %v\n%s", err, out)
+	}
+	want := dbURL + "\n" + filepath.Join(state, "keys", "jwt-signing.pem") + "\n"
+	if string(out) != want {
+		t.Errorf("sourced env gives\n%s\nwant\n%s", out, want)
 	}
 }

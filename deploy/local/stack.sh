@@ -109,28 +109,30 @@ infra_down() {
 	fi
 }
 
-# write_env writes the environment every service of `up` runs with (and admins source).
+# write_env writes the environment every service of `up` runs with (and admins source), each
+# value quoted for the shell (a database URL may hold '&', the checkout path a space).
 write_env() {
+	kv() { printf '%s=%q\n' "$1" "$2"; }
 	mkdir -p "$STATE"
 	{
-		echo "OPS_DATABASE_URL=${OPS_DATABASE_URL:-$(local_database_url)}"
-		echo "OPS_REDIS_URL=${OPS_REDIS_URL:-$(local_redis_url)}"
-		echo "OPS_LOG_LEVEL=${OPS_LOG_LEVEL:-info}"
-		echo "OPS_SHUTDOWN_DRAIN=${OPS_SHUTDOWN_DRAIN:-1s}"
-		echo "OPS_GATEWAY_ADDR=127.0.0.1:8080"
-		echo "OPS_GATEWAY_METRICS_ADDR=127.0.0.1:9080"
-		echo "OPS_AUTHTOKEN_ADDR=127.0.0.1:8081"
-		echo "OPS_TRANSFER_ADDR=127.0.0.1:8082"
-		echo "OPS_CATALOG_ADDR=127.0.0.1:8083"
-		echo "OPS_INGEST_ADDR=127.0.0.1:8084"
-		echo "OPS_SITE_ADDR=127.0.0.1:8085"
-		echo "OPS_JWT_SIGNING_KEY_FILE=$STATE/keys/jwt-signing.pem"
+		kv OPS_DATABASE_URL "${OPS_DATABASE_URL:-$(local_database_url)}"
+		kv OPS_REDIS_URL "${OPS_REDIS_URL:-$(local_redis_url)}"
+		kv OPS_LOG_LEVEL "${OPS_LOG_LEVEL:-info}"
+		kv OPS_SHUTDOWN_DRAIN "${OPS_SHUTDOWN_DRAIN:-1s}"
+		kv OPS_GATEWAY_ADDR "127.0.0.1:8080"
+		kv OPS_GATEWAY_METRICS_ADDR "127.0.0.1:9080"
+		kv OPS_AUTHTOKEN_ADDR "127.0.0.1:8081"
+		kv OPS_TRANSFER_ADDR "127.0.0.1:8082"
+		kv OPS_CATALOG_ADDR "127.0.0.1:8083"
+		kv OPS_INGEST_ADDR "127.0.0.1:8084"
+		kv OPS_SITE_ADDR "127.0.0.1:8085"
+		kv OPS_JWT_SIGNING_KEY_FILE "$STATE/keys/jwt-signing.pem"
 		# Login through the local development identity provider (bin/devidp, deploy/devidp/README.md).
-		echo "OPS_OIDC_ISSUER=http://127.0.0.1:9998"
-		echo "OPS_OIDC_CLIENT_ID=obsops-dev"
-		echo "OPS_OIDC_CLIENT_SECRET=obsops-dev-secret"
-		echo "OPS_OIDC_REDIRECT_URL=http://127.0.0.1:8080/idp/callback"
-		echo "OPS_BOOTSTRAP_ADMINS=alice"
+		kv OPS_OIDC_ISSUER "http://127.0.0.1:9998"
+		kv OPS_OIDC_CLIENT_ID "obsops-dev"
+		kv OPS_OIDC_CLIENT_SECRET "obsops-dev-secret"
+		kv OPS_OIDC_REDIRECT_URL "http://127.0.0.1:8080/idp/callback"
+		kv OPS_BOOTSTRAP_ADMINS "alice"
 		if [ -f "$STATE/extra.env" ]; then cat "$STATE/extra.env"; fi
 	} >"$STATE/env"
 }

@@ -31,8 +31,8 @@ lint: ## gofmt, go vet, and every module building on its own (GOWORK=off, as the
 	@go vet $(addsuffix /...,$(MODULES))
 	@for m in $(MODULES); do (cd $$m && GOWORK=off go build -o /dev/null ./...) || { echo "$$m does not build with GOWORK=off"; exit 1; }; done
 
-bench: build ## benchmarks with ratios measured in the same run
-	@deploy/local/bench.sh
+bench: ## benchmarks with ratios measured in the same run
+	@deploy/local/stack.sh bench
 
 clean:
 	rm -rf bin

@@ -10,6 +10,7 @@
 #   stack.sh down        stop everything `up` started (by pid), then the local PostgreSQL and Redis
 #   stack.sh logs        follow the services' logs
 #   stack.sh test        run every module's tests against the local PostgreSQL (started if needed)
+#   stack.sh bench       run every module's TestBench* benchmarks the same way (`make bench`)
 #   stack.sh env         print the environment `up` gives the services (source it for admin commands)
 set -euo pipefail
 
@@ -57,7 +58,7 @@ pg_dir() {
 		echo "/var/tmp/obsops-pg-$(printf '%s' "$ROOT" | cksum | cut -d' ' -f1)"
 	fi
 }
-
+# (pg_dir is asked each time: before deps installs PostgreSQL there is no postgres user to ask about.)
 pg_running() { local d; d=$(pg_dir); [ -f "$d/data/postmaster.pid" ] && as_pg "$(pg_bin)/pg_ctl" -D "$d/data" status >/dev/null 2>&1; }
 redis_running() { [ -f "$STATE/redis/redis.pid" ] && kill -0 "$(cat "$STATE/redis/redis.pid")" 2>/dev/null; }
 
@@ -66,14 +67,12 @@ local_redis_url() { echo "redis://127.0.0.1:$REDIS_PORT/0"; }
 
 pg_up() {
 	local bin dir; bin=$(pg_bin); dir=$(pg_dir)
-	mkdir -p "$dir/run"
+	mkdir -p "$dir/run" "$dir/data"
+	if [ "$(id -u)" = 0 ]; then chown -R postgres:postgres "$dir"; fi
 	if [ ! -f "$dir/data/PG_VERSION" ]; then
 		log "initialising PostgreSQL in $dir/data"
-		mkdir -p "$dir/data"
-		if [ "$(id -u)" = 0 ]; then chown -R postgres:postgres "$dir"; fi
 		as_pg "$bin/initdb" -D "$dir/data" -U postgres --auth=trust --encoding=UTF8 --locale=C.UTF-8 >/dev/null
 	fi
-	if [ "$(id -u)" = 0 ]; then chown -R postgres:postgres "$dir"; fi
 	if ! pg_running; then
 		log "starting PostgreSQL on 127.0.0.1:$PG_PORT"
 		as_pg "$bin/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 60 \
@@ -220,7 +219,7 @@ down() {
 	infra_down
 }
 
-# TEST_STARTED_PG is 1 when run_tests started the local PostgreSQL and must stop it on exit.
+# TEST_STARTED_PG is 1 when test_database started the local PostgreSQL and must stop it on exit.
 TEST_STARTED_PG=0
 
 stop_test_pg() {
@@ -229,7 +228,9 @@ stop_test_pg() {
 	fi
 }
 
-run_tests() {
+# test_database points OPS_TEST_DATABASE_URL at a PostgreSQL for the tests: the caller's, else the
+# local one, started if needed and then stopped again on exit. Tests run their own Redis servers.
+test_database() {
 	deps
 	if [ -z "${OPS_TEST_DATABASE_URL:-}" ]; then
 		pg_running || TEST_STARTED_PG=1
@@ -240,8 +241,36 @@ run_tests() {
 	make -C "$ROOT" -s build
 	export OPS_BIN_DIR="$ROOT/bin"
 	cd "$ROOT"
+}
+
+run_tests() {
+	test_database
 	# shellcheck disable=SC2046
 	go test -count=1 -timeout 20m ${GOTESTFLAGS:-} $(go list -m -f '{{.Dir}}/...')
+}
+
+# run_bench runs the TestBench* tests of every module (they skip unless OPS_BENCH=1) against the
+# real binaries; each prints its own baseline measured in the same run and the ratio.
+# Knobs: OPS_BENCH_SECONDS (per measured cell, default 5), OPS_BENCH_CONNECTIONS (the gateway's
+# sweep of connection counts, default 16,32,64,128,256), OPS_BENCH_CONCURRENCY (authtoken's
+# callers, default 32), OPS_BENCH_LOG_LEVEL (default info), OPS_BENCH_RUN (test name regexp,
+# default ^TestBench).
+run_bench() {
+	test_database
+	export OPS_BENCH=1
+	local run=${OPS_BENCH_RUN:-^TestBench} status=0 found=0 dir pkgs
+	for dir in $(go list -m -f '{{.Dir}}'); do
+		# packages of this module that declare a benchmark test
+		pkgs=$(grep -rl --include='*_test.go' -E '^func TestBench[A-Za-z0-9_]*\(t \*testing\.T\)' "$dir" 2>/dev/null |
+			xargs -r -n1 dirname | sort -u | sed "s|^$dir|.|" || true)
+		[ -n "$pkgs" ] || continue
+		found=1
+		log "$(basename "$dir"): $(echo "$pkgs" | tr '\n' ' ')"
+		# shellcheck disable=SC2086
+		(cd "$dir" && go test -run "$run" -v -count=1 -timeout 20m $pkgs) || status=1
+	done
+	if [ "$found" = 0 ]; then log "no TestBench* tests found"; fi
+	return $status
 }
 
 case "${1:-}" in
@@ -253,6 +282,7 @@ up) up ;;
 down) down ;;
 logs) mkdir -p "$STATE/logs"; tail -n 50 -F "$STATE"/logs/*.log ;;
 test) run_tests ;;
+bench) run_bench ;;
 env) write_env; cat "$STATE/env" ;;
-*) die "usage: $0 deps|infra-up|infra-down|pg-dir|up|down|logs|test|env" ;;
+*) die "usage: $0 deps|infra-up|infra-down|pg-dir|up|down|logs|test|bench|env" ;;
 esac

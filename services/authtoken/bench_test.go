@@ -17,7 +17,7 @@ import (
 	"github.com/obsops/obsops/services/authtoken/usage"
 )
 
-// benchKnob reads a positive integer setting of deploy/local/bench.sh, or its default.
+// benchKnob reads a positive integer setting of `make bench` (deploy/local/stack.sh), or its default.
 func benchKnob(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
 		return v

@@ -57,20 +57,20 @@ func StartSuite(t testing.TB, opts SuiteOptions) *Suite {
 		"OPS_LOG_LEVEL":            "info",
 	}
 	for _, name := range SuiteServices() {
-		addr := FreeAddr(t)
-		upper := strings.ToUpper(name)
-		s.Env["OPS_"+upper+"_ADDR"] = addr
-		s.URLs[name] = "http://" + addr
-		if name != "gateway" {
-			s.Env["OPS_"+upper+"_URL"] = "http://" + addr
-		}
+		s.Env["OPS_"+strings.ToUpper(name)+"_ADDR"] = FreeAddr(t)
 	}
 	s.Env["OPS_GATEWAY_METRICS_ADDR"] = FreeAddr(t)
 	for k, v := range opts.Env {
 		s.Env[k] = v
 	}
-	for _, name := range SuiteServices() { // an overridden address moves the service's URL too
-		s.URLs[name] = "http://" + s.Env["OPS_"+strings.ToUpper(name)+"_ADDR"]
+	// URLs follow the final addresses, so an overridden address moves the service's URL for
+	// the tests and for the other services alike (unless the caller set that URL itself).
+	for _, name := range SuiteServices() {
+		upper := strings.ToUpper(name)
+		s.URLs[name] = "http://" + s.Env["OPS_"+upper+"_ADDR"]
+		if _, set := opts.Env["OPS_"+upper+"_URL"]; name != "gateway" && !set {
+			s.Env["OPS_"+upper+"_URL"] = s.URLs[name]
+		}
 	}
 	s.GatewayURL = s.URLs["gateway"]
 	skip := map[string]bool{}

@@ -75,3 +75,14 @@ func TestSIGTERMStopsEveryServiceCleanly(t *testing.T) {
 		require.Contains(t, s.Procs[name].Output(), `"msg":"stopped"`, name)
 	}
 }
+
+func TestSuiteAddressOverrideMovesTheURL(t *testing.T) {
+	addr := testenv.FreeAddr(t)
+	s := testenv.StartSuite(t, testenv.SuiteOptions{Env: map[string]string{"OPS_SITE_ADDR": addr}})
+	require.Equal(t, "http://"+addr, s.URLs["site"])
+	require.Equal(t, "http://"+addr, s.Env["OPS_SITE_URL"], "the other services are pointed at the moved address")
+	resp, err := http.Get(s.GatewayURL + "/api/site/info")
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "the gateway reaches the site at its moved address")
+}

@@ -61,11 +61,10 @@ func SplitDocuments(stream []byte) ([][]byte, error) {
 // Object is one decoded manifest: its type, identity and the typed value (a pointer to a
 // k8s.io/api struct, or to ScaledObject).
 type Object struct {
-	APIVersion string
-	Kind       string
-	Name       string
-	Namespace  string
-	Value      any
+	Kind      string
+	Name      string
+	Namespace string
+	Value     any
 }
 
 // kinds lists every apiVersion/kind the manifests may contain, with the Go type it decodes into.
@@ -124,7 +123,7 @@ func Decode(doc []byte) (Object, error) {
 	if meta.GetName() == "" {
 		return Object{}, fmt.Errorf("%s without metadata.name", tm.Kind)
 	}
-	return Object{APIVersion: tm.APIVersion, Kind: tm.Kind, Name: meta.GetName(), Namespace: meta.GetNamespace(), Value: v}, nil
+	return Object{Kind: tm.Kind, Name: meta.GetName(), Namespace: meta.GetNamespace(), Value: v}, nil
 }
 
 // DecodeAll splits a rendered stream and decodes every document.

@@ -10,6 +10,7 @@ package authn
 import (
 	"context"
 	"slices"
+	"time"
 )
 
 // Roles a user can hold.
@@ -42,6 +43,8 @@ type Principal struct {
 	Method   Method   `json:"method"`
 	TokenID  int64    `json:"token_id,omitempty"` // API tokens only
 	Scopes   []string `json:"scopes,omitempty"`   // API tokens only
+	// ExpiresAt is when the session JWT expires (UTC; session JWTs only).
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 }
 
 // HasRole reports whether the principal holds any of roles.

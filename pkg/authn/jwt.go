@@ -72,7 +72,15 @@ func (s StaticKeys) PublicKey(_ context.Context, kid string) (ed25519.PublicKey,
 
 // JWKSCache is a KeySource that fetches the authtoken service's JWKS and caches it. An unknown kid
 // triggers a refetch (at most once per MinRefresh), so a newly added rotation key is picked up
-// without a restart; the whole set is refreshed after MaxAge so removed keys stop verifying.
+// without a restart; the whole set is refreshed once it is MaxAge old so removed keys stop
+// verifying (the refresh runs in the background: until it lands, the old set still answers).
+//
+// Fetching never blocks verifications by keys already held: at most one fetch is in flight, a
+// due refresh of a known key runs in the background while the key keeps verifying, and only a
+// caller whose kid is unknown (or a cache that holds no keys yet) waits for the fetch. A failed
+// fetch counts as an attempt too: while authtoken is down or slow, the keys held keep verifying
+// and the endpoint is asked again at most once per MinRefresh (a cache without keys asks on
+// demand, one fetch at a time).
 type JWKSCache struct {
 	URL        string
 	HTTP       *http.Client
@@ -81,8 +89,20 @@ type JWKSCache struct {
 
 	mu        sync.Mutex
 	keys      map[string]ed25519.PublicKey
-	fetchedAt time.Time
+	fetchedAt time.Time  // last successful fetch
+	triedAt   time.Time  // last fetch attempt, successful or not
+	inflight  *jwksFetch // the fetch running now, if any
 }
+
+// jwksFetch is one fetch of the JWKS; done is closed when it has finished, err is then its outcome.
+type jwksFetch struct {
+	done chan struct{}
+	err  error
+}
+
+// jwksFetchTimeout bounds a fetch whatever the HTTP client's timeout, so a refresh cannot stay
+// in flight forever.
+const jwksFetchTimeout = 30 * time.Second
 
 // NewJWKSCache returns a cache of the JWKS at url.
 func NewJWKSCache(url string) *JWKSCache {
@@ -92,41 +112,82 @@ func NewJWKSCache(url string) *JWKSCache {
 // PublicKey returns the key with kid, fetching the JWKS when needed.
 func (c *JWKSCache) PublicKey(ctx context.Context, kid string) (ed25519.PublicKey, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	age := time.Since(c.fetchedAt)
-	if k, ok := c.keys[kid]; ok && age < c.MaxAge {
+	now := time.Now()
+	k, known := c.keys[kid]
+	if known && now.Sub(c.fetchedAt) < c.MaxAge {
+		c.mu.Unlock()
 		return k, nil
 	}
-	if c.keys == nil || age >= c.MinRefresh {
-		if err := c.fetch(ctx); err != nil {
-			if k, ok := c.keys[kid]; ok { // keep verifying with what we had while authtoken is away
-				return k, nil
-			}
-			return nil, err
-		}
+	f := c.inflight
+	if f == nil && (c.keys == nil || now.Sub(c.triedAt) >= c.MinRefresh) {
+		f = c.startFetch(ctx, now)
 	}
-	if k, ok := c.keys[kid]; ok {
+	c.mu.Unlock()
+	if known { // due for a refresh: keep verifying with it meanwhile (also while authtoken is away)
 		return k, nil
+	}
+	if f == nil { // unknown kid, and the endpoint was asked less than MinRefresh ago
+		return nil, ErrUnknownKey
+	}
+	select {
+	case <-f.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	c.mu.Lock()
+	k, known = c.keys[kid]
+	c.mu.Unlock()
+	switch {
+	case known:
+		return k, nil
+	case f.err != nil:
+		return nil, f.err
 	}
 	return nil, ErrUnknownKey
 }
 
-func (c *JWKSCache) fetch(ctx context.Context) error {
+// startFetch begins a fetch in the background and records the attempt; c.mu must be held. The
+// fetch keeps ctx's values but not its cancellation: callers that stop waiting do not cut it
+// short for the others.
+func (c *JWKSCache) startFetch(ctx context.Context, now time.Time) *jwksFetch {
+	f := &jwksFetch{done: make(chan struct{})}
+	c.inflight, c.triedAt = f, now
+	go func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), jwksFetchTimeout)
+		defer cancel()
+		keys, err := c.fetch(ctx)
+		c.mu.Lock()
+		if err == nil {
+			c.keys, c.fetchedAt = keys, time.Now()
+		}
+		c.inflight, f.err = nil, err
+		c.mu.Unlock()
+		close(f.done)
+	}()
+	return f
+}
+
+// fetch reads the JWKS and returns its Ed25519 keys by kid.
+func (c *JWKSCache) fetch(ctx context.Context) (map[string]ed25519.PublicKey, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.URL, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	resp, err := c.HTTP.Do(req)
+	client := c.HTTP
+	if client == nil {
+		client = http.DefaultClient
+	}
+	resp, err := client.Do(req)
 	if err != nil {
-		return fmt.Errorf("fetch JWKS: %w", err)
+		return nil, fmt.Errorf("fetch JWKS: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("fetch JWKS: status %d", resp.StatusCode)
+		return nil, fmt.Errorf("fetch JWKS: status %d", resp.StatusCode)
 	}
 	var set JWKSet
 	if err := json.NewDecoder(http.MaxBytesReader(nil, resp.Body, 1<<20)).Decode(&set); err != nil {
-		return fmt.Errorf("decode JWKS: %w", err)
+		return nil, fmt.Errorf("decode JWKS: %w", err)
 	}
 	keys := map[string]ed25519.PublicKey{}
 	for _, k := range set.Keys {
@@ -139,8 +200,7 @@ func (c *JWKSCache) fetch(ctx context.Context) error {
 		}
 		keys[k.Kid] = ed25519.PublicKey(x)
 	}
-	c.keys, c.fetchedAt = keys, time.Now()
-	return nil
+	return keys, nil
 }
 
 // JWTVerifier checks session JWTs with a pinned algorithm (EdDSA), issuer and audience, a
@@ -175,5 +235,6 @@ func (v *JWTVerifier) Verify(ctx context.Context, raw string) (*Principal, error
 	if claims.Subject == "" || claims.UID <= 0 {
 		return nil, fmt.Errorf("%w: missing sub or uid", ErrInvalidCredential)
 	}
-	return &Principal{UserID: claims.UID, Username: claims.Subject, Roles: claims.Roles, Method: MethodJWT}, nil
+	exp := claims.ExpiresAt.UTC() // present: WithExpirationRequired
+	return &Principal{UserID: claims.UID, Username: claims.Subject, Roles: claims.Roles, Method: MethodJWT, ExpiresAt: &exp}, nil
 }

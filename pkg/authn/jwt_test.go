@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -52,9 +53,11 @@ func verifier(keys authn.KeySource) *authn.JWTVerifier {
 
 func TestJWTVerifierAcceptsAValidToken(t *testing.T) {
 	s := newSigner(t)
-	p, err := verifier(authn.StaticKeys{s.kid(): s.pub}).Verify(context.Background(), s.sign(t, validClaims()))
+	claims := validClaims()
+	p, err := verifier(authn.StaticKeys{s.kid(): s.pub}).Verify(context.Background(), s.sign(t, claims))
 	require.NoError(t, err)
-	require.Equal(t, &authn.Principal{UserID: 7, Username: "alice", Roles: []string{"admin"}, Method: authn.MethodJWT}, p)
+	exp := time.Unix(claims["exp"].(int64), 0).UTC()
+	require.Equal(t, &authn.Principal{UserID: 7, Username: "alice", Roles: []string{"admin"}, Method: authn.MethodJWT, ExpiresAt: &exp}, p)
 }
 
 func TestJWTVerifierRejectsAttacks(t *testing.T) {
@@ -163,4 +166,152 @@ func TestJWKSCacheFetchesAndPicksUpNewKeys(t *testing.T) {
 	_, err = v.Verify(ctx, b.sign(t, validClaims()))
 	require.NoError(t, err)
 	require.Equal(t, int32(2), fetches.Load())
+}
+
+// jwksEndpoint stands in for authtoken's JWKS endpoint: it publishes the keys of signers until
+// told to fail (503) or to hang (until Release or the end of the test), and counts every fetch.
+type jwksEndpoint struct {
+	URL     string
+	fetches atomic.Int32
+	fail    atomic.Bool
+	hang    atomic.Bool
+	release func()
+}
+
+// Release ends every hanging fetch, present and future (they answer 503).
+func (e *jwksEndpoint) Release() { e.release() }
+
+func newJWKSEndpoint(t *testing.T, signers ...signer) *jwksEndpoint {
+	e := &jwksEndpoint{}
+	set := authn.JWKSet{}
+	for _, s := range signers {
+		set.Keys = append(set.Keys, authn.PublicJWK(s.pub))
+	}
+	release := make(chan struct{})
+	var once sync.Once
+	e.release = func() { once.Do(func() { close(release) }) }
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		e.fetches.Add(1)
+		if e.hang.Load() {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}
+		if e.fail.Load() || e.hang.Load() {
+			http.Error(w, "unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(set)
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(e.Release) // runs first: hanging fetches end, so Close returns
+	e.URL = srv.URL
+	return e
+}
+
+// While the JWKS endpoint fails, JWTs signed by a key already held keep verifying, and the
+// cache asks the endpoint again at most once per MinRefresh, not on every verification.
+func TestJWKSCacheRefetchesAFailingEndpointAtMostOncePerMinRefresh(t *testing.T) {
+	a, b := newSigner(t), newSigner(t)
+	ep := newJWKSEndpoint(t, a)
+	cache := authn.NewJWKSCache(ep.URL)
+	cache.MinRefresh, cache.MaxAge = 100*time.Millisecond, 100*time.Millisecond
+	v := verifier(cache)
+	ctx := context.Background()
+	tok := a.sign(t, validClaims())
+	_, err := v.Verify(ctx, tok)
+	require.NoError(t, err)
+	require.Equal(t, int32(1), ep.fetches.Load())
+
+	ep.fail.Store(true)
+	const period = 600 * time.Millisecond
+	start := time.Now()
+	verified := 0
+	for time.Since(start) < period {
+		_, err := v.Verify(ctx, tok)
+		require.NoError(t, err, "the key already held keeps verifying while the endpoint fails")
+		verified++
+	}
+	// One attempt per MinRefresh window at most (6 in the period), plus the first fetch and one
+	// window of slack for timing.
+	require.Greater(t, verified, 50)
+	require.LessOrEqual(t, ep.fetches.Load(), int32(1+period/cache.MinRefresh+1),
+		"fetch attempts for %d verifications", verified)
+
+	// An unknown kid does not make a failed endpoint be asked again before MinRefresh either.
+	before := ep.fetches.Load()
+	for range 20 {
+		_, err := v.Verify(ctx, b.sign(t, validClaims()))
+		require.ErrorIs(t, err, authn.ErrInvalidCredential)
+	}
+	require.LessOrEqual(t, ep.fetches.Load(), before+1)
+}
+
+// A JWKS endpoint that hangs holds up no verification by a key already held: one refresh is in
+// flight, the others verify with the keys at hand instead of queueing behind it.
+func TestJWKSCacheVerifiesWhileARefreshHangs(t *testing.T) {
+	a := newSigner(t)
+	ep := newJWKSEndpoint(t, a)
+	cache := authn.NewJWKSCache(ep.URL)
+	cache.HTTP = &http.Client{Timeout: 3 * time.Second}
+	cache.MinRefresh, cache.MaxAge = 50*time.Millisecond, 50*time.Millisecond
+	v := verifier(cache)
+	ctx := context.Background()
+	tok := a.sign(t, validClaims())
+	_, err := v.Verify(ctx, tok)
+	require.NoError(t, err)
+
+	ep.hang.Store(true)
+	time.Sleep(60 * time.Millisecond) // the keys are due for a refresh now
+	const n = 50
+	errs := make(chan error, n)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			_, err := v.Verify(ctx, tok)
+			errs <- err
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Second):
+		t.Errorf("verifications still waiting for the hanging JWKS fetch after %s", time.Since(start))
+		ep.Release() // let them finish, to count the fetches they made
+		<-done
+	}
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.LessOrEqual(t, ep.fetches.Load(), int32(2), "one refresh in flight, not one per verification")
+}
+
+// A key the JWKS no longer publishes stops verifying once the cached set is MaxAge old.
+func TestJWKSCacheDropsRemovedKeysAfterMaxAge(t *testing.T) {
+	a, b := newSigner(t), newSigner(t)
+	var published atomic.Value
+	published.Store(authn.JWKSet{Keys: []authn.JWK{authn.PublicJWK(a.pub)}})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_ = json.NewEncoder(w).Encode(published.Load())
+	}))
+	defer srv.Close()
+	cache := authn.NewJWKSCache(srv.URL)
+	cache.MinRefresh, cache.MaxAge = 20*time.Millisecond, 50*time.Millisecond
+	v := verifier(cache)
+	ctx := context.Background()
+	tok := a.sign(t, validClaims())
+	_, err := v.Verify(ctx, tok)
+	require.NoError(t, err)
+
+	published.Store(authn.JWKSet{Keys: []authn.JWK{authn.PublicJWK(b.pub)}})
+	require.Eventually(t, func() bool {
+		_, err := v.Verify(ctx, tok)
+		return err != nil
+	}, 2*time.Second, 10*time.Millisecond, "the removed key still verifies")
+	_, err = v.Verify(ctx, b.sign(t, validClaims()))
+	require.NoError(t, err)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/obsops/obsops/pkg/problem"
+	"github.com/obsops/obsops/pkg/service"
 )
 
 // Problem types of authentication failures.
@@ -178,10 +179,14 @@ func (a *Authenticator) recordFailure(ctx context.Context, ip string) {
 }
 
 // Protect returns op guarded by rule: the middleware runs before the handler, and the OpenAPI
-// document states the security requirement and the 401/403 answers.
-func (a *Authenticator) Protect(api huma.API, op huma.Operation, rule Rule) huma.Operation {
+// document states the security requirement and the 401/403 answers. An anonymous op is returned
+// as it is: it needs no credential and its handlers see no principal.
+func (a *Authenticator) Protect(op huma.Operation, rule Rule) huma.Operation {
+	if rule.Anonymous {
+		return op
+	}
 	op.Middlewares = append(op.Middlewares, func(ctx huma.Context, next func(huma.Context)) {
-		ip := humafiber.UnwrapV2(ctx).IP()
+		ip := service.ClientIP(humafiber.UnwrapV2(ctx))
 		p, f := a.Authenticate(ctx.Context(), ctx.Header("Authorization"), ip, rule)
 		if f != nil {
 			writeHuma(ctx, f)
@@ -192,9 +197,6 @@ func (a *Authenticator) Protect(api huma.API, op huma.Operation, rule Rule) huma
 		}
 		next(ctx)
 	})
-	if rule.Anonymous {
-		return op
-	}
 	op.Security = []map[string][]string{{"bearer": {}}}
 	if op.Responses == nil {
 		op.Responses = map[string]*huma.Response{}
@@ -213,7 +215,7 @@ func (a *Authenticator) Fiber(rule Rule) fiber.Handler {
 		if authz == "" && c.Query("token") != "" && strings.EqualFold(c.Get(fiber.HeaderUpgrade), "websocket") {
 			authz = "Bearer " + c.Query("token")
 		}
-		p, f := a.Authenticate(c.UserContext(), authz, c.IP(), rule)
+		p, f := a.Authenticate(c.UserContext(), authz, service.ClientIP(c), rule)
 		if f != nil {
 			if f.Challenge != "" {
 				c.Set(fiber.HeaderWWWAuthenticate, f.Challenge)
@@ -266,6 +268,6 @@ func describe(r Rule) string {
 }
 
 // Op returns op guarded by its entry in the access table (RuleFor op.Method, op.Path).
-func (a *Authenticator) Op(api huma.API, op huma.Operation) huma.Operation {
-	return a.Protect(api, op, RuleFor(op.Method, op.Path))
+func (a *Authenticator) Op(op huma.Operation) huma.Operation {
+	return a.Protect(op, RuleFor(op.Method, op.Path))
 }

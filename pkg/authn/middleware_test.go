@@ -129,12 +129,12 @@ func TestProtectedHumaOperation(t *testing.T) {
 	a := authenticator(s, nil, 0)
 	app := fiber.New(fiber.Config{ErrorHandler: problem.ErrorHandler})
 	api := humafiber.NewV2(app, huma.DefaultConfig("t", "1"))
-	huma.Register(api, a.Op(api, huma.Operation{Method: http.MethodGet, Path: "/buffer-stats"}), func(ctx context.Context, _ *struct{}) (*whoOutput, error) {
+	huma.Register(api, a.Op(huma.Operation{Method: http.MethodGet, Path: "/buffer-stats"}), func(ctx context.Context, _ *struct{}) (*whoOutput, error) {
 		out := &whoOutput{}
 		require.Nil(t, authn.PrincipalFrom(ctx))
 		return out, nil
 	})
-	huma.Register(api, a.Protect(api, huma.Operation{Method: http.MethodGet, Path: "/who"}, authn.Roles(authn.RoleAdmin)), func(ctx context.Context, _ *struct{}) (*whoOutput, error) {
+	huma.Register(api, a.Protect(huma.Operation{Method: http.MethodGet, Path: "/who"}, authn.Roles(authn.RoleAdmin)), func(ctx context.Context, _ *struct{}) (*whoOutput, error) {
 		out := &whoOutput{}
 		out.Body.Username = authn.PrincipalFrom(ctx).Username
 		return out, nil

@@ -19,6 +19,7 @@ type InsufficientScopeError struct {
 	Missing []string
 }
 
+// Error names the missing scopes.
 func (e *InsufficientScopeError) Error() string {
 	return fmt.Sprintf("token lacks scope(s) %v", e.Missing)
 }

@@ -285,6 +285,7 @@ type InputError struct {
 	Value   any
 }
 
+// Error names the field, then what is wrong with it.
 func (e *InputError) Error() string {
 	if e.Field == "" {
 		return e.Message
@@ -349,10 +350,18 @@ func (s *TokenService) lifetimeDays(days int) (int, error) {
 	if days == 0 {
 		return s.Limits.DefaultDays, nil
 	}
-	if days < 1 || days > MaxTokenDays {
-		return 0, &InputError{Field: "expires_in_days", Message: fmt.Sprintf("must be 1 to %d", MaxTokenDays), Value: days}
+	if err := checkDays(days); err != nil {
+		return 0, err
 	}
 	return days, nil
+}
+
+// checkDays checks an expires_in_days given explicitly: 1 to MaxTokenDays.
+func checkDays(days int) error {
+	if days < 1 || days > MaxTokenDays {
+		return &InputError{Field: "expires_in_days", Message: fmt.Sprintf("must be 1 to %d", MaxTokenDays), Value: days}
+	}
+	return nil
 }
 
 // record validates spec and turns it into a new token for userID, returning the raw value too.
@@ -488,10 +497,7 @@ func (s *TokenService) Update(ctx context.Context, caller Caller, id int64, ch T
 		ch.Scopes = &scopes
 	}
 	if ch.ExpiresInDays != nil {
-		if *ch.ExpiresInDays == 0 {
-			return Token{}, &InputError{Field: "expires_in_days", Message: fmt.Sprintf("must be 1 to %d", MaxTokenDays), Value: 0}
-		}
-		if _, err := s.lifetimeDays(*ch.ExpiresInDays); err != nil {
+		if err := checkDays(*ch.ExpiresInDays); err != nil {
 			return Token{}, err
 		}
 	}

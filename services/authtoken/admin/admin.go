@@ -121,11 +121,7 @@ func userAndRoles(user, roles string) ([]string, error) {
 // parseRoles splits a comma list and checks every role.
 func parseRoles(s string) ([]string, error) {
 	var roles []string
-	for _, r := range strings.Split(s, ",") {
-		r = strings.TrimSpace(r)
-		if r == "" {
-			continue
-		}
+	for _, r := range splitList(s) {
 		if !authn.ValidRole(r) {
 			return nil, fmt.Errorf("--roles: unknown role %q (admin, observer, viewer, service)", r)
 		}
@@ -189,7 +185,9 @@ func (e *Env) grantRole(ctx context.Context, args []string) error {
 	if err := e.grantRoles(ctx, u.ID, roles); err != nil {
 		return err
 	}
-	fmt.Fprintf(e.Stdout, "user %s now has roles %s\n", u.Username, strings.Join(append(u.Roles, roles...), ","))
+	held := append(slices.Clone(u.Roles), roles...)
+	slices.Sort(held)
+	fmt.Fprintf(e.Stdout, "user %s now has roles %s\n", u.Username, strings.Join(slices.Compact(held), ","))
 	return nil
 }
 
@@ -219,10 +217,7 @@ func (e *Env) issueJWT(ctx context.Context, args []string) error {
 		}
 	}
 	if len(roles) == 0 {
-		if u, err = e.users().ByID(ctx, u.ID); err != nil {
-			return err
-		}
-		roles = u.Roles
+		roles = u.Roles // as Ensure read them, with the user
 	}
 	iss := &signing.Issuer{Ring: ring, Issuer: e.Config.JWTIssuer, Audience: e.Config.JWTAudience, TTL: *ttl}
 	tok, _, err := iss.Issue(u.ID, u.Username, roles)

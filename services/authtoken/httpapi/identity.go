@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
-	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/services/authtoken"
@@ -157,16 +156,12 @@ type Me struct {
 	ExpiresAt       *time.Time   `json:"expires_at,omitempty" doc:"When the session JWT expires (jwt only)."`
 }
 
-type meInput struct {
-	Authorization string `header:"Authorization" hidden:"true"`
-}
-
 type meOutput struct {
 	CacheControl string `header:"Cache-Control"`
 	Body         Me
 }
 
-func (h *Handlers) me(ctx context.Context, in *meInput) (*meOutput, error) {
+func (h *Handlers) me(ctx context.Context, _ *struct{}) (*meOutput, error) {
 	p := authn.PrincipalFrom(ctx)
 	u, err := h.Users.ByID(ctx, p.UserID)
 	if errors.Is(err, authtoken.ErrNotFound) || (err == nil && !u.IsActive) {
@@ -186,19 +181,7 @@ func (h *Handlers) me(ctx context.Context, in *meInput) (*meOutput, error) {
 		}
 		out.Body.Token = &TokenInfo{ID: p.TokenID, Scopes: scopes}
 	case authn.MethodJWT:
-		out.Body.ExpiresAt = jwtExpiry(in.Authorization)
+		out.Body.ExpiresAt = p.ExpiresAt // verified by the authentication middleware
 	}
 	return out, nil
-}
-
-// jwtExpiry reads exp from the request's session JWT. The authentication middleware has
-// verified that very JWT (signature, issuer, audience, expiry) before the handler runs.
-func jwtExpiry(authorization string) *time.Time {
-	_, raw, _ := strings.Cut(strings.TrimSpace(authorization), " ")
-	var c authn.Claims
-	if _, _, err := jwt.NewParser().ParseUnverified(strings.TrimSpace(raw), &c); err != nil || c.ExpiresAt == nil {
-		return nil
-	}
-	t := c.ExpiresAt.UTC()
-	return &t
 }

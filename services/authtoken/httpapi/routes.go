@@ -18,7 +18,6 @@ type Handlers struct {
 	Auth   *authn.Authenticator
 	Users  *postgres.Users
 	Keys   *signing.KeyRing
-	Issuer *signing.Issuer
 	Tokens *authtoken.TokenService
 	// Login runs the identity-provider login (/idp/login, /idp/callback).
 	Login *login.Service
@@ -31,7 +30,7 @@ type Handlers struct {
 // table (pkg/authn/access.go) through Auth.Op.
 func Register(api huma.API, h *Handlers) {
 	// ---- Identity: login through the identity provider, session JWTs, JWKS, current user ----
-	huma.Register(api, h.Auth.Op(api, huma.Operation{
+	huma.Register(api, h.Auth.Op(huma.Operation{
 		OperationID: "idp-login", Method: http.MethodGet, Path: "/idp/login",
 		Summary: "Start login with the identity provider", Tags: []string{"Authentication"}, DefaultStatus: http.StatusFound,
 		Description: "Starts an OpenID Connect authorization code flow with PKCE (S256) at the configured identity provider " +
@@ -42,7 +41,7 @@ func Register(api huma.API, h *Handlers) {
 			"503": {Description: "Login is not configured (no OPS_OIDC_ISSUER), or the identity provider or Redis is unavailable."},
 		},
 	}), h.startLogin)
-	huma.Register(api, h.Auth.Op(api, huma.Operation{
+	huma.Register(api, h.Auth.Op(huma.Operation{
 		OperationID: "idp-callback", Method: http.MethodGet, Path: "/idp/callback",
 		Summary: "Finish login (identity-provider callback)", Tags: []string{"Authentication"},
 		Description: "Where the identity provider sends the browser back. The state is consumed (a reused, unknown or expired " +
@@ -53,13 +52,13 @@ func Register(api huma.API, h *Handlers) {
 			"as JSON, or — when OPS_UI_REDIRECT_URL is set — as a redirect to the UI with the JWT in the URL fragment.",
 		Responses: callbackResponses(api),
 	}), h.finishLogin)
-	huma.Register(api, h.Auth.Op(api, huma.Operation{
+	huma.Register(api, h.Auth.Op(huma.Operation{
 		OperationID: "get-jwks", Method: http.MethodGet, Path: "/.well-known/jwks.json",
 		Summary: "Public keys of session JWTs (JWKS)", Tags: []string{"Authentication"},
 		Description: "The Ed25519 public keys (RFC 8037) that verify session JWTs, by kid: the active signing key first, then " +
 			"previous keys still accepted after a rotation. Cacheable for 5 minutes.",
 	}), h.jwks)
-	huma.Register(api, h.Auth.Op(api, huma.Operation{
+	huma.Register(api, h.Auth.Op(huma.Operation{
 		OperationID: "get-me", Method: http.MethodGet, Path: "/auth/me",
 		Summary: "Current user", Tags: []string{"Authentication"},
 		Description: "The caller as stored now (roles read fresh from the database), how the request authenticated " +
@@ -71,72 +70,72 @@ func Register(api huma.API, h *Handlers) {
 	// Users see and change only their own tokens (another user's id answers 404); admins act on
 	// all. Static paths come before /{id} ones.
 	tokens := []string{"API tokens"}
-	huma.Register(api, h.Auth.Op(api, huma.Operation{
+	huma.Register(api, h.Auth.Op(huma.Operation{
 		OperationID: "list-token-scopes", Method: http.MethodGet, Path: "/api/tokens/scopes",
 		Summary: "List available scopes", Tags: tokens,
 		Description: "Every scope a token can be given (SPEC §5.4) with its meaning, then the wildcards read:* and write:*, " +
 			"which match every scope of their action.",
 	}), h.listScopes)
-	huma.Register(api, h.Auth.Op(api, huma.Operation{
+	huma.Register(api, h.Auth.Op(huma.Operation{
 		OperationID: "export-tokens", Method: http.MethodGet, Path: "/api/tokens/export",
 		Summary: "Export your tokens", Tags: tokens, Errors: []int{422},
 		Description: "Every token of the caller (revoked and expired ones too) for backup or audit, as JSON or, with " +
 			"?format=csv, as CSV. Never contains a secret or a hash.",
 		Responses: exportResponses(api),
 	}), h.exportTokens)
-	huma.Register(api, h.Auth.Op(api, huma.Operation{
+	huma.Register(api, h.Auth.Op(huma.Operation{
 		OperationID: "list-token-audit", Method: http.MethodGet, Path: "/api/tokens/audit",
 		Summary: "Token audit log", Tags: tokens, Errors: []int{422},
 		Description: "Every create, update, regenerate, revoke and service-token creation, newest first: actor, time, token " +
 			"id, action and what changed (never a secret). Filter with token_id.",
 	}), h.tokenAuditLog)
-	huma.Register(api, h.Auth.Op(api, huma.Operation{
+	huma.Register(api, h.Auth.Op(huma.Operation{
 		OperationID: "bulk-revoke-tokens", Method: http.MethodPost, Path: "/api/tokens/bulk-revoke",
 		Summary: "Revoke several tokens", Tags: tokens, Errors: []int{422},
 		Description: "Revokes up to 100 tokens in one transaction and reports each id: revoked, already_revoked, or " +
 			"not_found (no such token, or not yours: reported, never revoked).",
 	}), h.bulkRevokeTokens)
-	huma.Register(api, h.Auth.Op(api, huma.Operation{
+	huma.Register(api, h.Auth.Op(huma.Operation{
 		OperationID: "create-service-token", Method: http.MethodPost, Path: "/api/tokens/service",
 		Summary: "Create a service token", Tags: tokens, Errors: []int{409, 422}, DefaultStatus: http.StatusCreated,
 		Description: "Creates an API token for a service account (instrument and ingest scripts, SPEC §5.3), creating the " +
 			"account with role service first if needed. The raw token is in this response only. 409 if the name belongs " +
 			"to a person's account or the account holds OPS_TOKEN_MAX_PER_USER active tokens.",
 	}), h.createServiceToken)
-	huma.Register(api, h.Auth.Op(api, huma.Operation{
+	huma.Register(api, h.Auth.Op(huma.Operation{
 		OperationID: "create-token", Method: http.MethodPost, Path: "/api/tokens/",
 		Summary: "Create a token", Tags: tokens, Errors: []int{409, 422}, DefaultStatus: http.StatusCreated,
 		Description: "Creates an API token for the caller. The raw token (ops_api_token_...) is in this response only; " +
 			"only its SHA-256 is stored. 409 when the caller already holds OPS_TOKEN_MAX_PER_USER active tokens.",
 	}), h.createToken)
-	huma.Register(api, h.Auth.Op(api, huma.Operation{
+	huma.Register(api, h.Auth.Op(huma.Operation{
 		OperationID: "list-tokens", Method: http.MethodGet, Path: "/api/tokens/",
 		Summary: "List tokens", Tags: tokens, Errors: []int{422},
 		Description: "The caller's tokens, newest first. Admins may list another user's (user_id) or everyone's (all=true).",
 	}), h.listTokens)
-	huma.Register(api, h.Auth.Op(api, huma.Operation{
+	huma.Register(api, h.Auth.Op(huma.Operation{
 		OperationID: "get-token", Method: http.MethodGet, Path: "/api/tokens/{id}",
 		Summary: "Token details", Tags: tokens, Errors: []int{404, 422},
 	}), h.getToken)
-	huma.Register(api, h.Auth.Op(api, huma.Operation{
+	huma.Register(api, h.Auth.Op(huma.Operation{
 		OperationID: "update-token", Method: http.MethodPut, Path: "/api/tokens/{id}",
 		Summary: "Update a token", Tags: tokens, Errors: []int{404, 409, 422},
 		Description: "Changes the name, the scopes or the expiry (expires_in_days counted from now) of an active token; " +
 			"fields left out stay as they are. 409 if the token is revoked.",
 	}), h.updateToken)
-	huma.Register(api, h.Auth.Op(api, huma.Operation{
+	huma.Register(api, h.Auth.Op(huma.Operation{
 		OperationID: "revoke-token", Method: http.MethodDelete, Path: "/api/tokens/{id}",
 		Summary: "Revoke a token", Tags: tokens, Errors: []int{404, 422},
 		Description: "Revokes the token at once: it no longer verifies anywhere. Revoking a revoked token changes nothing. " +
 			"Answers the token as it now is.",
 	}), h.revokeToken)
-	huma.Register(api, h.Auth.Op(api, huma.Operation{
+	huma.Register(api, h.Auth.Op(huma.Operation{
 		OperationID: "get-token-usage", Method: http.MethodGet, Path: "/api/tokens/{id}/usage",
 		Summary: "Token usage statistics", Tags: tokens, Errors: []int{404, 422},
 		Description: "Usage count, last use (time and client address), creation, expiry and state, exact in real time: " +
 			"uses not yet committed to PostgreSQL are included (pending_uses).",
 	}), h.tokenUsage)
-	huma.Register(api, h.Auth.Op(api, huma.Operation{
+	huma.Register(api, h.Auth.Op(huma.Operation{
 		OperationID: "regenerate-token", Method: http.MethodPost, Path: "/api/tokens/{id}/regenerate",
 		Summary: "Regenerate a token", Tags: tokens, Errors: []int{404, 409, 422}, DefaultStatus: http.StatusCreated,
 		Description: "Revokes the token and creates its replacement with the same name and scopes and the same lifetime " +

@@ -10,6 +10,7 @@ type Error struct {
 	Err    error
 }
 
+// Error is the detail, then the cause if any.
 func (e *Error) Error() string {
 	if e.Err != nil {
 		return e.Detail + ": " + e.Err.Error()

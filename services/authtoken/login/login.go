@@ -21,7 +21,6 @@ import (
 type Users interface {
 	UpsertOIDC(ctx context.Context, issuer, subject, username, email, displayName string) (authtoken.User, bool, error)
 	GrantRoles(ctx context.Context, userID int64, roles []string, by string) error
-	ByID(ctx context.Context, id int64) (authtoken.User, error)
 }
 
 // Service is the whole login: the OIDC flow, then the user record and the session JWT.
@@ -144,9 +143,10 @@ func (s *Service) session(ctx context.Context, id Identity) (Session, error) {
 		if err := s.Users.GrantRoles(ctx, u.ID, grant, "login"); err != nil {
 			return Session{}, fmt.Errorf("grant roles: %w", err)
 		}
-		if u, err = s.Users.ByID(ctx, u.ID); err != nil {
-			return Session{}, fmt.Errorf("reload user: %w", err)
-		}
+		// The user now holds these too, sorted like the store sorts them (ORDER BY role).
+		u.Roles = append(slices.Clone(u.Roles), grant...)
+		slices.Sort(u.Roles)
+		u.Roles = slices.Compact(u.Roles)
 	}
 	tok, exp, err := s.Issuer.Issue(u.ID, u.Username, u.Roles)
 	if err != nil {

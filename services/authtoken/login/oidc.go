@@ -5,9 +5,7 @@ package login
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/subtle"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -112,14 +110,8 @@ func (o *OIDC) Begin(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	state, err := randomString()
-	if err != nil {
-		return "", err
-	}
-	nonce, err := randomString()
-	if err != nil {
-		return "", err
-	}
+	// State and nonce are made like the PKCE verifier: base64url of 32 random bytes (stateLen).
+	state, nonce := oauth2.GenerateVerifier(), oauth2.GenerateVerifier()
 	p := pending{Nonce: nonce, Verifier: oauth2.GenerateVerifier()}
 	b, err := json.Marshal(p)
 	if err != nil {
@@ -235,13 +227,6 @@ func (c profile) identity(issuer, subject string) Identity {
 	return id
 }
 
-// stateLen is the length of a state (and nonce): base64url of 32 random bytes.
+// stateLen is the length of a state (and nonce): base64url of 32 random bytes, as
+// oauth2.GenerateVerifier makes them.
 const stateLen = 43
-
-func randomString() (string, error) {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		return "", err
-	}
-	return base64.RawURLEncoding.EncodeToString(b), nil
-}

@@ -429,10 +429,13 @@ const lastUsedSet = `
 	last_used_ip = CASE WHEN last_used_at IS NULL OR %[1]s >= last_used_at
 		THEN COALESCE(NULLIF(%[2]s, ''), last_used_ip) ELSE last_used_ip END`
 
+// recordUseQuery counts one use of token $1 at $2 from address $3.
+var recordUseQuery = `UPDATE api_tokens SET usage_count = usage_count + 1, ` +
+	fmt.Sprintf(lastUsedSet, "$2::timestamptz", "$3::text") + ` WHERE id = $1`
+
 // RecordUse implements authtoken.TokenStore: one use, straight into the row.
 func (s *Tokens) RecordUse(ctx context.Context, tokenID int64, at time.Time, ip string) error {
-	st, err := s.prepared(ctx, &s.recordUseStmt, `UPDATE api_tokens SET usage_count = usage_count + 1, `+
-		fmt.Sprintf(lastUsedSet, "$2::timestamptz", "$3::text")+` WHERE id = $1`)
+	st, err := s.prepared(ctx, &s.recordUseStmt, recordUseQuery)
 	if err != nil {
 		return err
 	}

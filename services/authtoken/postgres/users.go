@@ -18,8 +18,25 @@ type Users struct {
 	DB *sqlx.DB
 }
 
+// userColumns read a user row and, in the same query, the user's roles (sorted).
 const userColumns = `id, username, COALESCE(email, '') AS email, COALESCE(display_name, '') AS display_name,
-	is_service, is_active, created_at, last_login_at`
+	is_service, is_active, created_at, last_login_at,
+	ARRAY(SELECT role FROM user_roles WHERE user_id = users.id ORDER BY role) AS roles`
+
+// userRow is a row of userColumns.
+type userRow struct {
+	authtoken.User
+	RoleList pq.StringArray `db:"roles"`
+}
+
+func (r userRow) user() authtoken.User {
+	u := r.User
+	u.Roles = []string(r.RoleList)
+	if u.Roles == nil {
+		u.Roles = []string{}
+	}
+	return u
+}
 
 // ByID returns the user with id and their roles.
 func (s *Users) ByID(ctx context.Context, id int64) (authtoken.User, error) {
@@ -32,23 +49,14 @@ func (s *Users) ByUsername(ctx context.Context, name string) (authtoken.User, er
 }
 
 func (s *Users) one(ctx context.Context, query string, arg any) (authtoken.User, error) {
-	var u authtoken.User
-	if err := s.DB.GetContext(ctx, &u, query, arg); err != nil {
+	var r userRow
+	if err := s.DB.GetContext(ctx, &r, query, arg); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
-			return u, authtoken.ErrNotFound
+			return authtoken.User{}, authtoken.ErrNotFound
 		}
-		return u, err
+		return authtoken.User{}, err
 	}
-	roles, err := s.Roles(ctx, u.ID)
-	u.Roles = roles
-	return u, err
-}
-
-// Roles returns the roles of a user, sorted.
-func (s *Users) Roles(ctx context.Context, userID int64) ([]string, error) {
-	roles := []string{}
-	err := s.DB.SelectContext(ctx, &roles, `SELECT role FROM user_roles WHERE user_id = $1 ORDER BY role`, userID)
-	return roles, err
+	return r.user(), nil
 }
 
 // Ensure returns the user called name, creating it first if needed (service marks a service
@@ -75,8 +83,8 @@ func (s *Users) Ensure(ctx context.Context, name string, service bool) (u authto
 // or by username for an account created before its first login, and its profile refreshed.
 func (s *Users) UpsertOIDC(ctx context.Context, issuer, subject, username, email, displayName string) (authtoken.User, bool, error) {
 	var row struct {
-		ID      int64 `db:"id"`
-		Created bool  `db:"created"`
+		userRow
+		Created bool `db:"created"`
 	}
 	err := s.DB.GetContext(ctx, &row, `
 		INSERT INTO users (username, email, display_name, oidc_issuer, oidc_subject, last_login_at)
@@ -88,15 +96,14 @@ func (s *Users) UpsertOIDC(ctx context.Context, issuer, subject, username, email
 			oidc_subject = EXCLUDED.oidc_subject,
 			last_login_at = now()
 		WHERE users.oidc_subject IS NULL OR (users.oidc_issuer = EXCLUDED.oidc_issuer AND users.oidc_subject = EXCLUDED.oidc_subject)
-		RETURNING id, (xmax = 0) AS created`, username, email, displayName, issuer, subject)
+		RETURNING `+userColumns+`, (xmax = 0) AS created`, username, email, displayName, issuer, subject)
 	if errors.Is(err, sql.ErrNoRows) {
 		return authtoken.User{}, false, fmt.Errorf("%w: %q", authtoken.ErrIdentityConflict, username)
 	}
 	if err != nil {
 		return authtoken.User{}, false, err
 	}
-	u, err := s.ByID(ctx, row.ID)
-	return u, row.Created, err
+	return row.user(), row.Created, nil
 }
 
 // GrantRoles gives a user roles (idempotent), recording who granted them.

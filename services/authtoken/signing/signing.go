@@ -111,9 +111,6 @@ func parseKeys(data []byte) ([]crypto.PublicKey, error) {
 	return out, nil
 }
 
-// KeyID is the kid of the active signing key.
-func (r *KeyRing) KeyID() string { return r.kid }
-
 // Keys is the KeySource for verifying JWTs inside the authtoken service.
 func (r *KeyRing) Keys() authn.StaticKeys { return r.verify }
 

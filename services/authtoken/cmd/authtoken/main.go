@@ -64,7 +64,6 @@ func run(ctx context.Context) error {
 		Auth:          auth,
 		Users:         users,
 		Keys:          ring,
-		Issuer:        issuer,
 		Tokens:        tokens,
 		Login:         login.New(&cfg, svc.Redis, users, issuer, svc.Log),
 		UIRedirectURL: cfg.UIRedirectURL,

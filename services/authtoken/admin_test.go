@@ -50,3 +50,26 @@ func TestAdminGrantRoleAndIssueJWTRoles(t *testing.T) {
 	require.Equal(t, "alice", claims.Subject)
 	require.Equal(t, []string{"observer", "viewer"}, claims.Roles)
 }
+
+// `authtoken admin purge-token-cache` makes a change done in SQL by hand (which the token cache
+// cannot see) take effect at once instead of after the cache TTL.
+func TestAdminPurgeTokenCache(t *testing.T) {
+	env := tokentest.New(t)
+	cfg := &authtoken.Config{Common: config.Common{DatabaseURL: env.DatabaseURL, RedisURL: env.Redis.URL}}
+	svc := env.Service()
+	tok, err := svc.Create(context.Background(), env.User(t, "bob", authn.RoleViewer), authtoken.TokenSpec{Name: "script"})
+	require.NoError(t, err)
+	verify := func() error {
+		_, err := svc.VerifyToken(context.Background(), authn.VerifyRequest{Token: tok.Secret})
+		return err
+	}
+	require.NoError(t, verify()) // now cached
+	_, err = env.DB.Exec(`UPDATE users SET is_active = false WHERE username = 'bob'`)
+	require.NoError(t, err)
+	require.NoError(t, verify(), "the cache cannot see SQL by hand")
+
+	var out, errOut bytes.Buffer
+	require.NoError(t, admin.Run(context.Background(), &admin.Env{Config: cfg, Stdout: &out, Stderr: &errOut}, []string{"purge-token-cache"}), errOut.String())
+	require.Contains(t, out.String(), "token cache purged")
+	require.ErrorIs(t, verify(), authn.ErrInvalidCredential, "after the purge the disabled user's token is refused")
+}

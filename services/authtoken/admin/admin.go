@@ -34,6 +34,7 @@ commands:
   create-service-token  --account NAME --scopes s1,s2 [--name N] [--days D]
                                                                   create a service account (role service) and print a new API token
   generate-signing-key  --out PATH                                write a new Ed25519 JWT signing key (PEM)
+  purge-token-cache                                               drop every cached token record (after changing users or tokens in SQL by hand)
 
 roles: admin, observer, viewer, service`
 
@@ -80,6 +81,15 @@ func Run(ctx context.Context, env *Env, args []string) error {
 		return env.issueJWT(ctx, rest)
 	case "create-service-token":
 		return env.createServiceToken(ctx, rest)
+	case "purge-token-cache":
+		if len(rest) > 0 {
+			return fmt.Errorf("purge-token-cache takes no arguments\n%s", Usage)
+		}
+		if err := env.cache.Purge(ctx); err != nil {
+			return fmt.Errorf("purge the token cache: %w", err)
+		}
+		_, err := fmt.Fprintln(env.Stdout, "token cache purged: tokens verify against PostgreSQL again")
+		return err
 	default:
 		return fmt.Errorf("unknown command %q\n%s", cmd, Usage)
 	}

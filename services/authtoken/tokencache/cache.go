@@ -17,7 +17,8 @@
 //
 // What the cache cannot see: changes made outside the service code (SQL by hand, e.g.
 // disabling a user) and invalidations that failed because Redis was unreachable. A record
-// then lives at most TTL; Purge drops every record at once. Unknown hashes are never cached.
+// then lives at most TTL; Purge (`authtoken admin purge-token-cache`) drops every record at
+// once. Unknown hashes are never cached.
 package tokencache
 
 import (

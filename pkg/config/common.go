@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strings"
 	"time"
 )
 
@@ -47,11 +48,11 @@ func (c *Common) Validate() error {
 	if c.BodyLimitBytes < 1024 {
 		return &Invalid{Var: "OPS_BODY_LIMIT_BYTES", Reason: "must be at least 1024"}
 	}
-	for _, g := range c.TrustedGateways {
-		if _, _, err := net.ParseCIDR(g); err != nil && net.ParseIP(g) == nil {
-			return &Invalid{Var: "OPS_TRUSTED_GATEWAYS", Reason: fmt.Sprintf("invalid address or CIDR range %q", g)}
-		}
+	gateways, err := Networks("OPS_TRUSTED_GATEWAYS", c.TrustedGateways)
+	if err != nil {
+		return err
 	}
+	c.TrustedGateways = gateways
 	if c.ShutdownDrain < 0 || c.ShutdownTimeout <= 0 {
 		return &Invalid{Var: "OPS_SHUTDOWN_TIMEOUT", Reason: "drain must be >= 0 and timeout > 0"}
 	}
@@ -107,4 +108,23 @@ func URL(name, value string, schemes ...string) error {
 		return &Invalid{Var: name, Reason: "not an absolute URL"}
 	}
 	return OneOf(name, u.Scheme, schemes...)
+}
+
+// Networks cleans and checks a comma-separated list of addresses and CIDR ranges (trusted
+// proxies, trusted gateways): entries are trimmed, empty ones dropped, and any other entry that is
+// neither an IP address nor a CIDR range is an *Invalid naming the variable. It returns the
+// cleaned list, nil when nothing is left.
+func Networks(name string, list []string) ([]string, error) {
+	var out []string
+	for _, v := range list {
+		v = strings.TrimSpace(v)
+		if v == "" {
+			continue
+		}
+		if _, _, err := net.ParseCIDR(v); err != nil && net.ParseIP(v) == nil {
+			return nil, &Invalid{Var: name, Reason: fmt.Sprintf("invalid address or CIDR range %q", v)}
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }

@@ -19,9 +19,10 @@ import (
 // Invalid reports a setting whose value is not acceptable.
 type Invalid struct {
 	Var    string // the environment variable, e.g. OPS_SITE_TYPE
-	Reason string
+	Reason string // what is wrong with the value, e.g. must be one of main, secondary
 }
 
+// Error is the one line an operator sees: the variable, then the reason.
 func (e *Invalid) Error() string { return e.Var + ": " + e.Reason }
 
 // Validator is implemented by configuration structs with rules beyond types and defaults.

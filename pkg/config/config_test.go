@@ -67,3 +67,33 @@ func TestUpstreamsValidate(t *testing.T) {
 	var u struct{ config.Upstreams }
 	require.EqualError(t, config.Load(&u), `OPS_SITE_URL: invalid value "ftp": must be one of http, https`)
 }
+
+// TestTrustedGatewaysList: OPS_TRUSTED_GATEWAYS entries are trimmed (a space after the comma is
+// common) and empty ones dropped, as for the gateway's OPS_TRUSTED_PROXIES; a bad entry is refused
+// naming the variable.
+func TestTrustedGatewaysList(t *testing.T) {
+	t.Setenv("OPS_TRUSTED_GATEWAYS", "10.0.0.0/8, fc00::/7 ,192.168.1.1,")
+	var c sample
+	require.NoError(t, config.Load(&c))
+	require.Equal(t, []string{"10.0.0.0/8", "fc00::/7", "192.168.1.1"}, c.TrustedGateways)
+
+	t.Setenv("OPS_TRUSTED_GATEWAYS", "10.0.0.0/8, gateway.local")
+	err := config.Load(&sample{})
+	require.EqualError(t, err, `OPS_TRUSTED_GATEWAYS: invalid address or CIDR range "gateway.local"`)
+	var inv *config.Invalid
+	require.ErrorAs(t, err, &inv)
+	require.Equal(t, "OPS_TRUSTED_GATEWAYS", inv.Var)
+}
+
+func TestNetworks(t *testing.T) {
+	got, err := config.Networks("OPS_X", []string{" 127.0.0.1", "", "::1 ", "  "})
+	require.NoError(t, err)
+	require.Equal(t, []string{"127.0.0.1", "::1"}, got)
+
+	got, err = config.Networks("OPS_X", nil)
+	require.NoError(t, err)
+	require.Empty(t, got)
+
+	_, err = config.Networks("OPS_X", []string{"10.0.0.0/33"})
+	require.EqualError(t, err, `OPS_X: invalid address or CIDR range "10.0.0.0/33"`)
+}

@@ -11,17 +11,17 @@ import (
 
 // CheckResult is the outcome of one readiness check.
 type CheckResult struct {
-	Status    string  `json:"status"` // ok or fail
-	LatencyMS float64 `json:"latency_ms"`
-	Error     string  `json:"error,omitempty"`
+	Status    string  `json:"status"`          // ok or fail
+	LatencyMS float64 `json:"latency_ms"`      // how long the check took
+	Error     string  `json:"error,omitempty"` // why it failed
 }
 
 // Readiness is the body of /readyz; the site service aggregates these in /health.
 type Readiness struct {
-	Service string                 `json:"service"`
-	Status  string                 `json:"status"` // ready, not_ready or draining
-	Version string                 `json:"version"`
-	Checks  map[string]CheckResult `json:"checks"`
+	Service string                 `json:"service"` // the service's short name
+	Status  string                 `json:"status"`  // ready, not_ready or draining
+	Version string                 `json:"version"` // the build's version
+	Checks  map[string]CheckResult `json:"checks"`  // by dependency: database, redis, migrations, ...
 }
 
 func (s *Service) liveness(c *fiber.Ctx) error {

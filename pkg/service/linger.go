@@ -20,6 +20,7 @@ const (
 // often loses the answer ("broken pipe" instead of the 413 problem).
 type lingerListener struct{ net.Listener }
 
+// Accept returns the next connection, with a lingering close when it is TCP.
 func (l lingerListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil {
@@ -36,6 +37,7 @@ type lingerConn struct {
 	once sync.Once
 }
 
+// Close sends FIN at once and closes the socket after the lingering read, in the background.
 func (c *lingerConn) Close() error {
 	c.once.Do(func() {
 		if err := c.TCPConn.CloseWrite(); err != nil {

@@ -66,7 +66,8 @@ func FromTrustedProxy(c *fiber.Ctx) bool {
 // string). With no trusted proxies configured (the gateway's default) nothing is trusted and
 // Fiber's check, which formats the address once more, is skipped. A well-formed incoming
 // X-Request-ID is kept (so one id follows a request through the gateway into the services),
-// otherwise a new one is made; either way it is passed on and echoed back.
+// otherwise a new one is made; either way it is passed on (the response echo is set by
+// trackRequests, once the response is final).
 func identify(c *fiber.Ctx, proxyHeader string, anyTrusted bool) *requestInfo {
 	ri := &requestInfo{trustedProxy: anyTrusted && c.IsProxyTrusted()}
 	remote := c.Context().RemoteIP()
@@ -84,9 +85,7 @@ func identify(c *fiber.Ctx, proxyHeader string, anyTrusted bool) *requestInfo {
 	}
 	c.Locals(requestInfoKey, ri)
 	// RequestIDHeader in fasthttp's canonical form, which spares normalizing it per request.
-	id := []byte(ri.id)
-	c.Request().Header.SetCanonical([]byte("X-Request-Id"), id)
-	c.Response().Header.SetCanonical([]byte("X-Request-Id"), id)
+	c.Request().Header.SetCanonical([]byte("X-Request-Id"), []byte(ri.id))
 	return ri
 }
 
@@ -208,7 +207,11 @@ func (m *httpMetrics) observe(method, route string, status int, elapsed time.Dur
 // trackRequests is the chassis' outermost middleware: it identifies each request (see identify),
 // then writes one JSON access line for it (to out, in the form of log's JSON handler, see
 // appendAccessLine) and records its metrics. It turns a handler's error into the response here
-// (not after the chain) so the logged status is the one sent.
+// (not after the chain) so the logged status is the one sent, and then echoes the request id on
+// the final response: after a handler that replaced the whole response (the gateway relaying an
+// upstream's answer, or resetting it for its 502) and after the error handler. The one answer it
+// never sees is the server's own to a request rejected before routing (413 for an oversize body,
+// 431), which Fiber renders with the error handler alone.
 func trackRequests(proxyHeader string, anyTrusted bool, log *slog.Logger, service string, out *logWriter, m *httpMetrics) fiber.Handler {
 	svc, _ := json.Marshal(service)
 	lines := sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
@@ -223,6 +226,8 @@ func trackRequests(proxyHeader string, anyTrusted bool, log *slog.Logger, servic
 				_ = c.SendStatus(fiber.StatusInternalServerError)
 			}
 		}
+		// RequestIDHeader in fasthttp's canonical form, which spares normalizing it per request.
+		c.Response().Header.SetCanonical([]byte("X-Request-Id"), []byte(ri.id))
 		end := time.Now()
 		elapsed := end.Sub(start)
 		status := c.Response().StatusCode()

@@ -37,18 +37,18 @@ import (
 
 // Build identifies the running binary; main sets it from -ldflags.
 type Build struct {
-	Version string `json:"version"`
-	Commit  string `json:"commit"`
+	Version string `json:"version"` // release version, "dev" for a local build
+	Commit  string `json:"commit"`  // source commit, "unknown" for a local build
 }
 
 // Options describe one service to the chassis.
 type Options struct {
-	Name        string // short name: gateway, authtoken, site, ...
-	Title       string // OpenAPI title
-	Description string // OpenAPI description
-	Addr        string // listen address, host:port
-	Common      config.Common
-	Build       Build
+	Name        string        // short name: gateway, authtoken, site, ...
+	Title       string        // OpenAPI title
+	Description string        // OpenAPI description
+	Addr        string        // listen address, host:port
+	Common      config.Common // the shared OPS_* settings
+	Build       Build         // reported in logs, /readyz and the OpenAPI info
 	// UsesDatabase opens the PostgreSQL pool and adds database and migration readiness checks.
 	UsesDatabase bool
 	// ExpectedMigration is the schema version this build needs (migrations.Latest()); the service
@@ -58,8 +58,8 @@ type Options struct {
 	// and their ProxyHeader for the client address. Every other service trusts the gateway
 	// (Common.TrustedGateways) and the X-Real-IP header it sets.
 	Edge           bool
-	TrustedProxies []string
-	ProxyHeader    string
+	TrustedProxies []string // with Edge: addresses and CIDR ranges of the proxies in front
+	ProxyHeader    string   // with Edge: the header those proxies name the client in
 	// RedisOptional leaves Redis out of readiness, for a service that keeps working without it
 	// (the gateway's rate limiter fails open) and must not leave the load balancer when it is down.
 	RedisOptional bool
@@ -73,15 +73,15 @@ type Options struct {
 
 // Service is a running obsops service and the dependencies it owns.
 type Service struct {
-	Name    string
-	Build   Build
-	Log     *slog.Logger
-	App     *fiber.App
-	API     huma.API
-	DB      *sqlx.DB // nil unless Options.UsesDatabase
-	Redis   *redis.Client
-	Metrics *prometheus.Registry
-	Common  config.Common
+	Name    string               // short name, as in Options
+	Build   Build                // the running binary
+	Log     *slog.Logger         // JSON log to stderr, with the service's name on every line
+	App     *fiber.App           // the HTTP server, chassis middleware and endpoints installed
+	API     huma.API             // the OpenAPI-documented API on App
+	DB      *sqlx.DB             // nil unless Options.UsesDatabase
+	Redis   *redis.Client        // always opened; in readiness unless Options.RedisOptional
+	Metrics *prometheus.Registry // served at /metrics (on Options.MetricsAddr when set)
+	Common  config.Common        // the shared settings the service was built with
 
 	addr        string
 	metricsAddr string // empty: /metrics is on the main listener
@@ -282,11 +282,7 @@ func (s *Service) closePools() {
 	_ = s.Redis.Close()
 }
 
-// NewLogger returns the JSON logger every obsops process writes to stderr.
-func NewLogger(service, level string) (*slog.Logger, error) {
-	return newLogger(service, level, os.Stderr)
-}
-
+// newLogger returns the JSON logger of a service, writing to out, at the OPS_LOG_LEVEL level.
 func newLogger(service, level string, out io.Writer) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {

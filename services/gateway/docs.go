@@ -8,8 +8,6 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	swaggerfiles "github.com/swaggo/files/v2"
-
-	"github.com/obsops/obsops/pkg/problem"
 )
 
 // docsIndex is the Swagger UI page. Every asset is served by the gateway itself from the
@@ -97,7 +95,7 @@ func (d *Docs) Handler(c *fiber.Ctx) error {
 	}
 	a, ok := d.assets[name]
 	if !ok {
-		return problem.New(fiber.StatusNotFound, "no route for "+c.Method()+" "+c.Path())
+		return fiber.ErrNotFound // the same 404 problem as any unknown route
 	}
 	c.Set(fiber.HeaderContentType, a.contentType)
 	c.Set("Content-Security-Policy", docsCSP)

@@ -18,11 +18,11 @@ import (
 type Config struct {
 	config.Common
 	config.Upstreams
-	Addr string `env:"OPS_GATEWAY_ADDR" envDefault:"127.0.0.1:8080"`
+	Addr string `env:"OPS_GATEWAY_ADDR" envDefault:"127.0.0.1:8080"` // the public listener
 	// MetricsAddr serves the gateway's own /metrics, apart from the public listener.
 	MetricsAddr     string        `env:"OPS_GATEWAY_METRICS_ADDR" envDefault:"127.0.0.1:9080"`
-	UpstreamTimeout time.Duration `env:"OPS_UPSTREAM_TIMEOUT" envDefault:"30s"`
-	DialTimeout     time.Duration `env:"OPS_UPSTREAM_DIAL_TIMEOUT" envDefault:"2s"`
+	UpstreamTimeout time.Duration `env:"OPS_UPSTREAM_TIMEOUT" envDefault:"30s"`     // bounds one forwarded request (504 beyond)
+	DialTimeout     time.Duration `env:"OPS_UPSTREAM_DIAL_TIMEOUT" envDefault:"2s"` // bounds one connection attempt (504 beyond)
 	// PipelineDepth is how many requests may be in flight on one upstream connection; only
 	// bodiless GET/HEAD requests share connections. 1 disables pipelining.
 	PipelineDepth int `env:"OPS_UPSTREAM_PIPELINE_DEPTH" envDefault:"8"`
@@ -70,8 +70,8 @@ func (c *Config) Validate() error {
 	}
 	origins := cleanList(c.CORSOrigins)
 	for _, o := range origins {
-		if err := checkOrigin(o); err != nil {
-			return &config.Invalid{Var: "OPS_CORS_ORIGINS", Reason: err.Error()}
+		if !validOrigin(o) {
+			return &config.Invalid{Var: "OPS_CORS_ORIGINS", Reason: "invalid origin " + strconv.Quote(o) + ": expected scheme://host[:port] or *"}
 		}
 	}
 	if len(origins) > 1 && slices.Contains(origins, "*") {
@@ -87,13 +87,9 @@ func (c *Config) Validate() error {
 	if c.OpenAPICacheTTL <= 0 {
 		return &config.Invalid{Var: "OPS_OPENAPI_CACHE_TTL", Reason: "must be positive"}
 	}
-	proxies := cleanList(c.TrustedProxies)
-	for _, p := range proxies {
-		if net.ParseIP(p) == nil {
-			if _, _, err := net.ParseCIDR(p); err != nil {
-				return &config.Invalid{Var: "OPS_TRUSTED_PROXIES", Reason: "invalid address or CIDR range " + strconv.Quote(p)}
-			}
-		}
+	proxies, err := config.Networks("OPS_TRUSTED_PROXIES", c.TrustedProxies)
+	if err != nil {
+		return err
 	}
 	c.TrustedProxies = proxies
 	if c.ProxyHeader != "" && !validHeaderName(c.ProxyHeader) {
@@ -118,24 +114,14 @@ func cleanList(in []string) []string {
 	return out
 }
 
-// checkOrigin accepts * or a bare origin: scheme://host[:port] with no path, query or fragment.
-func checkOrigin(o string) error {
+// validOrigin accepts * or a bare origin: scheme://host[:port] with no path, query or fragment.
+func validOrigin(o string) bool {
 	if o == "*" {
-		return nil
+		return true
 	}
 	u, err := url.Parse(o)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
-		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-		return &originError{o}
-	}
-	return nil
-}
-
-type originError struct{ origin string }
-
-// Error names the origin and the accepted forms.
-func (e *originError) Error() string {
-	return "invalid origin " + strconv.Quote(e.origin) + ": expected scheme://host[:port] or *"
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" &&
+		(u.Path == "" || u.Path == "/") && u.RawQuery == "" && u.Fragment == "" && u.User == nil
 }
 
 func validHeaderName(h string) bool {
@@ -150,7 +136,7 @@ func validHeaderName(h string) bool {
 // Route maps a public path prefix to the service that owns it.
 type Route struct {
 	Prefix  string // matched on whole path segments: /sources matches /sources and /sources/x, not /sourcesx
-	Service string
+	Service string // the owner's name, a key of config.Upstreams.ByService
 }
 
 // Routes is the routing table of DESIGN §2: every prefix of SPEC §1 and the service owning it.

@@ -6,18 +6,17 @@ import (
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
-
-	"github.com/obsops/obsops/pkg/problem"
 )
 
-// Guard refuses, with the gateway's 404 problem, what must never reach a service: /internal and
+// Guard refuses, with the gateway's 404 problem (fiber.ErrNotFound, which problem.ErrorHandler
+// renders exactly like an unknown route), what must never reach a service: /internal and
 // everything under it (any letter case), and paths with dot segments ("/api/site/../metrics",
 // also percent-encoded), which clients never need and which upstreams might resolve differently
 // from the gateway's routing.
 func Guard(c *fiber.Ctx) error {
 	p := c.Path()
 	if hasPrefixFold(p, "/internal") && (len(p) == len("/internal") || p[len("/internal")] == '/') {
-		return notRouted(c)
+		return fiber.ErrNotFound
 	}
 	raw := c.Request().Header.RequestURI()
 	if i := bytes.IndexByte(raw, '?'); i >= 0 {
@@ -26,17 +25,13 @@ func Guard(c *fiber.Ctx) error {
 	if bytes.IndexByte(raw, '.') >= 0 || bytes.IndexByte(raw, '%') >= 0 {
 		decoded, err := url.PathUnescape(string(raw))
 		if err != nil || hasDotSegment(decoded) {
-			return notRouted(c)
+			return fiber.ErrNotFound
 		}
 		if hasPrefixFold(decoded, "/internal") && (len(decoded) == len("/internal") || decoded[len("/internal")] == '/') {
-			return notRouted(c)
+			return fiber.ErrNotFound
 		}
 	}
 	return c.Next()
-}
-
-func notRouted(c *fiber.Ctx) error {
-	return problem.New(fiber.StatusNotFound, "no route for "+c.Method()+" "+c.Path())
 }
 
 func hasPrefixFold(s, prefix string) bool {

@@ -24,13 +24,13 @@ const openAPIRetry = 3 * time.Second
 type ServiceDoc struct {
 	Service string
 	Doc     map[string]any // nil when Err is set
-	Err     error
+	Err     error          // why the document could not be fetched
 }
 
 // MergeInfo is what the gateway says about itself in the merged document.
 type MergeInfo struct {
-	Title   string
-	Version string
+	Title   string // info.title
+	Version string // info.version: the gateway's build version
 }
 
 // componentSections are the kinds of reusable objects under components (OpenAPI 3.1 §4.8.7).
@@ -245,6 +245,14 @@ func rewriteRefs(v any, renames map[string]map[string]string) any {
 	}
 }
 
+// JSON Pointer escaping of a component name in a $ref (RFC 6901 §4). Replacers are safe for
+// concurrent use.
+var (
+	unescapePointer = strings.NewReplacer("~1", "/", "~0", "~")
+	escapePointer   = strings.NewReplacer("~", "~0", "/", "~1")
+)
+
+// renameRef rewrites a local $ref to a renamed component; any other ref is returned unchanged.
 func renameRef(ref string, renames map[string]map[string]string) string {
 	rest, ok := strings.CutPrefix(ref, "#/components/")
 	if !ok {
@@ -254,9 +262,9 @@ func renameRef(ref string, renames map[string]map[string]string) string {
 	if !ok || strings.Contains(name, "/") {
 		return ref
 	}
-	decoded := strings.NewReplacer("~1", "/", "~0", "~").Replace(name)
+	decoded := unescapePointer.Replace(name)
 	if to, ok := renames[sec][decoded]; ok {
-		return "#/components/" + sec + "/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(to)
+		return "#/components/" + sec + "/" + escapePointer.Replace(to)
 	}
 	return ref
 }
@@ -297,6 +305,7 @@ func NewOpenAPI(info MergeInfo, upstreams map[string]*Upstream, ttl time.Duratio
 		o.upstreams = append(o.upstreams, u)
 		o.timeout = min(o.timeout, u.timeout)
 	}
+	// By name, so the warnings about missing services come in a stable order (Merge sorts anyway).
 	sort.Slice(o.upstreams, func(i, j int) bool { return o.upstreams[i].Name < o.upstreams[j].Name })
 	return o
 }

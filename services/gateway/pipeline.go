@@ -48,6 +48,7 @@ type Pipeline struct {
 
 // PipelineOptions configure a Pipeline.
 type PipelineOptions struct {
+	// Dial connects to the upstream.
 	Dial        func() (net.Conn, error)
 	Depth       int           // at most this many requests in flight on one connection (1: no pipelining)
 	JoinWindow  time.Duration // reads join a busy connection only while its oldest request is younger
@@ -155,6 +156,7 @@ func serialize(req *fasthttp.Request, dst []byte) ([]byte, error) {
 // byteSink collects what fasthttp writes into a slice.
 type byteSink struct{ b []byte }
 
+// Write appends p.
 func (s *byteSink) Write(p []byte) (int, error) { s.b = append(s.b, p...); return len(p), nil }
 
 // Do sends req and reads the answer into resp within timeout. Errors are the network's,
@@ -467,7 +469,10 @@ func (p *Pipeline) fail(pc *pipeConn, err error, self *pipeCall) {
 // retryError wraps the network error behind a retry, so that a last failed attempt reports it.
 type retryError struct{ err error }
 
-func (e *retryError) Error() string   { return e.err.Error() }
+// Error is the network error's text.
+func (e *retryError) Error() string { return e.err.Error() }
+
+// Unwrap makes the error both errRetry and the network error for errors.Is and errors.As.
 func (e *retryError) Unwrap() []error { return []error{errRetry, e.err} }
 
 // Close closes every connection; requests in flight fail and new ones get ErrPipelineClosed.

@@ -3,6 +3,8 @@ package gateway
 import (
 	"crypto/tls"
 	"errors"
+	"iter"
+	"math/bits"
 	"net"
 	"net/url"
 	"strconv"
@@ -18,36 +20,30 @@ import (
 
 // Upstream is one service behind the gateway and the pooled client that reaches it.
 type Upstream struct {
-	Name        string
+	Name        string // service name, as in Routes
 	Addr        string // host:port
 	pool        *Pipeline
-	tls         bool
-	scheme      string
+	scheme      string // http or https
 	timeout     time.Duration
 	dialTimeout time.Duration
 	tunnels     *Tunnels
 	metrics     *Metrics
 }
 
-// PipelineSettings bound how requests may share upstream connections (see Pipeline).
-type PipelineSettings struct {
-	Depth      int
-	JoinWindow time.Duration
-}
-
-// NewUpstream parses baseURL (http://host:port) and prepares a connection pool to it. WebSocket
+// NewUpstream parses baseURL (http://host:port) and prepares a connection pool to it. pipe bounds
+// how requests may share connections (Depth, JoinWindow, optionally JoinMinBusy; see Pipeline);
+// the rest of it (Dial, MaxConns, IdleFor, TimeoutSlack, Pipelined, Wrote) is set here. WebSocket
 // upgrades are tunnelled and registered with tunnels, so shutdown can close them.
-func NewUpstream(name, baseURL string, timeout, dialTimeout time.Duration, pipe PipelineSettings,
+func NewUpstream(name, baseURL string, timeout, dialTimeout time.Duration, pipe PipelineOptions,
 	tunnels *Tunnels, m *Metrics) (*Upstream, error) {
 	u, err := url.Parse(baseURL)
 	if err != nil {
 		return nil, err
 	}
-	isTLS := u.Scheme == "https"
 	addr := u.Host
 	if u.Port() == "" {
 		port := "80"
-		if isTLS {
+		if u.Scheme == "https" {
 			port = "443"
 		}
 		addr = net.JoinHostPort(u.Hostname(), port)
@@ -55,31 +51,28 @@ func NewUpstream(name, baseURL string, timeout, dialTimeout time.Duration, pipe 
 	up := &Upstream{
 		Name:        name,
 		Addr:        addr,
-		tls:         isTLS,
 		scheme:      u.Scheme,
 		timeout:     timeout,
 		dialTimeout: dialTimeout,
 		tunnels:     tunnels,
 		metrics:     m,
 	}
-	up.pool = NewPipeline(PipelineOptions{
-		Dial:       up.dial,
-		Depth:      pipe.Depth,
-		JoinWindow: pipe.JoinWindow,
-		MaxConns:   2048,
-		IdleFor:    90 * time.Second,
-		// Timeouts may fire up to a tenth (at most a second) late, which spares a timer update
-		// per request.
-		TimeoutSlack: min(time.Second, timeout/10),
-		Pipelined:    m.pipelined.WithLabelValues(name).Inc,
-		Wrote:        m.upstreamWrites.WithLabelValues(name).Inc,
-	})
+	pipe.Dial = up.dial
+	pipe.MaxConns = 2048
+	pipe.IdleFor = 90 * time.Second
+	// Timeouts may fire up to a tenth (at most a second) late, which spares a timer update per
+	// request.
+	pipe.TimeoutSlack = min(time.Second, timeout/10)
+	pipe.Pipelined = m.pipelined.WithLabelValues(name).Inc
+	pipe.Wrote = m.upstreamWrites.WithLabelValues(name).Inc
+	up.pool = NewPipeline(pipe)
 	return up, nil
 }
 
-// Hop-by-hop headers are connection-scoped and never forwarded (RFC 9110 §7.6.1).
+// Hop-by-hop headers are connection-scoped and never forwarded (RFC 9110 §7.6.1). Each has an
+// index; hopBit classifies a header name as the bit 1<<index and hopNames names each index.
 const (
-	hopConnection = 1 << iota
+	hopConnection = iota
 	hopKeepAlive
 	hopProxyAuthenticate
 	hopProxyAuthorization
@@ -87,59 +80,70 @@ const (
 	hopTrailer
 	hopTransferEncoding
 	hopUpgrade
+	hopCount
 )
 
-// hopBit classifies a (normalized) header name; 0 for end-to-end headers.
-func hopBit(k []byte) int {
+// hopNames are the hop-by-hop header names in fasthttp's normalized form, by index.
+var hopNames = [hopCount]string{
+	hopConnection:         "Connection",
+	hopKeepAlive:          "Keep-Alive",
+	hopProxyAuthenticate:  "Proxy-Authenticate",
+	hopProxyAuthorization: "Proxy-Authorization",
+	hopTE:                 "Te",
+	hopTrailer:            "Trailer",
+	hopTransferEncoding:   "Transfer-Encoding",
+	hopUpgrade:            "Upgrade",
+}
+
+// hopBit classifies a (normalized) header name: 1<<index for a hop-by-hop header (see hopNames),
+// 0 for end-to-end headers.
+func hopBit(k []byte) uint {
 	switch string(k) {
 	case "Connection":
-		return hopConnection
+		return 1 << hopConnection
 	case "Keep-Alive":
-		return hopKeepAlive
+		return 1 << hopKeepAlive
 	case "Proxy-Authenticate":
-		return hopProxyAuthenticate
+		return 1 << hopProxyAuthenticate
 	case "Proxy-Authorization":
-		return hopProxyAuthorization
+		return 1 << hopProxyAuthorization
 	case "Te":
-		return hopTE
+		return 1 << hopTE
 	case "Trailer":
-		return hopTrailer
+		return 1 << hopTrailer
 	case "Transfer-Encoding":
-		return hopTransferEncoding
+		return 1 << hopTransferEncoding
 	case "Upgrade":
-		return hopUpgrade
+		return 1 << hopUpgrade
 	}
 	return 0
 }
 
-// stripHop deletes the hop-by-hop headers present in one pass over the headers (deleting each
-// name blindly costs more than the whole scan on this hot path).
-func stripHop(present int, del func(string)) {
-	if present == 0 {
-		return
-	}
-	names := [...]string{"Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
-	for i, name := range names {
-		if present&(1<<i) != 0 {
-			del(name)
-		}
+// stripHop deletes the hop-by-hop headers among all (a header's All) with del (its Del). It
+// scans once and deletes only what is present (deleting each name blindly costs more than the
+// whole scan on this hot path), after the scan, never while iterating. It must stay inlinable
+// (go build -gcflags=-m: cost 77 of 80): inlined, the header's iterator and the closure are
+// inlined too and nothing is allocated; called, the closure and present would escape to the heap
+// on every request.
+func stripHop(all iter.Seq2[[]byte, []byte], del func(string)) {
+	present := uint(0)
+	all(func(k, _ []byte) bool { present |= hopBit(k); return true })
+	for ; present != 0; present &= present - 1 {
+		del(hopNames[bits.TrailingZeros(present)])
 	}
 }
 
 // Forward relays the request to the upstream and its answer back; a WebSocket upgrade is
 // tunnelled instead. A refused connection is a 502, an exhausted pool a 503 and a slow upstream
-// a 504, each as problem+json and quickly.
+// a 504, each as problem+json and quickly. The chassis sets X-Request-ID on whatever response
+// results, so an upstream that does not echo the id cannot break "request id out".
 func (u *Upstream) Forward(c *fiber.Ctx) error {
 	req := c.Request()
 	if isWebSocketUpgrade(req) {
 		return u.tunnel(c)
 	}
 	clientClose := req.Header.ConnectionClose()
-	present := 0
-	for k := range req.Header.All() {
-		present |= hopBit(k)
-	}
-	stripHop(present, req.Header.Del)
+	stripHop(req.Header.All(), req.Header.Del)
 	setForwardedHeaders(c)
 	req.SetHost(u.Addr)
 
@@ -148,17 +152,11 @@ func (u *Upstream) Forward(c *fiber.Ctx) error {
 		resp.Reset()
 		return u.fail(err)
 	}
-	present = 0
-	for k := range resp.Header.All() {
-		present |= hopBit(k)
-	}
-	stripHop(present, resp.Header.Del)
+	stripHop(resp.Header.All(), resp.Header.Del)
 	resp.Header.Del(fiber.HeaderServer)
 	if clientClose { // the client's wish about its own connection, not the upstream's
 		resp.SetConnectionClose()
 	}
-	// The services echo the id; an upstream that does not must not break "request id out".
-	resp.Header.SetCanonical([]byte("X-Request-Id"), []byte(service.RequestID(c)))
 	return nil
 }
 
@@ -174,7 +172,7 @@ func (u *Upstream) fail(err error) *problem.Problem {
 
 // dial opens a raw connection to the upstream (WebSocket tunnels).
 func (u *Upstream) dial() (net.Conn, error) {
-	if u.tls {
+	if u.scheme == "https" {
 		host, _, _ := net.SplitHostPort(u.Addr)
 		d := &net.Dialer{Timeout: u.dialTimeout}
 		return tls.DialWithDialer(d, "tcp", u.Addr, &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12})

@@ -114,14 +114,18 @@ func Key(c *fiber.Ctx) string {
 
 // Decision is the outcome of one rate-limit check.
 type Decision struct {
-	Allowed    bool
-	Remaining  int64
+	Allowed    bool          // the request may pass
+	Remaining  int64         // when allowed: for X-RateLimit-Remaining
 	RetryAfter time.Duration // when refused: how long until one more request is admitted
 }
 
 // Allow counts one request for key, or refuses it.
 func (l *RateLimiter) Allow(ctx context.Context, key string) (Decision, error) {
-	now := l.now()
+	return l.allow(ctx, key, l.now())
+}
+
+// allow is Allow at the given time (Handler reads the clock once per request).
+func (l *RateLimiter) allow(ctx context.Context, key string, now time.Time) (Decision, error) {
 	win := RateLimitWindow.Milliseconds()
 	ms := now.UnixMilli()
 	idx, elapsed := ms/win, ms%win
@@ -205,11 +209,12 @@ func retryAfter(cur, prev, limit int64, elapsed, window time.Duration) time.Dura
 // Handler is the Fiber middleware: it answers 429 problem+json with Retry-After when the
 // caller is over the limit and otherwise passes the request on.
 func (l *RateLimiter) Handler(c *fiber.Ctx) error {
-	now := l.now().UnixNano()
+	t := l.now()
+	now := t.UnixNano()
 	if now < l.bypassAt.Load() {
 		return c.Next()
 	}
-	d, err := l.Allow(c.UserContext(), Key(c))
+	d, err := l.allow(c.UserContext(), Key(c), t)
 	if err != nil {
 		l.bypassAt.Store(now + int64(rateLimitBypass))
 		l.metrics.rateLimitErrors.Inc()

@@ -55,13 +55,6 @@ func NewTunnels(log *slog.Logger, m *Metrics) *Tunnels {
 	return &Tunnels{log: log, metrics: m, open: map[*tunnel]struct{}{}}
 }
 
-// Len is the number of open tunnels.
-func (ts *Tunnels) Len() int {
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	return len(ts.open)
-}
-
 // add registers t; it fails once CloseAll has begun.
 func (ts *Tunnels) add(t *tunnel) bool {
 	ts.mu.Lock()
@@ -125,8 +118,8 @@ type tunnel struct {
 	stopping   atomic.Bool
 	clientGone atomic.Bool
 	started    time.Time
-	bytesUp    atomic.Int64
-	bytesDown  atomic.Int64
+	bytesUp    int64 // written by run's client -> upstream goroutine before it closes done; read after
+	bytesDown  int64 // written and read by run's goroutine (pump)
 }
 
 // stop ends the tunnel from the gateway's side: closing the upstream connection makes the pump
@@ -173,12 +166,7 @@ func (u *Upstream) tunnel(c *fiber.Ctx) error {
 			resp.Reset()
 			return u.fail(err)
 		}
-		present := 0
-		for k := range resp.Header.All() {
-			present |= hopBit(k)
-		}
-		stripHop(present, resp.Header.Del)
-		resp.Header.Set(service.RequestIDHeader, service.RequestID(c))
+		stripHop(resp.Header.All(), resp.Header.Del)
 		return nil
 	}
 	_ = conn.SetDeadline(time.Time{})
@@ -222,7 +210,7 @@ func (t *tunnel) run(client net.Conn) {
 	go func() { // client -> upstream
 		defer close(done)
 		n, _ := io.Copy(t.upstream, client)
-		t.bytesUp.Add(n)
+		t.bytesUp = n
 		t.clientGone.Store(true)
 		_ = t.upstream.Close()
 	}()
@@ -234,7 +222,7 @@ func (t *tunnel) run(client net.Conn) {
 	t.owner.log.Info("websocket tunnel closed",
 		slog.String("request_id", t.requestID), slog.String("service", t.service), slog.String("path", t.path),
 		slog.String("reason", reason), slog.Float64("duration_s", time.Since(t.started).Seconds()),
-		slog.Int64("bytes_to_upstream", t.bytesUp.Load()), slog.Int64("bytes_to_client", t.bytesDown.Load()))
+		slog.Int64("bytes_to_upstream", t.bytesUp), slog.Int64("bytes_to_client", t.bytesDown))
 }
 
 // pump copies upstream -> client, following frame boundaries so that, when the upstream side
@@ -250,7 +238,7 @@ func (t *tunnel) pump(client net.Conn) string {
 			if _, werr := client.Write(buf[:n]); werr != nil {
 				return "client gone"
 			}
-			t.bytesDown.Add(int64(n))
+			t.bytesDown += int64(n)
 		}
 		if err == nil {
 			continue

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/obsops/obsops/pkg/config"
 	"github.com/obsops/obsops/pkg/service"
@@ -20,9 +21,9 @@ func Setup(svc *service.Service, cfg *gateway.Config, version string) error {
 	upstreams := map[string]*gateway.Upstream{}
 	for name, base := range cfg.Upstreams.ByService() {
 		u, err := gateway.NewUpstream(name, base, cfg.UpstreamTimeout, cfg.DialTimeout,
-			gateway.PipelineSettings{Depth: cfg.PipelineDepth, JoinWindow: cfg.PipelineWindow}, tunnels, metrics)
+			gateway.PipelineOptions{Depth: cfg.PipelineDepth, JoinWindow: cfg.PipelineWindow}, tunnels, metrics)
 		if err != nil {
-			return &config.Invalid{Var: "OPS_" + name + "_URL", Reason: err.Error()}
+			return &config.Invalid{Var: "OPS_" + strings.ToUpper(name) + "_URL", Reason: err.Error()}
 		}
 		upstreams[name] = u
 	}

@@ -3,10 +3,6 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/obsops/obsops/pkg/config"
 	"github.com/obsops/obsops/pkg/service"
@@ -16,14 +12,9 @@ import (
 
 var version, commit = "dev", "unknown" // set with -ldflags -X
 
-func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "gateway:", err)
-		os.Exit(1)
-	}
-}
+func main() { service.Main("gateway", run) }
 
-func run() error {
+func run(ctx context.Context) error {
 	var cfg gateway.Config
 	if err := config.Load(&cfg); err != nil {
 		return err
@@ -41,8 +32,5 @@ func run() error {
 	if err := httpapi.Setup(svc, &cfg, version); err != nil {
 		return err
 	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
 	return svc.Run(ctx)
 }

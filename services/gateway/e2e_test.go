@@ -637,6 +637,7 @@ func TestGatewayEndToEnd(t *testing.T) {
 		p := requireProblem(t, resp, body, 502)
 		require.Less(t, time.Since(start), time.Second)
 		require.Contains(t, p.Detail, "site")
+		require.NotEmpty(t, resp.Header.Get("X-Request-ID"), "the gateway's own problem carries the request id too")
 
 		// a WebSocket upgrade to a dead upstream is the same problem, nothing hijacked
 		_, resp2, err := fws.DefaultDialer.Dial("ws"+strings.TrimPrefix(gw, "http")+"/api/site/ws", nil)

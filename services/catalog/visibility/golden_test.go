@@ -1,0 +1,98 @@
+package visibility
+
+import (
+	"encoding/csv"
+	"math"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+)
+
+type goldenRow struct {
+	name            string
+	src             Source
+	t               time.Time
+	alt, az, sunSep float64
+}
+
+// loadGolden reads testdata/golden.csv, written by testdata/golden.py (astropy 5.2).
+func loadGolden(t *testing.T) []goldenRow {
+	t.Helper()
+	f, err := os.Open("testdata/golden.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	num := func(s string) float64 {
+		if s == "" {
+			return 0
+		}
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	var rows []goldenRow
+	for _, r := range recs[1:] {
+		tm, err := time.Parse(time.RFC3339Nano, r[8])
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, goldenRow{name: r[0], t: tm,
+			src: Source{Kind: r[1], RADeg: num(r[2]), DecDeg: num(r[3]), PMRAMasYr: num(r[4]), PMDecMasYr: num(r[5]), Epoch: num(r[6]), Body: r[7]},
+			alt: num(r[9]), az: num(r[10]), sunSep: num(r[11])})
+	}
+	return rows
+}
+
+// errors in arcseconds; azimuth as Δaz·cos(alt)
+func goldenErr(r goldenRow, alt, az, sunSep float64) (dAlt, dAz, dSep float64) {
+	dAlt = math.Abs(alt-r.alt) * 3600
+	d := math.Remainder(az-r.az, 360)
+	dAz = math.Abs(d) * math.Cos(r.alt*deg) * 3600
+	dSep = math.Abs(sunSep-r.sunSep) * 3600
+	return
+}
+
+func altBound(r goldenRow) float64 {
+	if r.src.Kind == KindSolarSystem && (r.src.Body == "sun" || r.src.Body == "moon") {
+		return 15
+	}
+	return 1
+}
+
+// TestGolden compares the fast track (what the routes serve) and the full SOFA pipeline with
+// astropy: altitude within 1" for fixed sources (planets too), 15" for the Sun and Moon; azimuth
+// within 2" (Δaz·cos alt); Sun separation within 30".
+func TestGolden(t *testing.T) {
+	rows := loadGolden(t)
+	if len(rows) < 200 {
+		t.Fatalf("only %d golden rows", len(rows))
+	}
+	site := DefaultSite()
+	var worst [2][3]float64
+	for _, r := range rows {
+		u := Unix(r.t)
+		tr := NewTrack(&site, &r.src, u, u)
+		p := tr.At(u)
+		fa, fz, fs := Full(&site, &r.src, r.t)
+		for k, got := range [][3]float64{{p.Alt / deg, p.Az / deg, p.SunSep / deg}, {fa, fz, fs}} {
+			dAlt, dAz, dSep := goldenErr(r, got[0], got[1], got[2])
+			if dAlt > altBound(r) || dAz > 2 || dSep > 30 {
+				t.Errorf("%s %s (%s): alt %.6f vs %.6f (%.3f\"), az %.6f vs %.6f (%.3f\"), sun_sep %.5f vs %.5f (%.2f\")",
+					[]string{"track", "full"}[k], r.name, r.t.Format(time.RFC3339), got[0], r.alt, dAlt, got[1], r.az, dAz, got[2], r.sunSep, dSep)
+			}
+			worst[k][0] = math.Max(worst[k][0], dAlt)
+			worst[k][1] = math.Max(worst[k][1], dAz)
+			worst[k][2] = math.Max(worst[k][2], dSep)
+		}
+	}
+	t.Logf("%d rows; worst track alt %.3f\" az %.3f\" sep %.2f\"; full alt %.3f\" az %.3f\" sep %.2f\"",
+		len(rows), worst[0][0], worst[0][1], worst[0][2], worst[1][0], worst[1][1], worst[1][2])
+}

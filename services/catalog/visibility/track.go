@@ -1,0 +1,103 @@
+package visibility
+
+import (
+	"math"
+
+	"github.com/hebl/gofa"
+)
+
+// Track evaluates one source's topocentric position over a time range, fast: the slow
+// quantities come from nodes every 12 hours (interpolated), the Earth's rotation and the site's
+// position are exact at every instant. Within 0.01" of Full for stars (tested).
+type Track struct {
+	site *Site
+	src  Source
+	obs  *observer
+	tab  *nodes
+	np   int
+	// fixed sources: the geocentric CIRS unit vector at every node
+	cirs [][3]float64
+}
+
+// Point is the position of a source at one instant (angles in radians).
+type Point struct {
+	Alt, Az float64
+	SunSep  float64
+	// HA is the hour angle (−π, π], used to find transits; NaN for constant-elevation scans.
+	HA float64
+}
+
+// NewTrack prepares a source's track covering Unix times [u0, u1]. src must be valid.
+func NewTrack(site *Site, src *Source, u0, u1 float64) *Track {
+	np := 0
+	if src.Kind == KindSolarSystem {
+		np = planets[src.Body]
+	}
+	tab := newNodes(u0, u1, np)
+	return newTrackOn(site, src, tab, newObserver(site))
+}
+
+// newTrackOn builds a track on an existing node table (which must carry the source's body).
+func newTrackOn(site *Site, src *Source, tab *nodes, obs *observer) *Track {
+	tr := &Track{site: site, src: *src, obs: obs, tab: tab}
+	if src.Kind == KindSolarSystem {
+		tr.np = planets[src.Body]
+	}
+	if src.Kind == KindFixed {
+		tr.cirs = make([][3]float64, len(tab.n))
+		pm := src.PMRAMasYr != 0 || src.PMDecMasYr != 0
+		p := src.unitICRS(tab.n[0].u)
+		for i := range tab.n {
+			if pm {
+				p = src.unitICRS(tab.n[i].u)
+			}
+			tr.cirs[i] = apparent(p, &tab.n[i].astrom)
+		}
+	}
+	return tr
+}
+
+// At returns the position at Unix time u.
+func (tr *Track) At(u float64) Point {
+	i, f := tr.tab.at(u)
+	a, b := &tr.tab.n[i], &tr.tab.n[i+1]
+	e := era(u)
+	var as gofa.ASTROM
+	astromAt(a, b, f, &as)
+	site := tr.obs.siteGCRS(e, &as)
+	// the Sun, topocentric
+	sp := hermite(&a.sun, &b.sun, f, nodeStep/86400)
+	for i := range 3 {
+		sp[i] -= site[i]
+	}
+	sunC := apparent(sp, &as)
+
+	var c [3]float64
+	switch tr.src.Kind {
+	case KindConstantElevation:
+		sunAz, sunAlt := tr.obs.altaz(sunC, e)
+		return Point{Alt: tr.src.ElevationDeg * deg, Az: constAz(&tr.src), SunSep: arcSep(&tr.src, sunAlt, sunAz), HA: math.NaN()}
+	case KindSolarSystem:
+		if tr.np == 0 {
+			c = sunC
+		} else {
+			p := hermite(&a.body, &b.body, f, nodeStep/86400)
+			for i := range 3 {
+				p[i] -= site[i]
+			}
+			c = apparent(p, &as)
+		}
+	default:
+		ca, cb := tr.cirs[i], tr.cirs[i+1]
+		for k := range 3 {
+			c[k] = (1-f)*ca[k] + f*cb[k]
+		}
+		r := math.Sqrt(c[0]*c[0] + c[1]*c[1] + c[2]*c[2])
+		for k := range 3 {
+			c[k] /= r
+		}
+	}
+	az, alt := tr.obs.altaz(c, e)
+	ha := math.Remainder(e+tr.obs.elong-math.Atan2(c[1], c[0]), 2*math.Pi)
+	return Point{Alt: alt, Az: az, SunSep: sep(c, sunC), HA: ha}
+}

@@ -42,9 +42,12 @@ func ttOffset(u float64) float64 {
 	return dat + 32.184
 }
 
-// era returns the Earth rotation angle at Unix time u with UT1 = UTC.
+// era returns the Earth rotation angle at Unix time u with UT1 = UTC (IAU 2000, as SOFA Era00).
 func era(u float64) float64 {
-	return gofa.Era00(gofa.DJ00, (u-946728000)/86400)
+	d := (u - 946728000) / 86400 // days since J2000.0 (2000-01-01T12:00)
+	f := d - math.Floor(d)
+	t := 2 * math.Pi * (f + 0.7790572732640 + 0.00273781191135448*d)
+	return t - 2*math.Pi*math.Floor(t/(2*math.Pi))
 }
 
 // node holds the slowly varying, site-independent quantities at one instant.
@@ -52,6 +55,8 @@ type node struct {
 	u      float64
 	astrom gofa.ASTROM   // geocentric ICRS→CIRS parameters (Apci)
 	sun    [2][3]float64 // Sun, geocentric astrometric (light time applied), au and au/day
+	sunC   [3]float64    // Sun, geocentric apparent CIRS unit vector
+	sunD   float64       // Sun's distance, au
 	body   [2][3]float64 // the track's solar-system body, likewise (unused for others)
 }
 
@@ -83,9 +88,8 @@ func bodyGeo(np int, tt1, tt2 float64, pvh, pvb *[2][3]float64) (pv [2][3]float6
 		}
 	default: // planet: heliocentric from Plan94 at the emission time, plus the Sun, minus the Earth
 		var p [2][3]float64
-		gofa.Plan94(tt1, tt2, np, &p)
 		lt := 0.0
-		for range 2 {
+		for range 3 {
 			gofa.Plan94(tt1, tt2-lt, np, &p)
 			var r [3]float64
 			for i := range 3 {
@@ -101,16 +105,38 @@ func bodyGeo(np int, tt1, tt2 float64, pvh, pvb *[2][3]float64) (pv [2][3]float6
 	return pv
 }
 
+// slowStep is the spacing of the costliest models, the CIP's X, Y and the CIO locator s (SOFA
+// Xys06a) and the Earth's heliocentric and barycentric position and velocity (Epv00),
+// interpolated to the nodes by cubics: ≤ 0.004" for nutation's 13.7-day term, ≤ 10 km for the
+// Earth's position.
+const slowStep = 2 * 86400.0
+
+// slow is what Xys06a and Epv00 give at one instant.
+type slow [15]float64 // x, y, s, pvh (6), pvb (6)
+
+func slowAt(u float64) (v slow) {
+	tt2 := (u + ttOffset(u)) / 86400
+	gofa.Xys06a(unixJD, tt2, &v[0], &v[1], &v[2])
+	var pvh, pvb [2][3]float64
+	gofa.Epv00(unixJD, tt2, &pvh, &pvb) // TDB ≈ TT (≤ 1.7 ms)
+	for i := range 3 {
+		v[3+i], v[6+i], v[9+i], v[12+i] = pvh[0][i], pvh[1][i], pvb[0][i], pvb[1][i]
+	}
+	return v
+}
+
 // makeNode computes the slow quantities at Unix time u; np is the body to include (or 0).
-func makeNode(u float64, np int) node {
+func makeNode(u float64, np int, v *slow) node {
 	n := node{u: u}
 	tt2 := (u + ttOffset(u)) / 86400
 	var pvh, pvb [2][3]float64
-	gofa.Epv00(unixJD, tt2, &pvh, &pvb) // TDB ≈ TT (≤ 1.7 ms)
-	var x, y, s float64
-	gofa.Xys06a(unixJD, tt2, &x, &y, &s)
-	gofa.Apci(unixJD, tt2, pvb, pvh[0], x, y, s, &n.astrom)
+	for i := range 3 {
+		pvh[0][i], pvh[1][i], pvb[0][i], pvb[1][i] = v[3+i], v[6+i], v[9+i], v[12+i]
+	}
+	gofa.Apci(unixJD, tt2, pvb, pvh[0], v[0], v[1], v[2], &n.astrom)
 	n.sun = bodyGeo(0, unixJD, tt2, &pvh, &pvb)
+	n.sunC = apparent(n.sun[0], &n.astrom)
+	n.sunD = math.Sqrt(n.sun[0][0]*n.sun[0][0] + n.sun[0][1]*n.sun[0][1] + n.sun[0][2]*n.sun[0][2])
 	if np != 0 {
 		n.body = bodyGeo(np, unixJD, tt2, &pvh, &pvb)
 	}
@@ -127,9 +153,26 @@ type nodes struct {
 func newNodes(u0, u1 float64, np int) *nodes {
 	first := math.Floor(u0/nodeStep)*nodeStep - nodeStep
 	last := math.Ceil(u1/nodeStep)*nodeStep + nodeStep
+	// the slow models every slowStep from one step before first to two after last
+	p0 := math.Floor(first/slowStep)*slowStep - slowStep
+	var sl []slow
+	for u := p0; u <= last+2*slowStep; u += slowStep {
+		sl = append(sl, slowAt(u))
+	}
 	t := &nodes{first: first, n: make([]node, 0, int((last-first)/nodeStep)+1)}
 	for u := first; u <= last; u += nodeStep {
-		t.n = append(t.n, makeNode(u, np))
+		// cubic Lagrange through the four values around u
+		x := (u - p0) / slowStep
+		i := int(math.Floor(x)) - 1
+		f := x - float64(i) - 1 // in [0, 1) between points i+1 and i+2
+		w := [4]float64{-f * (f - 1) * (f - 2) / 6, (f + 1) * (f - 1) * (f - 2) / 2, -(f + 1) * f * (f - 2) / 2, (f + 1) * f * (f - 1) / 6}
+		var v slow
+		for k := range 4 {
+			for c := range v {
+				v[c] += w[k] * sl[i+k][c]
+			}
+		}
+		t.n = append(t.n, makeNode(u, np, &v))
 	}
 	return t
 }
@@ -195,6 +238,7 @@ func apparent(p [3]float64, as *gofa.ASTROM) (c [3]float64) {
 // observer holds the site's CIRS→observed parameters (SOFA Apio with zero polar motion).
 type observer struct {
 	elong, phi, hm float64
+	xyz            [3]float64 // site, geocentric terrestrial (m)
 	sphi, cphi     float64
 	diurab         float64
 	refa, refb     float64
@@ -205,21 +249,23 @@ func newObserver(s *Site) *observer {
 	var as gofa.ASTROM
 	gofa.Apio(0, 0, o.elong, o.phi, o.hm, 0, 0, 0, 0, &as)
 	o.sphi, o.cphi, o.diurab = as.Sphi, as.Cphi, as.Diurab
+	gofa.Gd2gc(1, o.elong, o.phi, o.hm, &o.xyz)
 	if s.Refraction {
 		gofa.Refco(s.pressure(), s.TemperatureC, s.RelativeHumidity, s.WavelengthUM, &o.refa, &o.refb)
 	}
 	return o
 }
 
+// siteCIRS returns the site's geocentric position in au, CIRS axes, at Earth rotation angle e
+// (SOFA Pvtob for zero polar motion).
+func (o *observer) siteCIRS(e float64) [3]float64 {
+	s, c := math.Sincos(e)
+	return [3]float64{(c*o.xyz[0] - s*o.xyz[1]) / auM, (s*o.xyz[0] + c*o.xyz[1]) / auM, o.xyz[2] / auM}
+}
+
 // siteGCRS returns the site's geocentric position in au, GCRS axes, at Earth rotation angle e.
 func (o *observer) siteGCRS(e float64, as *gofa.ASTROM) (g [3]float64) {
-	var pv [2][3]float64
-	gofa.Pvtob(o.elong, o.phi, o.hm, 0, 0, 0, e, &pv)
-	var p [3]float64
-	gofa.Trxp(as.Bpn, pv[0], &p)
-	for i := range 3 {
-		g[i] = p[i] / auM
-	}
+	gofa.Trxp(as.Bpn, o.siteCIRS(e), &g)
 	return g
 }
 

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/hebl/gofa"
 )
 
 type goldenRow struct {
@@ -95,4 +97,13 @@ func TestGolden(t *testing.T) {
 	}
 	t.Logf("%d rows; worst track alt %.3f\" az %.3f\" sep %.2f\"; full alt %.3f\" az %.3f\" sep %.2f\"",
 		len(rows), worst[0][0], worst[0][1], worst[0][2], worst[1][0], worst[1][1], worst[1][2])
+}
+
+func TestERAMatchesSOFA(t *testing.T) {
+	for _, u := range []float64{0, 946728000, 1.7e9, 1.8e9 + 0.123} {
+		want := gofa.Era00(unixJD, u/86400)
+		if d := math.Abs(math.Remainder(era(u)-want, 2*math.Pi)); d > 1e-10 { // 0.02 mas
+			t.Errorf("era(%v) off by %g rad", u, d)
+		}
+	}
 }

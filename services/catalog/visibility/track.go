@@ -62,42 +62,53 @@ func (tr *Track) At(u float64) Point {
 	i, f := tr.tab.at(u)
 	a, b := &tr.tab.n[i], &tr.tab.n[i+1]
 	e := era(u)
-	var as gofa.ASTROM
-	astromAt(a, b, f, &as)
-	site := tr.obs.siteGCRS(e, &as)
-	// the Sun, topocentric
-	sp := hermite(&a.sun, &b.sun, f, nodeStep/86400)
-	for i := range 3 {
-		sp[i] -= site[i]
+	site := tr.obs.siteCIRS(e)
+	// the Sun, topocentric: geocentric apparent direction (interpolated) shifted by the parallax
+	var sunC [3]float64
+	d := (1-f)*a.sunD + f*b.sunD
+	for k := range 3 {
+		sunC[k] = ((1-f)*a.sunC[k]+f*b.sunC[k])*d - site[k]
 	}
-	sunC := apparent(sp, &as)
+	norm(&sunC)
 
 	var c [3]float64
-	switch tr.src.Kind {
-	case KindConstantElevation:
+	switch {
+	case tr.src.Kind == KindConstantElevation:
 		sunAz, sunAlt := tr.obs.altaz(sunC, e)
 		return Point{Alt: tr.src.ElevationDeg * deg, Az: constAz(&tr.src), SunSep: arcSep(&tr.src, sunAlt, sunAz), HA: math.NaN()}
-	case KindSolarSystem:
+	case tr.src.Kind == KindSolarSystem:
+		// exact per instant: topocentric astrometric position, then deflection and aberration
+		var as gofa.ASTROM
+		astromAt(a, b, f, &as)
+		g := tr.obs.siteGCRS(e, &as)
+		var p [3]float64
 		if tr.np == 0 {
-			c = sunC
+			p = hermite(&a.sun, &b.sun, f, nodeStep/86400)
 		} else {
-			p := hermite(&a.body, &b.body, f, nodeStep/86400)
-			for i := range 3 {
-				p[i] -= site[i]
-			}
-			c = apparent(p, &as)
+			p = hermite(&a.body, &b.body, f, nodeStep/86400)
+		}
+		for k := range 3 {
+			p[k] -= g[k]
+		}
+		c = apparent(p, &as)
+		if tr.np == 0 {
+			sunC = c
 		}
 	default:
 		ca, cb := tr.cirs[i], tr.cirs[i+1]
 		for k := range 3 {
 			c[k] = (1-f)*ca[k] + f*cb[k]
 		}
-		r := math.Sqrt(c[0]*c[0] + c[1]*c[1] + c[2]*c[2])
-		for k := range 3 {
-			c[k] /= r
-		}
+		norm(&c)
 	}
 	az, alt := tr.obs.altaz(c, e)
 	ha := math.Remainder(e+tr.obs.elong-math.Atan2(c[1], c[0]), 2*math.Pi)
 	return Point{Alt: alt, Az: az, SunSep: sep(c, sunC), HA: ha}
+}
+
+func norm(v *[3]float64) {
+	r := math.Sqrt(v[0]*v[0] + v[1]*v[1] + v[2]*v[2])
+	v[0] /= r
+	v[1] /= r
+	v[2] /= r
 }

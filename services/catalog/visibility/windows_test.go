@@ -1,0 +1,151 @@
+package visibility
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+func mustTime(t *testing.T, s string) time.Time {
+	t.Helper()
+	tm, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tm
+}
+
+// bruteObservable samples the fast track every 'step' seconds: the reference for window edges.
+func bruteObservable(site *Site, src *Source, u0, u1, step float64) (us []float64, ok []bool) {
+	c := newConstraints(site, nil)
+	tr := NewTrack(site, src, u0, u1)
+	for u := u0; u <= u1; u += step {
+		us = append(us, u)
+		ok = append(ok, c.ok(c.margins(tr.At(u))))
+	}
+	return us, ok
+}
+
+// TestWindowEdgesAgainstFineSampling: every change of observability found by 1-second sampling
+// lies within 1 s of a root-found window edge, and the windows agree with the samples everywhere.
+func TestWindowEdgesAgainstFineSampling(t *testing.T) {
+	site := DefaultSite()
+	srcs := map[string]Source{
+		"canopus":  {Kind: KindFixed, RADeg: 95.988, DecDeg: -52.696},
+		"ecliptic": {Kind: KindFixed, RADeg: 150, DecDeg: 0}, // enters Sun avoidance on 10 July 2026
+		"moon":     {Kind: KindSolarSystem, Body: "moon"},
+		"scan":     {Kind: KindConstantElevation, ElevationDeg: 45, AzMinDeg: 60, AzMaxDeg: 120},
+	}
+	start := mustTime(t, "2026-07-09T00:00:00Z")
+	for name, src := range srcs {
+		t.Run(name, func(t *testing.T) {
+			res := Compute(&site, &src, Request{Start: start, End: start.Add(72 * time.Hour), Step: 10 * time.Minute})
+			us, ok := bruteObservable(&site, &src, Unix(start), Unix(start)+72*3600, 1)
+			inWindow := func(u float64) bool {
+				for _, w := range res.Windows {
+					if u >= Unix(w.Start) && u <= Unix(w.End) {
+						return true
+					}
+				}
+				return false
+			}
+			near := func(u float64) bool {
+				for _, w := range res.Windows {
+					if math.Abs(u-Unix(w.Start)) <= 1 || math.Abs(u-Unix(w.End)) <= 1 {
+						return true
+					}
+				}
+				return false
+			}
+			changes := 0
+			for i := range us {
+				if inWindow(us[i]) != ok[i] && !near(us[i]) {
+					t.Fatalf("%s at %s: sampled observable=%v, windows say %v", name, FromUnix(us[i]), ok[i], !ok[i])
+				}
+				if i > 0 && ok[i] != ok[i-1] {
+					changes++
+					if !near(us[i]) && !near(us[i-1]) {
+						t.Errorf("observability changes at %s with no window edge within 1 s", FromUnix(us[i]))
+					}
+				}
+			}
+			if changes == 0 {
+				t.Fatalf("%s: no edges in 72 h: test proves nothing", name)
+			}
+			t.Logf("%s: %d windows, %d changes, %.3f h observable", name, len(res.Windows), changes, res.HoursObservable)
+		})
+	}
+}
+
+// TestWindowReasonsAndSunAvoidance: a source on the celestial equator near the ecliptic spends
+// about three months of 2026 in Sun avoidance; the windows say why they start and end, and the
+// Sun-avoidance period covers exactly the samples closer than 45° to the Sun.
+func TestWindowReasonsAndSunAvoidance(t *testing.T) {
+	site := DefaultSite()
+	src := Source{Kind: KindFixed, RADeg: 150, DecDeg: 0}
+	start := mustTime(t, "2026-01-01T00:00:00Z")
+	res := Compute(&site, &src, Request{Start: start, End: start.AddDate(1, 0, 0), Step: time.Hour})
+	reasons := map[string]int{}
+	for _, w := range res.Windows {
+		reasons[w.StartReason]++
+		reasons[w.EndReason]++
+	}
+	for _, r := range []string{ReasonRises, ReasonSets, ReasonEntersSun, ReasonLeavesSun} {
+		if reasons[r] == 0 {
+			t.Errorf("no window with reason %s: %v", r, reasons)
+		}
+	}
+	if len(res.SunAvoidance) != 1 {
+		t.Fatalf("want one Sun-avoidance period, got %v", res.SunAvoidance)
+	}
+	sa := res.SunAvoidance[0]
+	days := sa.End.Sub(sa.Start).Hours() / 24
+	// a 45° radius around a source 9° off the ecliptic: the Sun (≈ 0.99°/day) is inside for ≈ 90 days
+	t.Logf("Sun avoidance %s → %s (%.1f days)", sa.Start, sa.End, days)
+	if days < 80 || days > 95 || sa.Start.Month() != time.July {
+		t.Fatalf("implausible Sun-avoidance period %s → %s", sa.Start, sa.End)
+	}
+	for _, s := range res.Samples {
+		in := !s.Time.Before(sa.Start) && !s.Time.After(sa.End)
+		if in != (s.SunSepDeg < 45) && math.Abs(s.SunSepDeg-45) > 1e-3 {
+			t.Fatalf("sample %s sun_sep %.4f but in-avoidance=%v", s.Time, s.SunSepDeg, in)
+		}
+		if in && s.Observable {
+			t.Fatalf("observable inside Sun avoidance at %s", s.Time)
+		}
+	}
+}
+
+func TestSamplesExact(t *testing.T) {
+	site := DefaultSite()
+	src := Source{Kind: KindFixed, RADeg: 10, DecDeg: -30}
+	start := mustTime(t, "2026-03-01T12:00:00.123456789Z")
+	res := Compute(&site, &src, Request{Start: start, End: start.Add(3601 * time.Second), Step: 600 * time.Second})
+	if len(res.Samples) != 7 {
+		t.Fatalf("%d samples", len(res.Samples))
+	}
+	for k, s := range res.Samples {
+		if !s.Time.Equal(start.Add(time.Duration(k) * 600 * time.Second)) {
+			t.Fatalf("sample %d at %s", k, s.Time)
+		}
+	}
+	one := Compute(&site, &src, Request{Start: start, End: start, Step: time.Minute})
+	if len(one.Samples) != 1 || !one.Samples[0].Time.Equal(start) {
+		t.Fatalf("start == end: %v", one.Samples)
+	}
+}
+
+// TestOneYearTiming: one source, one year at 10-minute steps, with windows: ≤ 100 ms (the
+// assertion allows 4× for a loaded machine; the benchmark prints the real number).
+func TestOneYearTiming(t *testing.T) {
+	site := DefaultSite()
+	src := Source{Kind: KindFixed, RADeg: 83.6, DecDeg: 22}
+	start := mustTime(t, "2026-01-01T00:00:00Z")
+	t0 := time.Now()
+	res := Compute(&site, &src, Request{Start: start, End: start.AddDate(1, 0, 0), Step: 10 * time.Minute})
+	el := time.Since(t0)
+	t.Logf("one year, %d samples, %d windows: %s", len(res.Samples), len(res.Windows), el)
+	if el > 400*time.Millisecond {
+		t.Fatalf("took %s", el)
+	}
+}

@@ -53,11 +53,13 @@ func era(u float64) float64 {
 // node holds the slowly varying, site-independent quantities at one instant.
 type node struct {
 	u      float64
-	astrom gofa.ASTROM   // geocentric ICRS→CIRS parameters (Apci)
-	sun    [2][3]float64 // Sun, geocentric astrometric (light time applied), au and au/day
-	sunC   [3]float64    // Sun, geocentric apparent CIRS unit vector
-	sunD   float64       // Sun's distance, au
-	body   [2][3]float64 // the track's solar-system body, likewise (unused for others)
+	astrom gofa.ASTROM      // geocentric ICRS→CIRS parameters (Apci)
+	sun    [2][3]float64    // Sun, geocentric astrometric (light time applied), au and au/day
+	sunC   [3]float64       // Sun, geocentric apparent CIRS unit vector
+	sunD   float64          // Sun's distance, au
+	body   [9][2][3]float64 // bodies asked for (Moon, planets; index bodyIndex), likewise
+	pvh    [2][3]float64    // Earth, heliocentric (au, au/day)
+	pvb    [2][3]float64    // Earth, barycentric
 }
 
 // bodyGeo returns a body's geocentric astrometric position (ICRS axes, light time applied) and
@@ -125,8 +127,17 @@ func slowAt(u float64) (v slow) {
 	return v
 }
 
-// makeNode computes the slow quantities at Unix time u; np is the body to include (or 0).
-func makeNode(u float64, np int, v *slow) node {
+// bodyIndex is a body's slot in node.body: the Moon 0, planets by their Plan94 number.
+func bodyIndex(np int) int {
+	if np < 0 {
+		return 0
+	}
+	return np
+}
+
+// makeNode computes the slow quantities at Unix time u, with the bodies listed (Plan94 numbers,
+// −1 the Moon; the Sun is always there).
+func makeNode(u float64, bodies []int, v *slow) node {
 	n := node{u: u}
 	tt2 := (u + ttOffset(u)) / 86400
 	var pvh, pvb [2][3]float64
@@ -134,11 +145,14 @@ func makeNode(u float64, np int, v *slow) node {
 		pvh[0][i], pvh[1][i], pvb[0][i], pvb[1][i] = v[3+i], v[6+i], v[9+i], v[12+i]
 	}
 	gofa.Apci(unixJD, tt2, pvb, pvh[0], v[0], v[1], v[2], &n.astrom)
+	n.pvh, n.pvb = pvh, pvb
 	n.sun = bodyGeo(0, unixJD, tt2, &pvh, &pvb)
 	n.sunC = apparent(n.sun[0], &n.astrom)
 	n.sunD = math.Sqrt(n.sun[0][0]*n.sun[0][0] + n.sun[0][1]*n.sun[0][1] + n.sun[0][2]*n.sun[0][2])
-	if np != 0 {
-		n.body = bodyGeo(np, unixJD, tt2, &pvh, &pvb)
+	for _, np := range bodies {
+		if np != 0 {
+			n.body[bodyIndex(np)] = bodyGeo(np, unixJD, tt2, &pvh, &pvb)
+		}
 	}
 	return n
 }
@@ -147,10 +161,24 @@ func makeNode(u float64, np int, v *slow) node {
 type nodes struct {
 	first float64
 	n     []node
+	has   [9]bool // bodies present (bodyIndex)
 }
 
-// newNodes covers [u0, u1] (with one node of margin each side).
-func newNodes(u0, u1 float64, np int) *nodes {
+// addBody adds a body's positions to every node (not safe for concurrent use).
+func (t *nodes) addBody(np int) {
+	if np == 0 || t.has[bodyIndex(np)] {
+		return
+	}
+	for i := range t.n {
+		n := &t.n[i]
+		tt2 := (n.u + ttOffset(n.u)) / 86400
+		n.body[bodyIndex(np)] = bodyGeo(np, unixJD, tt2, &n.pvh, &n.pvb)
+	}
+	t.has[bodyIndex(np)] = true
+}
+
+// newNodes covers [u0, u1] (with one node of margin each side), with the bodies listed.
+func newNodes(u0, u1 float64, bodies ...int) *nodes {
 	first := math.Floor(u0/nodeStep)*nodeStep - nodeStep
 	last := math.Ceil(u1/nodeStep)*nodeStep + nodeStep
 	// the slow models every slowStep from one step before first to two after last
@@ -172,7 +200,10 @@ func newNodes(u0, u1 float64, np int) *nodes {
 				v[c] += w[k] * sl[i+k][c]
 			}
 		}
-		t.n = append(t.n, makeNode(u, np, &v))
+		t.n = append(t.n, makeNode(u, bodies, &v))
+	}
+	for _, np := range bodies {
+		t.has[bodyIndex(np)] = true
 	}
 	return t
 }

@@ -85,7 +85,8 @@ func (tr *Track) At(u float64) Point {
 		if tr.np == 0 {
 			p = hermite(&a.sun, &b.sun, f, nodeStep/86400)
 		} else {
-			p = hermite(&a.body, &b.body, f, nodeStep/86400)
+			k := bodyIndex(tr.np)
+			p = hermite(&a.body[k], &b.body[k], f, nodeStep/86400)
 		}
 		for k := range 3 {
 			p[k] -= g[k]

@@ -37,18 +37,18 @@ type Source struct {
 }
 
 type sourceRow struct {
-	ID       int64           `db:"id"`
-	Name     string          `db:"name"`
-	Kind     string          `db:"kind"`
-	RA       sql.NullFloat64 `db:"ra_deg"`
-	Dec      sql.NullFloat64 `db:"dec_deg"`
-	PMRA     sql.NullFloat64 `db:"pm_ra_mas_yr"`
-	PMDec    sql.NullFloat64 `db:"pm_dec_mas_yr"`
-	Epoch    sql.NullFloat64 `db:"epoch"`
-	Body     sql.NullString  `db:"body"`
-	Elev     sql.NullFloat64 `db:"elevation_deg"`
-	AzMin    sql.NullFloat64 `db:"az_min_deg"`
-	AzMax    sql.NullFloat64 `db:"az_max_deg"`
+	ID    int64           `db:"id"`
+	Name  string          `db:"name"`
+	Kind  string          `db:"kind"`
+	RA    sql.NullFloat64 `db:"ra_deg"`
+	Dec   sql.NullFloat64 `db:"dec_deg"`
+	PMRA  sql.NullFloat64 `db:"pm_ra_mas_yr"`
+	PMDec sql.NullFloat64 `db:"pm_dec_mas_yr"`
+	Epoch sql.NullFloat64 `db:"epoch"`
+	Body  sql.NullString  `db:"body"`
+	Elev  sql.NullFloat64 `db:"elevation_deg"`
+	AzMin sql.NullFloat64 `db:"az_min_deg"`
+	AzMax sql.NullFloat64 `db:"az_max_deg"`
 }
 
 func (r *sourceRow) source() Source {

@@ -9,10 +9,12 @@ import (
 
 // Handlers serves the catalog routes.
 type Handlers struct {
-	Auth *authn.Authenticator // rules come from the access table, pkg/authn/access.go
+	Auth       *authn.Authenticator // rules come from the access table, pkg/authn/access.go
+	Visibility *Visibility          // the /visibility routes (visibility.go)
 }
 
 // Register adds every route of the catalog service.
 func Register(api huma.API, h *Handlers) {
-	_ = api // business routes arrive with their issue; the chassis already serves /healthz, /readyz, /metrics.
+	_ = api                    // business routes arrive with their issue; the chassis already serves /healthz, /readyz, /metrics.
+	registerVisibility(api, h) // GET /visibility/heatmap, GET /visibility/{source_id}, POST /visibility/precalculate, GET /visibility/precalculate/{job_id}
 }

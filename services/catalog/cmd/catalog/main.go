@@ -10,6 +10,7 @@ import (
 	"github.com/obsops/obsops/pkg/service"
 	"github.com/obsops/obsops/services/catalog"
 	"github.com/obsops/obsops/services/catalog/httpapi"
+	"github.com/obsops/obsops/services/catalog/visibility"
 )
 
 var version, commit = "dev", "unknown" // set with -ldflags -X
@@ -21,6 +22,10 @@ func run(ctx context.Context) error {
 	if err := config.Load(&cfg); err != nil {
 		return err
 	}
+	var vcfg visibility.Config
+	if err := config.Load(&vcfg); err != nil {
+		return err
+	}
 	svc, err := service.New(service.Options{
 		Name: "catalog", Title: "obsops catalog", Description: "Observing programs, sources and visibility.", Addr: cfg.Addr, Common: cfg.Common,
 		Build:        service.Build{Version: version, Commit: commit},
@@ -30,7 +35,11 @@ func run(ctx context.Context) error {
 		return err
 	}
 	auth := authn.NewRemote(cfg.Config, cfg.AuthtokenURL, svc.Redis, svc.Log)
-	httpapi.Register(svc.API, &httpapi.Handlers{Auth: auth})
+	vis, err := visibilityRoutes(svc, &vcfg)
+	if err != nil {
+		return err
+	}
+	httpapi.Register(svc.API, &httpapi.Handlers{Auth: auth, Visibility: vis})
 
 	return svc.Run(ctx)
 }

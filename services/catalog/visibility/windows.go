@@ -303,7 +303,6 @@ func Compute(site *Site, src *Source, req Request) *Result {
 // set) and the first upper culmination (hour angle through zero) after u0, searching to u1.
 func riseSetTransit(tr *Track, c *constraints, u0, u1, step float64) (rise, set, transit *time.Time) {
 	step = math.Min(step, maxScanStep)
-	alt := func(u float64) float64 { return tr.At(u).Alt - c.lo }
 	ha := func(u float64) float64 { return tr.At(u).HA }
 	pu := u0
 	pp := tr.At(u0)
@@ -311,12 +310,13 @@ func riseSetTransit(tr *Track, c *constraints, u0, u1, step float64) (rise, set,
 		u = math.Min(u, u1)
 		p := tr.At(u)
 		a0, a1 := pp.Alt-c.lo, p.Alt-c.lo
+		// the same root finding as the window edges, so a window that starts by rising starts at rise
 		if rise == nil && a0 < 0 && a1 >= 0 {
-			t := FromUnix(bisect(alt, pu, a0, u, a1))
+			t := FromUnix(root(tr, c, 0, pu, a0, u, a1))
 			rise = &t
 		}
 		if set == nil && a0 >= 0 && a1 < 0 {
-			t := FromUnix(bisect(alt, pu, a0, u, a1))
+			t := FromUnix(root(tr, c, 0, pu, a0, u, a1))
 			set = &t
 		}
 		// upper culmination: the hour angle increases through 0 (not the wrap at ±π)

@@ -149,3 +149,43 @@ func TestOneYearTiming(t *testing.T) {
 		t.Fatalf("took %s", el)
 	}
 }
+
+// TestRiseSetTransit: rise and set are the window edges where the source crosses the limit, the
+// transit is where the altitude peaks (checked against neighbouring instants).
+func TestRiseSetTransit(t *testing.T) {
+	site := DefaultSite()
+	src := Source{Kind: KindFixed, RADeg: 101.28715533, DecDeg: -16.71611586}
+	start := mustTime(t, "2026-01-15T00:00:00Z")
+	res := Compute(&site, &src, Request{Start: start, End: start.Add(24 * time.Hour), Step: 10 * time.Minute})
+	if res.Rise == nil || res.Set == nil || res.Transit == nil {
+		t.Fatalf("rise %v set %v transit %v", res.Rise, res.Set, res.Transit)
+	}
+	matched := 0
+	for _, w := range res.Windows {
+		if w.StartReason == ReasonRises && w.Start.Equal(*res.Rise) || w.EndReason == ReasonSets && w.End.Equal(*res.Set) {
+			matched++
+		}
+	}
+	if matched == 0 {
+		t.Fatalf("rise/set are not window edges: %v %v %+v", res.Rise, res.Set, res.Windows)
+	}
+	tr := NewTrack(&site, &src, Unix(start), Unix(start)+86400)
+	u := Unix(*res.Transit)
+	peak := tr.At(u).Alt
+	for _, d := range []float64{-60, -5, 5, 60} {
+		if tr.At(u+d).Alt > peak+1e-9 {
+			t.Fatalf("altitude %+v s from the transit is higher", d)
+		}
+	}
+	if math.Abs(res.MaxAltDeg-peak/deg) > 1e-5 {
+		t.Fatalf("max_alt_deg %v, transit altitude %v", res.MaxAltDeg, peak/deg)
+	}
+	// circumpolar and never-rising sources have no rise or set
+	for _, dec := range []float64{-89, 80} { // lowest altitude 22°; highest −13°
+		s := Source{Kind: KindFixed, RADeg: 10, DecDeg: dec}
+		r := Compute(&site, &s, Request{Start: start, End: start.Add(24 * time.Hour), Step: 10 * time.Minute})
+		if r.Rise != nil || r.Set != nil {
+			t.Fatalf("dec %v: rise %v set %v", dec, r.Rise, r.Set)
+		}
+	}
+}

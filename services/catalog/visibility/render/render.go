@@ -33,7 +33,7 @@ type PlotInput struct {
 // Sun-avoidance periods (orange) and the observable windows (green).
 func Plot(in PlotInput) []byte {
 	const W, H = 900.0, 420.0
-	const left, right, top, bottom = 60.0, 20.0, 56.0, 50.0
+	const left, right, top, bottom = 60.0, 20.0, 56.0, 56.0
 	pw, ph := W-left-right, H-top-bottom
 	t0, t1 := in.Start, in.End
 	span := t1.Sub(t0).Seconds()
@@ -80,7 +80,7 @@ func Plot(in PlotInput) []byte {
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%g" x2="%.1f" y2="%g" stroke="#eee"/>`+"\n", x(t), top, x(t), top+ph)
 		fmt.Fprintf(&b, `<text x="%.1f" y="%g" text-anchor="middle">%s</text>`+"\n", x(t), top+ph+16, t.UTC().Format(format))
 	}
-	fmt.Fprintf(&b, `<text x="%g" y="%g" text-anchor="middle">UTC</text>`+"\n", left+pw/2, H-10)
+	fmt.Fprintf(&b, `<text x="%g" y="%g">time (UTC)</text>`+"\n", left, H-10)
 	fmt.Fprintf(&b, `<text transform="translate(16 %g) rotate(-90)" text-anchor="middle">altitude (geometric)</text>`+"\n", top+ph/2)
 	// limits
 	lim := in.Result.MinElevationDeg
@@ -102,10 +102,10 @@ func Plot(in PlotInput) []byte {
 	}
 	fmt.Fprintf(&b, `<rect x="%g" y="%g" width="%g" height="%g" fill="none" stroke="#333"/>`+"\n", left, top, pw, ph)
 	// legend
-	lx := left + pw - 330
-	fmt.Fprintf(&b, `<rect x="%g" y="%g" width="12" height="12" fill="#2e9e44" fill-opacity="0.4"/><text x="%g" y="%g">observable</text>`+"\n", lx, 28.0, lx+16, 38.0)
-	fmt.Fprintf(&b, `<rect x="%g" y="%g" width="12" height="12" fill="#f5a623" fill-opacity="0.5"/><text x="%g" y="%g">Sun avoidance</text>`+"\n", lx+100, 28.0, lx+116, 38.0)
-	fmt.Fprintf(&b, `<line x1="%g" y1="34" x2="%g" y2="34" stroke="#c0392b" stroke-dasharray="6 4"/><text x="%g" y="38">elevation limit</text>`+"\n", lx+215, lx+240, lx+244)
+	lx, ly := left+pw-330, H-20
+	fmt.Fprintf(&b, `<rect x="%g" y="%g" width="12" height="12" fill="#2e9e44" fill-opacity="0.4"/><text x="%g" y="%g">observable</text>`+"\n", lx, ly, lx+16, ly+10)
+	fmt.Fprintf(&b, `<rect x="%g" y="%g" width="12" height="12" fill="#f5a623" fill-opacity="0.5"/><text x="%g" y="%g">Sun avoidance</text>`+"\n", lx+100, ly, lx+116, ly+10)
+	fmt.Fprintf(&b, `<line x1="%g" y1="%g" x2="%g" y2="%g" stroke="#c0392b" stroke-dasharray="6 4"/><text x="%g" y="%g">elevation limit</text>`+"\n", lx+215, ly+6, lx+240, ly+6, lx+244, ly+10)
 	b.WriteString("</svg>\n")
 	return []byte(b.String())
 }

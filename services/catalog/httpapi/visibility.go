@@ -281,7 +281,7 @@ type HeatmapParameters struct {
 type HeatmapResponse struct {
 	Days        []string          `json:"days" doc:"The UTC days (YYYY-MM-DD), the columns of hours."`
 	Sources     []HeatmapSource   `json:"sources" doc:"The rows of hours."`
-	Hours       [][]float64       `json:"hours" doc:"hours[source][day]: hours observable, to 0.01 h."`
+	Hours       hoursMatrix       `json:"hours" doc:"hours[source][day]: hours observable, to 0.01 h."`
 	GeneratedAt time.Time         `json:"generated_at" doc:"When the oldest row was computed."`
 	Cached      bool              `json:"cached" doc:"true: every row came from the cache; false: some were computed for this request (and cached)."`
 	Parameters  HeatmapParameters `json:"parameters"`
@@ -324,29 +324,35 @@ func (v *Visibility) heatmap(ctx context.Context, in *heatmapInput) (*rawOutput,
 	}
 	params := HeatmapParameters{Year: in.Year, LatitudeDeg: v.Site.LatitudeDeg, LongitudeDeg: v.Site.LongitudeDeg, ElevationM: v.Site.ElevationM,
 		MinElevationDeg: v.Site.MinElevationDeg, MaxElevationDeg: v.Site.MaxElevationDeg, SunAvoidanceDeg: v.Site.SunAvoidanceDeg, Refraction: v.Site.Refraction}
-	var ids []int64
-	var err error
+	var srcs []store.Source
 	if in.ProgramID != 0 {
 		params.ProgramID = &in.ProgramID
-		ids, err = v.Store.ProgramSourceIDs(ctx, in.ProgramID)
+		var err error
+		srcs, err = v.Store.ProgramSources(ctx, in.ProgramID)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil, huma.Error404NotFound("no observing program with this id")
 		}
 		if err != nil {
 			return nil, v.internal(ctx, "read program", err)
 		}
-		if len(ids) > maxHeatmapSources {
-			ids = ids[:maxHeatmapSources]
+		srcs = srcs[:min(len(srcs), maxHeatmapSources)]
+	} else {
+		ids, err := parseIDs("query.source_ids", in.SourceIDs)
+		if err != nil {
+			return nil, err
 		}
-	} else if ids, err = parseIDs("query.source_ids", in.SourceIDs); err != nil {
-		return nil, err
+		var missing []int64
+		srcs, missing, err = v.Store.Sources(ctx, ids)
+		if err != nil {
+			return nil, v.internal(ctx, "read sources", err)
+		}
+		if len(missing) > 0 {
+			return nil, huma.Error404NotFound(fmt.Sprintf("no source with id %v", missing))
+		}
 	}
-	srcs, missing, err := v.Store.Sources(ctx, ids)
-	if err != nil {
-		return nil, v.internal(ctx, "read sources", err)
-	}
-	if len(missing) > 0 {
-		return nil, huma.Error404NotFound(fmt.Sprintf("no source with id %v", missing))
+	ids := make([]int64, len(srcs))
+	for i := range srcs {
+		ids[i] = srcs[i].ID
 	}
 	params.SourceIDs = ids
 	hm, err := v.Heatmaps.Get(ctx, in.Year, srcs)
@@ -373,14 +379,11 @@ func (v *Visibility) heatmap(ctx context.Context, in *heatmapInput) (*rawOutput,
 	for i, s := range srcs {
 		body.Sources[i] = HeatmapSource{ID: s.ID, Name: s.Name}
 		labels[i] = s.Name
-		for d, h := range body.Hours[i] {
-			body.Hours[i][d] = math.Round(h*100) / 100
-		}
 	}
 	switch in.Format {
 	case "svg", "png":
 		img := render.HeatmapInput{Title: fmt.Sprintf("Hours observable per day, %d (limit %g°, Sun avoidance %g°)", in.Year, v.Site.MinElevationDeg, v.Site.SunAvoidanceDeg),
-			Year: in.Year, Labels: labels, Hours: body.Hours}
+			Year: in.Year, Labels: labels, Hours: hm.Hours}
 		if in.Format == "png" {
 			return &rawOutput{ContentType: "image/png", Body: render.HeatmapPNG(img)}, nil
 		}
@@ -400,6 +403,44 @@ type precalculateBody struct {
 	ProgramID *int64  `json:"program_id,omitempty" minimum:"1" doc:"The sources of this program's obs units."`
 	SourceIDs []int64 `json:"source_ids,omitempty" maxItems:"5000" doc:"These sources."`
 	All       bool    `json:"all,omitempty" doc:"Every source."`
+}
+
+// hoursMatrix is hours[source][day], written to 0.01 h by hand: encoding/json's float formatting
+// was most of the time of serving a cached heatmap.
+type hoursMatrix [][]float64
+
+// MarshalJSON writes the matrix with two decimals (trailing zeros dropped).
+func (m hoursMatrix) MarshalJSON() ([]byte, error) {
+	n := 2
+	for _, row := range m {
+		n += 2 + 6*len(row)
+	}
+	b := make([]byte, 0, n)
+	b = append(b, '[')
+	for i, row := range m {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '[')
+		for d, h := range row {
+			if d > 0 {
+				b = append(b, ',')
+			}
+			c := int64(math.Round(h * 100)) // centi-hours, 0..2400
+			if c < 0 || math.IsNaN(h) {
+				c = 0
+			}
+			b = strconv.AppendInt(b, c/100, 10)
+			if f := c % 100; f != 0 {
+				b = append(b, '.', byte('0'+f/10))
+				if f%10 != 0 {
+					b = append(b, byte('0'+f%10))
+				}
+			}
+		}
+		b = append(b, ']')
+	}
+	return append(b, ']'), nil
 }
 
 // PrecalculateResponse is a queued (or already queued) precalculation.

@@ -32,9 +32,13 @@ type visEnv struct {
 	admin string // JWT of an admin
 }
 
-func startVis(t *testing.T, env map[string]string) *visEnv {
+func startVis(t *testing.T, env map[string]string, gateway ...bool) *visEnv {
 	t.Helper()
-	s := testenv.StartSuite(t, testenv.SuiteOptions{Skip: []string{"transfer", "ingest", "site", "gateway"}, Env: env})
+	skip := []string{"transfer", "ingest", "site", "gateway"}
+	if len(gateway) > 0 && gateway[0] {
+		skip = skip[:3]
+	}
+	s := testenv.StartSuite(t, testenv.SuiteOptions{Skip: skip, Env: env})
 	db, err := sql.Open("postgres", s.DatabaseURL)
 	require.NoError(t, err)
 	t.Cleanup(func() { db.Close() })
@@ -66,6 +70,21 @@ func (e *visEnv) source(t *testing.T, name, kind string, cols map[string]any) in
 	var id int64
 	require.NoError(t, e.db.QueryRow(`INSERT INTO sources (`+strings.Join(names, ",")+`) VALUES (`+strings.Join(ph, ",")+`) RETURNING id`, args...).Scan(&id))
 	return id
+}
+
+// waitJobs waits until no precalculation job is queued or running.
+func (e *visEnv) waitJobs(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		var n int
+		require.NoError(t, e.db.QueryRow(`SELECT count(*) FROM visibility_jobs WHERE status IN ('queued', 'running')`).Scan(&n))
+		if n == 0 {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "jobs still running")
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 type reply struct {

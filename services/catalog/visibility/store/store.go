@@ -112,6 +112,30 @@ func (s *Store) ProgramSourceIDs(ctx context.Context, programID int64) ([]int64,
 	return ids, nil
 }
 
+// ProgramSources reads the distinct sources of a program's obs units, by id, in one query;
+// ErrNotFound if the program does not exist.
+func (s *Store) ProgramSources(ctx context.Context, programID int64) ([]Source, error) {
+	var rows []sourceRow
+	err := s.DB.SelectContext(ctx, &rows, `
+		SELECT `+sourceColumns+` FROM sources
+		WHERE id IN (SELECT source_id FROM obs_units WHERE program_id = $1)
+		ORDER BY id`, programID)
+	if err != nil {
+		return nil, fmt.Errorf("read program %d sources: %w", programID, err)
+	}
+	if len(rows) == 0 {
+		// no sources: an empty program, or none at all
+		if _, err := s.ProgramSourceIDs(ctx, programID); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]Source, len(rows))
+	for i := range rows {
+		out[i] = rows[i].source()
+	}
+	return out, nil
+}
+
 // AllSourceIDs lists every source, by id.
 func (s *Store) AllSourceIDs(ctx context.Context) ([]int64, error) {
 	ids := []int64{}
@@ -132,17 +156,14 @@ func ConstraintsKey(site *visibility.Site, src *visibility.Source) string {
 // id); sources without a current entry are absent from the map.
 func (s *Store) Cached(ctx context.Context, year int, keys map[int64]string) (map[int64][]float64, time.Time, error) {
 	ids := make([]int64, 0, len(keys))
-	ks := make([]string, 0, len(keys))
-	for id, k := range keys {
+	for id := range keys {
 		ids = append(ids, id)
-		ks = append(ks, k)
 	}
+	// every row of these sources for the year (normally one each: Save replaces stale ones),
+	// matched against the current keys here
 	rows, err := s.DB.QueryContext(ctx, `
-		SELECT h.source_id, h.hours, h.computed_at
-		FROM visibility_heatmaps h
-		JOIN unnest($2::bigint[], $3::text[]) AS want(source_id, constraints_key)
-		  ON h.source_id = want.source_id AND h.constraints_key = want.constraints_key
-		WHERE h.year = $1`, year, pq.Array(ids), pq.Array(ks))
+		SELECT source_id, constraints_key, hours, computed_at FROM visibility_heatmaps
+		WHERE source_id = ANY($2) AND year = $1`, year, pq.Array(ids))
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("read heatmap cache: %w", err)
 	}
@@ -151,10 +172,14 @@ func (s *Store) Cached(ctx context.Context, year int, keys map[int64]string) (ma
 	var oldest time.Time
 	for rows.Next() {
 		var id int64
+		var key string
 		var b []byte
 		var at time.Time
-		if err := rows.Scan(&id, &b, &at); err != nil {
+		if err := rows.Scan(&id, &key, &b, &at); err != nil {
 			return nil, time.Time{}, fmt.Errorf("read heatmap cache: %w", err)
+		}
+		if keys[id] != key {
+			continue // computed under other settings or coordinates: stale
 		}
 		out[id] = decodeHours(b)
 		if oldest.IsZero() || at.Before(oldest) {

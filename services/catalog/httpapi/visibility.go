@@ -401,7 +401,7 @@ func (v *Visibility) heatmap(ctx context.Context, in *heatmapInput) (*rawOutput,
 type precalculateBody struct {
 	Year      int     `json:"year" minimum:"1900" maximum:"2100" doc:"Calendar year (UTC days)."`
 	ProgramID *int64  `json:"program_id,omitempty" minimum:"1" doc:"The sources of this program's obs units."`
-	SourceIDs []int64 `json:"source_ids,omitempty" maxItems:"5000" doc:"These sources."`
+	SourceIDs []int64 `json:"source_ids,omitempty" minItems:"1" maxItems:"5000" doc:"These sources."`
 	All       bool    `json:"all,omitempty" doc:"Every source."`
 }
 

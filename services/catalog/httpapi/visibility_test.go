@@ -339,6 +339,12 @@ func TestHeatmapCacheAndPrecalculation(t *testing.T) {
 	require.NoError(t, json.Unmarshal(r.body, &h4))
 	require.False(t, h4.Cached)
 
+	// metrics: rows from the cache and computed ones are counted
+	m := e.do(t, http.MethodGet, e.base, "/metrics", "", "", nil)
+	require.Equal(t, 200, m.status)
+	require.Contains(t, string(m.body), `obsops_visibility_heatmap_rows_total{result="cached"} 11`)
+	require.Contains(t, string(m.body), `obsops_visibility_heatmap_rows_total{result="computed"} 5`)
+
 	// too many uncached sources: 404 saying how to compute it
 	all := strings.Join(ids, ",")
 	requireProblem(t, e.get(t, "/visibility/heatmap?year=2026&source_ids="+all, nil), 404, "POST /visibility/precalculate")

@@ -107,3 +107,34 @@ func TestERAMatchesSOFA(t *testing.T) {
 		}
 	}
 }
+
+// TestFingerprints: what changes a heatmap changes the fingerprints, and nothing else does.
+func TestFingerprints(t *testing.T) {
+	a, b := DefaultSite(), DefaultSite()
+	b.TemperatureC = 15 // refraction off: irrelevant
+	if a.Fingerprint() != b.Fingerprint() {
+		t.Fatal("refraction conditions count while refraction is off")
+	}
+	for _, change := range []func(*Site){
+		func(s *Site) { s.SunAvoidanceDeg = 30 }, func(s *Site) { s.MinElevationDeg = 25 }, func(s *Site) { s.MaxElevationDeg = 85 },
+		func(s *Site) { s.LatitudeDeg += 1e-6 }, func(s *Site) { s.LongitudeDeg += 1e-6 }, func(s *Site) { s.ElevationM = 5000 },
+		func(s *Site) { s.Refraction = true },
+	} {
+		c := DefaultSite()
+		change(&c)
+		if c.Fingerprint() == a.Fingerprint() {
+			t.Errorf("change not seen: %+v", c)
+		}
+	}
+	src := Source{Kind: KindFixed, RADeg: 10, DecDeg: -20}
+	for _, change := range []func(*Source){
+		func(s *Source) { s.RADeg += 1e-9 }, func(s *Source) { s.DecDeg -= 1e-9 }, func(s *Source) { s.PMRAMasYr = 1 },
+		func(s *Source) { s.PMDecMasYr = 1 }, func(s *Source) { s.Epoch = 2016 },
+	} {
+		c := src
+		change(&c)
+		if c.Fingerprint() == src.Fingerprint() {
+			t.Errorf("source change not seen: %+v", c)
+		}
+	}
+}

@@ -84,9 +84,12 @@ func (s *Site) pressure() float64 {
 }
 
 // Fingerprint identifies everything about the site that changes a heatmap: cached hours computed
-// under another fingerprint are stale.
+// under another fingerprint are stale. The refraction conditions count only when refraction is on.
 func (s *Site) Fingerprint() string {
-	return fmt.Sprintf("lat=%.9g lon=%.9g h=%.6g el=%.6g..%.6g sun=%.6g refr=%t p=%.6g t=%.6g rh=%.4g wl=%.6g",
-		s.LatitudeDeg, s.LongitudeDeg, s.ElevationM, s.MinElevationDeg, s.MaxElevationDeg,
-		s.SunAvoidanceDeg, s.Refraction, s.PressureHPa, s.TemperatureC, s.RelativeHumidity, s.WavelengthUM)
+	f := fmt.Sprintf("lat=%.9g lon=%.9g h=%.6g el=%.6g..%.6g sun=%.6g",
+		s.LatitudeDeg, s.LongitudeDeg, s.ElevationM, s.MinElevationDeg, s.MaxElevationDeg, s.SunAvoidanceDeg)
+	if s.Refraction {
+		f += fmt.Sprintf(" refr p=%.6g t=%.6g rh=%.4g wl=%.6g", s.PressureHPa, s.TemperatureC, s.RelativeHumidity, s.WavelengthUM)
+	}
+	return f
 }

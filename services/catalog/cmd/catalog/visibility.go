@@ -15,7 +15,7 @@ import (
 func visibilityRoutes(svc *service.Service, cfg *visibility.Config) (*httpapi.Visibility, error) {
 	st := &store.Store{DB: svc.DB}
 	site := cfg.Site
-	heatmaps := precalc.New(st, &site, svc.Redis, cfg.SyncMaxSources, cfg.JobChunk, svc.Log)
+	heatmaps := precalc.New(st, &site, svc.Redis, cfg.SyncMaxSources, cfg.JobChunk, svc.Log, svc.Metrics)
 	if cfg.Worker {
 		srv, mux := precalc.NewWorker(svc.Redis, heatmaps)
 		if err := srv.Start(mux); err != nil {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/obsops/obsops/services/catalog/visibility"
@@ -48,12 +49,25 @@ type Service struct {
 	// Chunk is how many sources a job computes and stores per progress step.
 	Chunk int
 	now   func() time.Time
+	rows  *prometheus.CounterVec
+	jobs  *prometheus.CounterVec
 }
 
-// New returns the service; rdb carries the asynq queue.
-func New(st *store.Store, site *visibility.Site, rdb redis.UniversalClient, syncMax, chunk int, log *slog.Logger) *Service {
-	return &Service{Store: st, Site: site, Queue: asynq.NewClientFromRedisClient(rdb), Log: log,
-		SyncMax: syncMax, Chunk: chunk, now: time.Now}
+// New returns the service; rdb carries the asynq queue, reg receives its metrics
+// (obsops_visibility_heatmap_rows_total{result="cached|computed"},
+// obsops_visibility_jobs_total{status="completed|failed"}).
+func New(st *store.Store, site *visibility.Site, rdb redis.UniversalClient, syncMax, chunk int, log *slog.Logger, reg prometheus.Registerer) *Service {
+	s := &Service{Store: st, Site: site, Queue: asynq.NewClientFromRedisClient(rdb), Log: log,
+		SyncMax: syncMax, Chunk: chunk, now: time.Now,
+		rows: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "obsops_visibility_heatmap_rows_total",
+			Help: "Heatmap rows answered, by whether they came from the cache or were computed (in a request or a job)."}, []string{"result"}),
+		jobs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "obsops_visibility_jobs_total",
+			Help: "Precalculation jobs finished, by outcome."}, []string{"status"}),
+	}
+	if reg != nil {
+		reg.MustRegister(s.rows, s.jobs)
+	}
+	return s
 }
 
 // Heatmap is hours observable per source per UTC day of a year.
@@ -83,6 +97,7 @@ func (s *Service) Get(ctx context.Context, year int, srcs []store.Source) (*Heat
 		}
 	}
 	hm := &Heatmap{Year: year, Sources: srcs, Hours: make([][]float64, len(srcs)), GeneratedAt: generated, Cached: len(missing) == 0}
+	s.rows.WithLabelValues("cached").Add(float64(len(cached)))
 	if len(missing) > 0 {
 		if len(missing) > s.SyncMax {
 			return nil, &NotCachedError{Year: year, Missing: len(missing), Want: len(srcs), SyncMax: s.SyncMax}
@@ -121,6 +136,7 @@ func (s *Service) compute(ctx context.Context, y *visibility.Year, year int, src
 	if err := s.Store.Save(ctx, year, entries); err != nil {
 		return nil, err
 	}
+	s.rows.WithLabelValues("computed").Add(float64(len(srcs)))
 	return out, nil
 }
 
@@ -164,6 +180,7 @@ func (s *Service) Handle(ctx context.Context, t *asynq.Task) error {
 	retried, _ := asynq.GetRetryCount(ctx)
 	maxRetry, _ := asynq.GetMaxRetry(ctx)
 	if retried >= maxRetry {
+		s.jobs.WithLabelValues(store.JobFailed).Inc()
 		msg := err.Error()
 		_ = s.Store.UpdateJob(context.WithoutCancel(ctx), p.JobID, store.JobFailed, 0, &msg)
 	}
@@ -223,6 +240,7 @@ func (s *Service) run(ctx context.Context, jobID int64) error {
 			return err
 		}
 	}
+	s.jobs.WithLabelValues(store.JobCompleted).Inc()
 	s.Log.InfoContext(ctx, "visibility precalculation done", "job_id", jobID, "year", year, "sources", done, "seconds", time.Since(start).Seconds())
 	return nil
 }

@@ -138,3 +138,56 @@ func TestFingerprints(t *testing.T) {
 		}
 	}
 }
+
+// TestGoldenRefraction: with OPS_SITE_REFRACTION on (default conditions), the observed altitude
+// matches astropy's refracted AltAz (the same SOFA refraction model) within 1" above 3°, and
+// differs from the geometric one by the expected amount.
+func TestGoldenRefraction(t *testing.T) {
+	f, err := os.Open("testdata/golden_refraction.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r := csv.NewReader(f)
+	r.Comment = '#'
+	recs, err := r.ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	site := DefaultSite()
+	site.Refraction = true
+	geo := DefaultSite()
+	worst, rows := 0.0, 0
+	for _, rec := range recs[1:] {
+		ra, _ := strconv.ParseFloat(rec[1], 64)
+		dec, _ := strconv.ParseFloat(rec[2], 64)
+		tm, err := time.Parse(time.RFC3339Nano, rec[3])
+		if err != nil {
+			t.Fatal(err)
+		}
+		alt, _ := strconv.ParseFloat(rec[4], 64)
+		az, _ := strconv.ParseFloat(rec[5], 64)
+		src := Source{Kind: KindFixed, RADeg: ra, DecDeg: dec}
+		u := Unix(tm)
+		p := NewTrack(&site, &src, u, u).At(u)
+		g := NewTrack(&geo, &src, u, u).At(u)
+		dAlt := math.Abs(p.Alt/deg-alt) * 3600
+		dAz := math.Abs(math.Remainder(p.Az/deg-az, 360)) * math.Cos(alt*deg) * 3600
+		if dAlt > 1 || dAz > 2 {
+			t.Errorf("%s %s: alt %.6f vs %.6f (%.2f\"), az %.2f\"", rec[0], rec[3], p.Alt/deg, alt, dAlt, dAz)
+		}
+		if refr := (p.Alt - g.Alt) / deg * 3600; refr <= 0 || refr > 1200 { // raised, by up to 20′ at 3°
+			t.Errorf("%s at %.1f°: refraction %.1f\"", rec[0], alt, refr)
+		}
+		fa, _, _ := Full(&site, &src, tm)
+		if d := math.Abs(fa-alt) * 3600; d > 1 {
+			t.Errorf("full pipeline %s: %.2f\"", rec[0], d)
+		}
+		worst = math.Max(worst, dAlt)
+		rows++
+	}
+	if rows < 100 {
+		t.Fatalf("only %d rows", rows)
+	}
+	t.Logf("%d rows with refraction: worst altitude error %.3f\"", rows, worst)
+}

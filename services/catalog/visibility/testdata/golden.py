@@ -2,6 +2,7 @@
 """Golden topocentric positions for the visibility engine's tests (golden.csv).
 
 Run from this directory:  python3 golden.py > golden.csv
+                          python3 golden.py refraction > golden_refraction.csv
 Needs Debian's python3-astropy (5.2). Conventions, matching the engine's defaults:
   * IERS auto-download off; UT1 = UTC; polar motion zero (astropy's fallback is 0.035", 0.29");
   * no refraction (pressure 0), geometric altitude; azimuth from north through east;
@@ -68,7 +69,34 @@ def altaz(t):
     return AltAz(obstime=t, location=SITE, pressure=0 * u.hPa)
 
 
+# refraction conditions of the engine's defaults with OPS_SITE_REFRACTION=true: pressure from the
+# elevation (standard atmosphere), 0 °C, 20 % humidity, 850 µm (SOFA's radio formula)
+PRESSURE_HPA = 1013.25 * np.exp(-5611.8 / 8149.9415)
+
+
+def refraction():
+    """Stars above 3° with refraction on: observed (refracted) altitude and azimuth."""
+    out = sys.stdout
+    out.write(f"# pressure_hpa={PRESSURE_HPA:.6f} temperature_c=0 relative_humidity=0.2 wavelength_um=850\n")
+    out.write("name,ra_deg,dec_deg,utc,alt_deg,az_deg\n")
+    seed = 100
+    for name, ra, dec, pmra, pmdec, epoch in STARS:
+        if pmra or pmdec:
+            continue
+        t = times(seed, 60)
+        seed += 1
+        frame = AltAz(obstime=t, location=SITE, pressure=PRESSURE_HPA * u.hPa, temperature=0 * u.deg_C,
+                      relative_humidity=0.2, obswl=850 * u.um)
+        aa = SkyCoord(ra=ra * u.deg, dec=dec * u.deg, frame="icrs").transform_to(frame)
+        for i in range(len(t)):
+            if aa.alt.deg[i] > 3:
+                out.write(f"{name},{ra},{dec},{t[i].isot}Z,{aa.alt.deg[i]:.9f},{aa.az.deg[i]:.9f}\n")
+
+
 def main():
+    if sys.argv[1:] == ["refraction"]:
+        refraction()
+        return
     out = sys.stdout
     out.write("name,kind,ra_deg,dec_deg,pm_ra_mas_yr,pm_dec_mas_yr,epoch,body,utc,alt_deg,az_deg,sun_sep_deg\n")
     seed = 1

@@ -449,3 +449,37 @@ func TestHeatmapOfAProgram(t *testing.T) {
 	requireProblem(t, e.get(t, "/visibility/heatmap?year=2027&program_id=999999", nil), 404, "program")
 	requireProblem(t, e.get(t, fmt.Sprintf("/visibility/heatmap?year=2027&program_id=%d&source_ids=%d", prog, a), nil), 422, "either")
 }
+
+// TestVisibilityAccess: reads take any user's JWT or an API token with read:sources (not one
+// without it); precalculation takes an admin.
+func TestVisibilityAccess(t *testing.T) {
+	e := startVis(t, nil)
+	src := e.source(t, "Vega", "fixed", map[string]any{"ra_deg": 279.23473479, "dec_deg": 38.78368896})
+	token := func(scope string) string {
+		r := e.do(t, http.MethodPost, e.s.URLs["authtoken"], "/api/tokens/", e.user, "", map[string]any{"name": "vis " + scope, "scopes": []string{scope}})
+		require.Equal(t, 201, r.status, string(r.body))
+		var nt struct {
+			Token string `json:"token"`
+		}
+		require.NoError(t, json.Unmarshal(r.body, &nt))
+		return nt.Token
+	}
+	withScope, without := token("read:sources"), token("read:programs")
+	path := fmt.Sprintf("/visibility/%d?start=2026-03-01T00:00:00Z&end=2026-03-01T01:00:00Z", src)
+	require.Equal(t, 200, e.do(t, http.MethodGet, e.base, path, withScope, "", nil).status)
+	requireProblem(t, e.do(t, http.MethodGet, e.base, path, without, "", nil), 403, "")
+	requireProblem(t, e.do(t, http.MethodGet, e.base, path, "not-a-token", "", nil), 401, "")
+	heat := fmt.Sprintf("/visibility/heatmap?year=2026&source_ids=%d", src)
+	require.Equal(t, 200, e.do(t, http.MethodGet, e.base, heat, withScope, "", nil).status)
+	requireProblem(t, e.do(t, http.MethodGet, e.base, heat, without, "", nil), 403, "")
+	// precalculation: not for an API token, an observer or a viewer
+	body := map[string]any{"year": 2026, "all": true}
+	requireProblem(t, e.do(t, http.MethodPost, e.base, "/visibility/precalculate", withScope, "", body), 403, "")
+	requireProblem(t, e.do(t, http.MethodPost, e.base, "/visibility/precalculate", e.s.JWT(t, "vis-observer", "observer"), "", body), 403, "")
+	r := e.do(t, http.MethodPost, e.base, "/visibility/precalculate", e.admin, "", body)
+	require.Equal(t, 202, r.status, string(r.body))
+	var j jobResp
+	require.NoError(t, json.Unmarshal(r.body, &j))
+	require.Equal(t, 200, e.do(t, http.MethodGet, e.base, fmt.Sprintf("/visibility/precalculate/%d", j.JobID), withScope, "", nil).status)
+	e.waitJobs(t)
+}

@@ -93,7 +93,7 @@ func Transformer(log *slog.Logger) huma.Transformer {
 			return v, nil
 		}
 		if p.cause != nil && p.Status >= 500 && log != nil {
-			log.LogAttrs(context.Background(), slog.LevelError, "internal error",
+			log.LogAttrs(context.Background(), slog.LevelError, "request failed",
 				slog.String("request_id", ctx.Header("X-Request-Id")),
 				slog.String("path", ctx.URL().Path), slog.String("error", p.cause.Error()))
 		}

@@ -225,7 +225,7 @@ func trackRequests(proxyHeader string, anyTrusted bool, log *slog.Logger, servic
 		}
 		if err := c.Next(); err != nil {
 			if cause := problem.Cause(err); cause != nil {
-				log.Error("internal error", "request_id", ri.id, "path", c.Path(), "error", cause.Error())
+				log.Error("request failed", "request_id", ri.id, "path", c.Path(), "error", cause.Error())
 			}
 			if herr := c.App().Config().ErrorHandler(c, err); herr != nil {
 				_ = c.SendStatus(fiber.StatusInternalServerError)

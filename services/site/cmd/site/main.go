@@ -50,6 +50,9 @@ func run(ctx context.Context) error {
 			Services:   services,
 			HTTP:       &http.Client{Timeout: 3 * time.Second},
 			PerTimeout: 2 * time.Second,
+			CacheFor:   time.Second,
+			Log:        svc.Log,
+			Up:         site.NewComponentGauge(svc.Metrics),
 		},
 		Buffers: &site.BufferInspector{Inspector: inspector, Site: cfg.SiteName, SiteType: cfg.SiteType, MainDB: db.PingContext},
 	})

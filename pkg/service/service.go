@@ -54,12 +54,10 @@ type Options struct {
 	// ExpectedMigration is the schema version this build needs (migrations.Latest()); the service
 	// is not ready until the database has reached it.
 	ExpectedMigration int64
-	// Edge marks the public entry point (the gateway): it trusts only TrustedProxies (an ingress)
-	// and their ProxyHeader for the client address. Every other service trusts the gateway
-	// (Common.TrustedGateways) and the X-Real-IP header it sets.
-	Edge           bool
-	TrustedProxies []string // with Edge: addresses and CIDR ranges of the proxies in front
-	ProxyHeader    string   // with Edge: the header those proxies name the client in
+	// ClientAddress works out who is calling, once per request (see ClientAddressFunc). nil:
+	// the rule of a service behind the gateway, InternalClient(Common.InternalSecret). The
+	// gateway passes its own rule (proxies in front of it).
+	ClientAddress ClientAddressFunc
 	// RedisOptional leaves Redis out of readiness, for a service that keeps working without it
 	// (the gateway's rate limiter fails open) and must not leave the load balancer when it is down.
 	RedisOptional bool
@@ -145,22 +143,22 @@ func New(opts Options) (*Service, error) {
 		})
 	}
 
-	if !opts.Edge {
-		opts.TrustedProxies, opts.ProxyHeader = opts.Common.TrustedGateways, "X-Real-IP"
+	if opts.ClientAddress == nil {
+		opts.ClientAddress = InternalClient(opts.Common.InternalSecret)
 	}
 	s.App = fiber.New(fiber.Config{
-		AppName:                 opts.Name,
-		DisableStartupMessage:   true,
-		BodyLimit:               opts.Common.BodyLimitBytes,
-		ErrorHandler:            problem.ErrorHandler,
-		ReadTimeout:             30 * time.Second,
-		WriteTimeout:            30 * time.Second,
-		IdleTimeout:             2 * time.Minute,
+		AppName:               opts.Name,
+		DisableStartupMessage: true,
+		BodyLimit:             opts.Common.BodyLimitBytes,
+		ErrorHandler:          problem.ErrorHandler,
+		ReadTimeout:           30 * time.Second,
+		WriteTimeout:          30 * time.Second,
+		IdleTimeout:           2 * time.Minute,
+		// Fiber trusts no proxy: c.IP() and c.Protocol() describe the connection itself. Who the
+		// client is, is ClientAddress's to say (ClientIP).
 		EnableTrustedProxyCheck: true,
-		TrustedProxies:          opts.TrustedProxies,
-		ProxyHeader:             opts.ProxyHeader,
 	})
-	s.App.Use(trackRequests(opts.ProxyHeader, len(opts.TrustedProxies) > 0, log, opts.Name, logs, newHTTPMetrics(s.Metrics)),
+	s.App.Use(trackRequests(opts.ClientAddress, log, opts.Name, logs, newHTTPMetrics(s.Metrics)),
 		recoverPanics(log))
 	s.App.Get("/healthz", s.liveness)
 	s.App.Get("/readyz", s.readiness)

@@ -581,7 +581,7 @@ func TestRemoteVerificationContract(t *testing.T) {
 	var tok tokenView
 	alice.want(201, "POST", "/api/tokens/", map[string]any{"name": "x", "scopes": []string{"read:*"}}, &tok)
 
-	remote := authn.NewRemoteTokens(base)
+	remote := authn.NewRemoteTokens(base, suite.Env["OPS_INTERNAL_SECRET"])
 	ctx := context.Background()
 	p, err := remote.VerifyToken(ctx, authn.VerifyRequest{Token: tok.Token, Scopes: []string{"read:sources"}, ClientIP: "192.0.2.1"})
 	if err != nil || p.UserID != tok.UserID || p.Username != "alice" || p.TokenID != tok.ID || p.Method != authn.MethodAPIToken ||

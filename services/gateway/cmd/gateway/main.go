@@ -21,8 +21,8 @@ func run(ctx context.Context) error {
 	}
 	svc, err := service.New(service.Options{
 		Name: "gateway", Title: "obsops", Addr: cfg.Addr, MetricsAddr: cfg.MetricsAddr, Common: cfg.Common,
-		Build: service.Build{Version: version, Commit: commit},
-		Edge:  true, TrustedProxies: cfg.TrustedProxies, ProxyHeader: cfg.ProxyHeader,
+		Build:         service.Build{Version: version, Commit: commit},
+		ClientAddress: gateway.ProxyClient(cfg.TrustedProxies, cfg.ProxyHeader),
 		RedisOptional: true, // the rate limiter fails open
 		NoOpenAPI:     true, // /openapi.json is the merged document
 	})

@@ -405,3 +405,36 @@ func TestRateLimiterLeases(t *testing.T) {
 	require.LessOrEqual(t, admitted, 1000)
 	require.GreaterOrEqual(t, admitted, 1000-2*10)
 }
+
+// TestProxyClient: the gateway takes the client address from OPS_PROXY_HEADER only on a
+// connection from OPS_TRUSTED_PROXIES; otherwise the connection is the client.
+func TestProxyClient(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		proxies []string
+		header  string
+		value   string
+		want    string
+		trusted bool
+	}{
+		{"no proxies: the header is ignored", nil, "X-Real-IP", "203.0.113.5", "0.0.0.0", false},
+		{"from a trusted range: the header names the client", []string{"0.0.0.0/8"}, "X-Real-IP", "203.0.113.5", "203.0.113.5", true},
+		{"trusted single address", []string{"10.1.1.1", "0.0.0.0"}, "X-Real-IP", "2001:db8::7", "2001:db8::7", true},
+		{"trusted, no usable header: the proxy itself", []string{"0.0.0.0/8"}, "X-Real-IP", "garbage", "0.0.0.0", true},
+		{"not from a trusted proxy", []string{"10.0.0.0/8"}, "X-Real-IP", "203.0.113.5", "0.0.0.0", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := ProxyClient(tc.proxies, tc.header)
+			app := fiber.New()
+			var got string
+			var trusted bool
+			app.Get("/", func(c *fiber.Ctx) error { got, trusted = f(c); return nil })
+			req := httptest.NewRequest("GET", "/", nil)
+			req.Header.Set("X-Real-IP", tc.value)
+			_, err := app.Test(req)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+			require.Equal(t, tc.trusted, trusted)
+		})
+	}
+}

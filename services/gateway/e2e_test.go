@@ -24,12 +24,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/obsops/obsops/pkg/problem"
 	"github.com/obsops/obsops/pkg/testenv"
 )
 
 // fakeTransfer stands in for the transfer service (which has no routes yet): a real WebSocket
 // endpoint, a slow endpoint, an endpoint echoing what the gateway forwarded, and an OpenAPI
-// document whose ErrorModel differs from the chassis' one and that lists an internal path.
+// document whose Problem differs from the chassis' one and that lists an internal path.
 func fakeTransfer(t *testing.T) string {
 	t.Helper()
 	app := fiber.New(fiber.Config{DisableStartupMessage: true})
@@ -70,12 +71,12 @@ func fakeTransfer(t *testing.T) string {
 				"/api/transfer/overview": fiber.Map{"get": fiber.Map{
 					"operationId": "get-overview",
 					"responses": fiber.Map{"default": fiber.Map{"description": "err", "content": fiber.Map{
-						"application/problem+json": fiber.Map{"schema": fiber.Map{"$ref": "#/components/schemas/ErrorModel"}}}}},
+						"application/problem+json": fiber.Map{"schema": fiber.Map{"$ref": "#/components/schemas/Problem"}}}}},
 				}},
 				"/internal/secret": fiber.Map{"get": fiber.Map{"operationId": "secret", "responses": fiber.Map{}}},
 			},
 			"components": fiber.Map{"schemas": fiber.Map{
-				"ErrorModel": fiber.Map{"type": "object", "properties": fiber.Map{"transfer_only": fiber.Map{"type": "string"}}},
+				"Problem": fiber.Map{"type": "object", "properties": fiber.Map{"transfer_only": fiber.Map{"type": "string"}}},
 			}},
 		})
 	})
@@ -106,6 +107,7 @@ func startGateway(t *testing.T, s *testenv.Suite, extra map[string]string) (stri
 }
 
 type problemBody struct {
+	Type     string `json:"type"`
 	Title    string `json:"title"`
 	Status   int    `json:"status"`
 	Detail   string `json:"detail"`
@@ -158,6 +160,10 @@ func requireProblem(t *testing.T, resp *http.Response, body []byte, status int) 
 	require.NoError(t, json.Unmarshal(body, &p), "body: %s", body)
 	require.Equal(t, status, p.Status)
 	require.NotEmpty(t, p.Title)
+	require.True(t, strings.HasPrefix(p.Type, problem.TypePrefix), "type %q", p.Type)
+	require.NotEmpty(t, p.Detail)
+	require.NotEmpty(t, p.Instance)
+	require.NotEmpty(t, resp.Header.Get("X-Request-Id"), "every problem carries the request id")
 	return p
 }
 
@@ -480,11 +486,11 @@ func TestGatewayEndToEnd(t *testing.T) {
 			require.Equal(t, "ok", doc.Services[name]["status"], name)
 		}
 		require.Empty(t, doc.Unavailable)
-		// the fake transfer's ErrorModel differs from the chassis' one: renamed, not clobbered
-		require.Contains(t, doc.Components.Schemas, "ErrorModel")
-		require.Contains(t, doc.Components.Schemas, "transfer_ErrorModel")
-		require.NotContains(t, fmt.Sprint(doc.Components.Schemas["ErrorModel"]), "transfer_only")
-		require.Contains(t, string(body), `"$ref":"#/components/schemas/transfer_ErrorModel"`)
+		// the fake transfer's Problem differs from the chassis' one: renamed, not clobbered
+		require.Contains(t, doc.Components.Schemas, "Problem")
+		require.Contains(t, doc.Components.Schemas, "transfer_Problem")
+		require.NotContains(t, fmt.Sprint(doc.Components.Schemas["Problem"]), "transfer_only")
+		require.Contains(t, string(body), `"$ref":"#/components/schemas/transfer_Problem"`)
 	})
 
 	t.Run("docs render from local assets only", func(t *testing.T) {
@@ -546,42 +552,65 @@ func TestGatewayEndToEnd(t *testing.T) {
 		require.Contains(t, dom, "opblock", "operation blocks are rendered")
 	})
 
-	t.Run("rate limit per credential with Retry-After", func(t *testing.T) {
+	t.Run("rate limit per verified credential, else per address, with Retry-After", func(t *testing.T) {
 		limited, _ := startGateway(t, s, map[string]string{"OPS_RATE_LIMIT_PER_MINUTE": "5"})
-		alice := map[string]string{"Authorization": "Bearer ops_api_token_alice-secret"}
+		alice := "Bearer " + s.JWT(t, "alice")
+		me := func(from, auth string) *http.Response {
+			return getFrom(t, from, limited+"/auth/me", map[string]string{"Authorization": auth})
+		}
+		// alice's first request counts against her address; once authtoken has verified her
+		// JWT it has a budget of its own (5 more), then 429.
+		resp := me("127.0.0.4", alice)
+		require.Equal(t, 200, resp.StatusCode)
+		require.Empty(t, resp.Header.Get("X-Obsops-Credential-Verified"), "the services' marker stays inside")
 		for i := range 5 {
-			resp, body := do(t, "GET", limited+"/api/site/info", nil, alice)
-			require.Equal(t, 200, resp.StatusCode, "request %d: %s", i+1, body)
+			resp := me("127.0.0.4", alice)
+			require.Equal(t, 200, resp.StatusCode, "request %d", i+1)
 			require.Equal(t, strconv.Itoa(4-i), resp.Header.Get("X-RateLimit-Remaining"))
 		}
-		resp, body := do(t, "GET", limited+"/api/site/info", nil, alice)
-		requireProblem(t, resp, body, 429)
+		resp = me("127.0.0.4", alice)
+		require.Equal(t, 429, resp.StatusCode)
 		ra, err := strconv.Atoi(resp.Header.Get("Retry-After"))
 		require.NoError(t, err, "Retry-After is whole seconds: %q", resp.Header.Get("Retry-After"))
 		require.True(t, ra >= 1 && ra <= 120, "Retry-After %d", ra)
 
-		// another credential and anonymous callers have their own budgets
-		resp, _ = do(t, "GET", limited+"/api/site/info", nil, map[string]string{"Authorization": "Bearer ops_api_token_bob"})
-		require.Equal(t, 200, resp.StatusCode)
-		// anonymous callers are limited by address (the suite's other gateway already used up
-		// 127.0.0.1's budget: the counters are shared through Redis)
+		// Credentials that never verify share their address's budget (4 left at 127.0.0.4):
+		// rotating them buys nothing, and Redis gets no key for any of them.
+		var junk []string
+		for i := range 6 {
+			junk = append(junk, fmt.Sprintf("Bearer ops_api_token_junk-%d", i))
+		}
+		for i, j := range junk {
+			resp := me("127.0.0.4", j)
+			if i < 4 {
+				require.Equal(t, 401, resp.StatusCode, "junk %d", i)
+			} else {
+				require.Equal(t, 429, resp.StatusCode, "junk %d: the address's budget is spent", i)
+			}
+		}
+		// anonymous callers are limited by address too
 		for i := range 5 {
-			resp := getFrom(t, "127.0.0.2", limited+"/api/site/info")
+			resp := getFrom(t, "127.0.0.2", limited+"/api/site/info", nil)
 			require.Equal(t, 200, resp.StatusCode, "request %d from 127.0.0.2", i+1)
 		}
-		resp = getFrom(t, "127.0.0.2", limited+"/api/site/info")
+		resp = getFrom(t, "127.0.0.2", limited+"/api/site/info", nil)
 		require.Equal(t, 429, resp.StatusCode)
 		require.NotEmpty(t, resp.Header.Get("Retry-After"))
-		resp = getFrom(t, "127.0.0.3", limited+"/api/site/info")
+		resp = getFrom(t, "127.0.0.3", limited+"/api/site/info", nil)
 		require.Equal(t, 200, resp.StatusCode, "another address has its own budget")
 
-		// counters are keyed by a hash of the credential, never the secret itself
+		// counters are keyed by a hash of a verified credential, never the secret itself, and
+		// never by an unverified one
 		keys, err := s.Redis.Client().Keys(t.Context(), "ops:ratelimit:*").Result()
 		require.NoError(t, err)
-		sum := sha256.Sum256([]byte(alice["Authorization"]))
+		sum := sha256.Sum256([]byte(alice))
 		found := false
 		for _, k := range keys {
-			require.NotContains(t, k, "alice-secret")
+			require.NotContains(t, k, "junk")
+			for _, j := range junk {
+				js := sha256.Sum256([]byte(j))
+				require.NotContains(t, k, hex.EncodeToString(js[:]))
+			}
 			found = found || strings.Contains(k, hex.EncodeToString(sum[:]))
 		}
 		require.True(t, found, "keys: %v", keys)
@@ -638,6 +667,7 @@ func TestGatewayEndToEnd(t *testing.T) {
 		require.Less(t, time.Since(start), time.Second)
 		require.Contains(t, p.Detail, "site")
 		require.NotEmpty(t, resp.Header.Get("X-Request-ID"), "the gateway's own problem carries the request id too")
+		requireNoInternals(t, body, s.URLs["site"])
 
 		// a WebSocket upgrade to a dead upstream is the same problem, nothing hijacked
 		_, resp2, err := fws.DefaultDialer.Dial("ws"+strings.TrimPrefix(gw, "http")+"/api/site/ws", nil)
@@ -659,7 +689,18 @@ func TestGatewayEndToEnd(t *testing.T) {
 		require.Contains(t, doc.Info["description"], "site")
 		require.NotContains(t, doc.Paths, "/api/site/info")
 		require.Contains(t, doc.Paths, "/api/transfer/overview")
+		require.Equal(t, "unavailable", doc.Services["site"]["status"], "a service that is down shows as down")
+		requireNoInternals(t, body, s.URLs["site"])
 	})
+}
+
+// requireNoInternals checks that an answer to an anonymous caller names no internal address and
+// no dial error (the gateway's log and metrics have them).
+func requireNoInternals(t *testing.T, body []byte, serviceURL string) {
+	t.Helper()
+	for _, leak := range []string{strings.TrimPrefix(serviceURL, "http://"), "dial tcp", "connection refused"} {
+		require.NotContains(t, string(body), leak)
+	}
 }
 
 // counter reads one sample of a Prometheus text exposition (0 when absent).

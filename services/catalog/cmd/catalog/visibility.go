@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/obsops/obsops/pkg/service"
 	"github.com/obsops/obsops/services/catalog/httpapi"
 	"github.com/obsops/obsops/services/catalog/visibility"
@@ -12,8 +14,8 @@ import (
 
 // visibilityRoutes wires the /visibility routes and, unless disabled, starts the precalculation
 // worker (asynq queue "visibility") in this process, stopped at shutdown.
-func visibilityRoutes(svc *service.Service, cfg *visibility.Config) (*httpapi.Visibility, error) {
-	st := &store.Store{DB: svc.DB}
+func visibilityRoutes(svc *service.Service, db *sqlx.DB, cfg *visibility.Config) (*httpapi.Visibility, error) {
+	st := &store.Store{DB: db}
 	site := cfg.Site
 	heatmaps := precalc.New(st, &site, svc.Redis, cfg.SyncMaxSources, cfg.JobChunk, svc.Log, svc.Metrics)
 	if cfg.Worker {

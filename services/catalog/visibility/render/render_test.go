@@ -55,15 +55,25 @@ func TestPlot(t *testing.T) {
 
 func TestHeatmapImages(t *testing.T) {
 	site := visibility.DefaultSite()
-	srcs := []visibility.Source{{Kind: visibility.KindFixed, RADeg: 83.6, DecDeg: 22}, {Kind: visibility.KindFixed, RADeg: 266.4, DecDeg: -29},
-		{Kind: visibility.KindSolarSystem, Body: "moon"}}
+	srcs := []visibility.Source{{Kind: visibility.KindFixed, RADeg: 83.63, DecDeg: 22.01}, {Kind: visibility.KindFixed, RADeg: 266.42, DecDeg: -29.01},
+		{Kind: visibility.KindFixed, RADeg: 83.82, DecDeg: -5.39}, {Kind: visibility.KindFixed, RADeg: 80.89, DecDeg: -69.76},
+		{Kind: visibility.KindFixed, RADeg: 10.68, DecDeg: 41.27}, {Kind: visibility.KindFixed, RADeg: 201.37, DecDeg: -43.02},
+		{Kind: visibility.KindSolarSystem, Body: "moon"}, {Kind: visibility.KindSolarSystem, Body: "jupiter"},
+		{Kind: visibility.KindConstantElevation, ElevationDeg: 45, AzMinDeg: 120, AzMaxDeg: 240}}
 	hours, err := visibility.NewYear(&site, 2026).Hours(context.Background(), srcs, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := HeatmapInput{Title: "2026", Year: 2026, Labels: []string{"Crab <Nebula>", "Sgr A*", "Moon"}, Hours: hours}
-	if n := checkXML(t, HeatmapSVG(in)); n < 100 {
+	in := HeatmapInput{Title: "Hours observable per day from FYST, 2026 (limit 20°, Sun avoidance 45°)", Year: 2026,
+		Labels: []string{"Crab <M1>", "Sgr A*", "Orion Nebula", "30 Doradus", "M31", "Centaurus A", "Moon", "Jupiter", "scan el 45° az 120–240"}, Hours: hours}
+	svg := HeatmapSVG(in)
+	if n := checkXML(t, svg); n < 100 {
 		t.Fatalf("only %d elements", n)
+	}
+	if p := os.Getenv("OPS_WRITE_HEATMAP"); p != "" {
+		if err := os.WriteFile(p, svg, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	img, err := png.Decode(bytes.NewReader(HeatmapPNG(in)))
 	if err != nil {

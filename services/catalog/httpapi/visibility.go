@@ -111,6 +111,7 @@ type visibilityInput struct {
 	minElSet        bool
 }
 
+// Resolve notes whether min_elevation_deg was given and rejects unknown parameters.
 func (in *visibilityInput) Resolve(ctx huma.Context) []error {
 	u := ctx.URL()
 	in.minElSet = u.Query().Has("min_elevation_deg")
@@ -253,6 +254,7 @@ type heatmapInput struct {
 	Format    string `query:"format" enum:"json,svg,png" default:"json"`
 }
 
+// Resolve rejects unknown parameters.
 func (in *heatmapInput) Resolve(ctx huma.Context) []error {
 	return unknownParams(ctx, "year", "program_id", "source_ids", "format")
 }

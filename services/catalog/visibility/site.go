@@ -46,6 +46,7 @@ type Invalid struct {
 	Field, Reason string
 }
 
+// Error is one line naming the field, as pkg/config's errors.
 func (e *Invalid) Error() string { return e.Field + ": " + e.Reason }
 
 // Validate checks that the site and its limits are physically meaningful.

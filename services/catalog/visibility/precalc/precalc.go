@@ -33,6 +33,7 @@ type NotCachedError struct {
 	SyncMax       int
 }
 
+// Error says how much is missing.
 func (e *NotCachedError) Error() string {
 	return fmt.Sprintf("the %d heatmap of %d of these %d sources is not precalculated (at most %d are computed on request)",
 		e.Year, e.Missing, e.Want, e.SyncMax)

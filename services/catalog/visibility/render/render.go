@@ -33,7 +33,7 @@ type PlotInput struct {
 // Sun-avoidance periods (orange) and the observable windows (green).
 func Plot(in PlotInput) []byte {
 	const W, H = 900.0, 420.0
-	const left, right, top, bottom = 60.0, 20.0, 56.0, 56.0
+	const left, right, top, bottom = 60.0, 40.0, 56.0, 56.0
 	pw, ph := W-left-right, H-top-bottom
 	t0, t1 := in.Start, in.End
 	span := t1.Sub(t0).Seconds()
@@ -167,7 +167,7 @@ func heatLayout(in *HeatmapInput) layout {
 		days = len(in.Hours[0])
 	}
 	l.w = l.left + l.cellW*float64(days) + 90
-	l.h = l.top + l.cellH*float64(len(in.Labels)) + 40
+	l.h = math.Max(l.top+l.cellH*float64(len(in.Labels))+40, l.top+24*6+30) // room for the colour bar
 	return l
 }
 

@@ -104,7 +104,7 @@ type visibilityInput struct {
 	SourceID        int64   `path:"source_id" minimum:"1" doc:"Source id."`
 	Start           string  `query:"start" doc:"RFC 3339 (fractional seconds kept exactly); default now."`
 	End             string  `query:"end" doc:"RFC 3339; default start + 24 h."`
-	StepS           int64   `query:"step_s" minimum:"1" default:"600" doc:"Seconds between samples."`
+	StepS           int64   `query:"step_s" minimum:"1" maximum:"95040000" default:"600" doc:"Seconds between samples (at most the longest range, 1100 days)."`
 	MinElevationDeg float64 `query:"min_elevation_deg" minimum:"0" maximum:"90" doc:"Lower elevation limit instead of the site's (an obs unit's own limit)."`
 	Format          string  `query:"format" enum:"json,svg" doc:"svg: the altitude plot (as Accept: image/svg+xml)."`
 	Accept          string  `header:"Accept"`

@@ -244,6 +244,7 @@ func TestVisibilityOfASource(t *testing.T) {
 	requireProblem(t, e.get(t, "/visibility/"+id+"?start=yesterday", nil), 422, "query.start")
 	requireProblem(t, e.get(t, "/visibility/"+id+"?stepsize=60", nil), 422, "query.stepsize")
 	requireProblem(t, e.get(t, "/visibility/"+id+"?step_s=0", nil), 422, "step_s")
+	requireProblem(t, e.get(t, "/visibility/"+id+"?step_s=99999999999", nil), 422, "step_s")
 	requireProblem(t, e.get(t, "/visibility/"+id+"?start=2026-01-01T00:00:00Z&end=2030-01-01T00:00:00Z&step_s=86400", nil), 422, "1100 days")
 	requireProblem(t, e.get(t, "/visibility/999999", nil), 404, "no source")
 	requireProblem(t, e.do(t, http.MethodGet, e.base, "/visibility/"+id, "", "", nil), 401, "")
@@ -453,7 +454,7 @@ func TestHeatmapOfAProgram(t *testing.T) {
 // TestVisibilityAccess: reads take any user's JWT or an API token with read:sources (not one
 // without it); precalculation takes an admin.
 func TestVisibilityAccess(t *testing.T) {
-	e := startVis(t, nil)
+	e := startVis(t, nil, true)
 	src := e.source(t, "Vega", "fixed", map[string]any{"ra_deg": 279.23473479, "dec_deg": 38.78368896})
 	token := func(scope string) string {
 		r := e.do(t, http.MethodPost, e.s.URLs["authtoken"], "/api/tokens/", e.user, "", map[string]any{"name": "vis " + scope, "scopes": []string{scope}})
@@ -469,6 +470,15 @@ func TestVisibilityAccess(t *testing.T) {
 	require.Equal(t, 200, e.do(t, http.MethodGet, e.base, path, withScope, "", nil).status)
 	requireProblem(t, e.do(t, http.MethodGet, e.base, path, without, "", nil), 403, "")
 	requireProblem(t, e.do(t, http.MethodGet, e.base, path, "not-a-token", "", nil), 401, "")
+	// through the gateway: JSON, the plot and the problems pass unchanged
+	r := e.do(t, http.MethodGet, e.s.GatewayURL, path, withScope, "", nil)
+	require.Equal(t, 200, r.status, string(r.body))
+	require.Equal(t, "application/json", r.ctype)
+	r = e.do(t, http.MethodGet, e.s.GatewayURL, path, e.user, "image/svg+xml", nil)
+	require.Equal(t, 200, r.status)
+	require.Equal(t, "image/svg+xml", r.ctype)
+	wellFormedXML(t, r.body)
+	requireProblem(t, e.do(t, http.MethodGet, e.s.GatewayURL, path+"&step=1", e.user, "", nil), 422, "query.step")
 	heat := fmt.Sprintf("/visibility/heatmap?year=2026&source_ids=%d", src)
 	require.Equal(t, 200, e.do(t, http.MethodGet, e.base, heat, withScope, "", nil).status)
 	requireProblem(t, e.do(t, http.MethodGet, e.base, heat, without, "", nil), 403, "")
@@ -476,7 +486,7 @@ func TestVisibilityAccess(t *testing.T) {
 	body := map[string]any{"year": 2026, "all": true}
 	requireProblem(t, e.do(t, http.MethodPost, e.base, "/visibility/precalculate", withScope, "", body), 403, "")
 	requireProblem(t, e.do(t, http.MethodPost, e.base, "/visibility/precalculate", e.s.JWT(t, "vis-observer", "observer"), "", body), 403, "")
-	r := e.do(t, http.MethodPost, e.base, "/visibility/precalculate", e.admin, "", body)
+	r = e.do(t, http.MethodPost, e.base, "/visibility/precalculate", e.admin, "", body)
 	require.Equal(t, 202, r.status, string(r.body))
 	var j jobResp
 	require.NoError(t, json.Unmarshal(r.body, &j))

@@ -16,11 +16,12 @@ import (
 	"testing"
 	"time"
 
-	_ "github.com/lib/pq"
+	"github.com/lib/pq"
 	"github.com/stretchr/testify/require"
 
 	"github.com/obsops/obsops/pkg/testenv"
 	"github.com/obsops/obsops/services/catalog/visibility"
+	"github.com/obsops/obsops/services/catalog/visibility/store"
 )
 
 // visEnv is a catalog (plus authtoken) on a fresh database, with test users.
@@ -492,4 +493,27 @@ func TestVisibilityAccess(t *testing.T) {
 	require.NoError(t, json.Unmarshal(r.body, &j))
 	require.Equal(t, 200, e.do(t, http.MethodGet, e.base, fmt.Sprintf("/visibility/precalculate/%d", j.JobID), withScope, "", nil).status)
 	e.waitJobs(t)
+}
+
+// TestPrecalculationRecordedBeforeACrash: a job recorded but never queued (the catalog died in
+// between) is picked up by the next equal request instead of blocking it forever.
+func TestPrecalculationRecordedBeforeACrash(t *testing.T) {
+	e := startVis(t, nil)
+	var ids []int64
+	for i := range 3 {
+		ids = append(ids, e.source(t, fmt.Sprintf("c%d", i), "fixed", map[string]any{"ra_deg": float64(i) * 100, "dec_deg": -30.0}))
+	}
+	site := visibility.DefaultSite()
+	var orphan int64
+	require.NoError(t, e.db.QueryRow(`INSERT INTO visibility_jobs (idem_key, year, source_ids, sources_total) VALUES ($1, 2027, $2, 3) RETURNING id`,
+		store.JobKey(&site, 2027, ids), pq.Array(ids)).Scan(&orphan))
+	r := e.do(t, http.MethodPost, e.base, "/visibility/precalculate", e.admin, "", map[string]any{"year": 2027, "source_ids": ids})
+	require.Equal(t, 202, r.status, string(r.body))
+	var j jobResp
+	require.NoError(t, json.Unmarshal(r.body, &j))
+	require.Equal(t, orphan, j.JobID)
+	e.waitJobs(t)
+	require.Equal(t, 200, e.get(t, fmt.Sprintf("/visibility/precalculate/%d", orphan), &j).status)
+	require.Equal(t, "completed", j.Status)
+	require.Equal(t, 3, j.SourcesDone)
 }

@@ -2,6 +2,7 @@ package visibility
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -186,6 +187,60 @@ func TestRiseSetTransit(t *testing.T) {
 		r := Compute(&site, &s, Request{Start: start, End: start.Add(24 * time.Hour), Step: 10 * time.Minute})
 		if r.Rise != nil || r.Set != nil {
 			t.Fatalf("dec %v: rise %v set %v", dec, r.Rise, r.Set)
+		}
+	}
+}
+
+// TestWindowsProperties: for random sources, ranges and steps the answer is consistent: the
+// samples' observability agrees with the windows, windows are ordered, disjoint and inside the
+// range, and hours_observable is their sum.
+func TestWindowsProperties(t *testing.T) {
+	site := DefaultSite()
+	r := rand.New(rand.NewPCG(7, 9))
+	bodies := Bodies()
+	for i := range 60 {
+		var src Source
+		switch i % 6 {
+		case 0:
+			src = Source{Kind: KindSolarSystem, Body: bodies[r.IntN(len(bodies))]}
+		case 1:
+			src = Source{Kind: KindConstantElevation, ElevationDeg: r.Float64() * 90, AzMinDeg: r.Float64() * 360, AzMaxDeg: r.Float64() * 360}
+		default:
+			src = Source{Kind: KindFixed, RADeg: r.Float64() * 360, DecDeg: math.Asin(2*r.Float64()-1) / deg, PMRAMasYr: r.NormFloat64() * 100, PMDecMasYr: r.NormFloat64() * 100}
+		}
+		start := time.Date(1990+r.IntN(100), time.Month(1+r.IntN(12)), 1+r.IntN(28), r.IntN(24), r.IntN(60), 0, r.IntN(1e9), time.UTC)
+		end := start.Add(time.Duration(r.Float64() * 10 * 86400 * float64(time.Second)))
+		step := time.Duration(1+r.IntN(7200)) * time.Second
+		if SampleCount(start, end, step) > 10000 {
+			step = end.Sub(start)/9999 + time.Second
+		}
+		res := Compute(&site, &src, Request{Start: start, End: end, Step: step})
+		if int64(len(res.Samples)) != SampleCount(start, end, step) {
+			t.Fatalf("case %d: %d samples, want %d", i, len(res.Samples), SampleCount(start, end, step))
+		}
+		sum := 0.0
+		for k, w := range res.Windows {
+			if !w.End.After(w.Start) && !(w.Start.Equal(w.End) && len(res.Windows) == 1) || w.Start.Before(start.Add(-time.Microsecond)) || w.End.After(end.Add(time.Microsecond)) {
+				t.Fatalf("case %d: window %+v outside [%s, %s]", i, w, start, end)
+			}
+			if k > 0 && w.Start.Before(res.Windows[k-1].End) {
+				t.Fatalf("case %d: windows overlap: %+v", i, res.Windows)
+			}
+			sum += w.End.Sub(w.Start).Hours()
+		}
+		if math.Abs(sum-res.HoursObservable) > 1e-3 {
+			t.Fatalf("case %d: hours %v, windows sum %v", i, res.HoursObservable, sum)
+		}
+		for _, s := range res.Samples {
+			in := false
+			near := false
+			for _, w := range res.Windows {
+				in = in || !s.Time.Before(w.Start) && !s.Time.After(w.End)
+				near = near || math.Abs(s.Time.Sub(w.Start).Seconds()) < 1 || math.Abs(s.Time.Sub(w.End).Seconds()) < 1
+			}
+			if in != s.Observable && !near {
+				t.Fatalf("case %d (%+v): sample %s observable=%v but in a window=%v", i, src, s.Time, s.Observable, in)
+			}
 		}
 	}
 }

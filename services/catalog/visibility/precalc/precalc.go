@@ -146,21 +146,25 @@ type payload struct {
 }
 
 // Enqueue records a precalculation of the sources for the year and queues it; a request equal
-// to a job still queued or running answers that job (idempotent).
+// to a job still queued or running answers that job (idempotent). A queued job's task is queued
+// again (asynq's task id makes that a no-op when it is there), so a job recorded just before a
+// crash is not left waiting forever.
 func (s *Service) Enqueue(ctx context.Context, year int, ids []int64, by string) (store.Job, error) {
 	job, created, err := s.Store.CreateJob(ctx, store.JobKey(s.Site, year, ids), year, ids, by)
-	if err != nil || !created {
+	if err != nil || !created && job.Status != store.JobQueued {
 		return job, err
 	}
 	b, _ := json.Marshal(payload{JobID: job.ID})
 	_, err = s.Queue.EnqueueContext(ctx, asynq.NewTask(TaskType, b), asynq.Queue(Queue),
 		asynq.TaskID("visibility-job-"+strconv.FormatInt(job.ID, 10)), asynq.MaxRetry(3), asynq.Timeout(time.Hour))
-	if err != nil {
+	if err == nil || errors.Is(err, asynq.ErrTaskIDConflict) {
+		return job, nil
+	}
+	if created {
 		msg := "could not be queued"
 		_ = s.Store.UpdateJob(context.WithoutCancel(ctx), job.ID, store.JobFailed, 0, &msg)
-		return store.Job{}, fmt.Errorf("enqueue job %d: %w", job.ID, err)
 	}
-	return job, nil
+	return store.Job{}, fmt.Errorf("enqueue job %d: %w", job.ID, err)
 }
 
 // Handle runs one precalculation task: chunk by chunk, sources already cached under the current

@@ -5,7 +5,9 @@ package tokentest
 
 import (
 	"context"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
@@ -101,4 +103,28 @@ func (e *Env) Exec(t testing.TB, query string, args ...any) {
 	if err := e.Cache.Purge(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Clock is a clock a test moves by hand (authtoken.Clock through its Now method), so that
+// waiting for time to pass costs no real time. It starts at the real time.
+type Clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// NewClock returns a Clock set to the real time now.
+func NewClock() *Clock { return &Clock{now: time.Now()} }
+
+// Now is the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Advance moves the clock forward by d.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
 }

@@ -27,6 +27,10 @@ type TokenService struct {
 	Limits  TokenLimits
 	Log     *slog.Logger
 	Metrics *TokenMetrics // nil: not measured
+	// Directory, when set, also refuses tokens of users it knows to be disabled or missing
+	// and drops roles taken away (a second line behind the cache invalidation of every user
+	// change; see authn.Directory).
+	Directory *authn.Directory
 	// Clock is the time source (nil: the real clock); tests inject one to move time instead
 	// of sleeping.
 	Clock Clock

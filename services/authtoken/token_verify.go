@@ -50,6 +50,12 @@ func (s *TokenService) VerifyToken(ctx context.Context, req authn.VerifyRequest)
 		s.Metrics.verified("error")
 		return nil, err
 	}
+	if s.Directory != nil {
+		if tok.Roles, err = s.Directory.Check(ctx, tok.UserID, tok.Username, nil, tok.Roles); err != nil {
+			s.Metrics.verified("invalid")
+			return nil, authn.ErrInvalidCredential
+		}
+	}
 	if missing := authn.MissingScopes(tok.Scopes, req.Scopes); len(missing) > 0 {
 		s.Metrics.verified("insufficient_scope")
 		return nil, &authn.InsufficientScopeError{Missing: missing}

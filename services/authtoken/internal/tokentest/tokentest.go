@@ -16,6 +16,7 @@ import (
 	"github.com/obsops/obsops/pkg/service"
 	"github.com/obsops/obsops/pkg/testenv"
 	"github.com/obsops/obsops/services/authtoken"
+	"github.com/obsops/obsops/services/authtoken/directory"
 	"github.com/obsops/obsops/services/authtoken/postgres"
 	"github.com/obsops/obsops/services/authtoken/tokencache"
 	"github.com/obsops/obsops/services/authtoken/usage"
@@ -58,6 +59,12 @@ func Limits() authtoken.TokenLimits { return authtoken.TokenLimits{DefaultDays: 
 // cached there.
 func (e *Env) Service() *authtoken.TokenService {
 	return &authtoken.TokenService{Store: e.Store, Accounts: e.Users, Counter: e.Counter, Cache: e.Cache, Limits: Limits()}
+}
+
+// UserService is the user service as the server builds it: user changes invalidate the
+// token cache and publish the user directory to e's Redis.
+func (e *Env) UserService() *authtoken.UserService {
+	return &authtoken.UserService{Store: e.Users, Cache: e.Cache, Directory: &directory.Publisher{Redis: e.RDB}}
 }
 
 // Flusher is a usage flusher over e's Redis and database (call Flush to run one round).

@@ -13,7 +13,7 @@ CREATE TABLE user_audit (
     actor_user_id BIGINT      REFERENCES users (id) ON DELETE SET NULL,
     actor         TEXT        NOT NULL,
     user_id       BIGINT      NOT NULL REFERENCES users (id) ON DELETE CASCADE,
-    action        TEXT        NOT NULL CHECK (action IN ('disable', 'enable', 'set_roles')),
+    action        TEXT        NOT NULL CHECK (action IN ('disable', 'enable', 'set_roles', 'grant_roles')),
     detail        JSONB       NOT NULL DEFAULT '{}'
 );
 CREATE INDEX user_audit_user_id ON user_audit (user_id, id);

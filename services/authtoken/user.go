@@ -55,6 +55,9 @@ const (
 	AuditDisable  = "disable"
 	AuditEnable   = "enable"
 	AuditSetRoles = "set_roles"
+	// AuditGrantRoles: roles added by login (bootstrap admins, viewer for a new user), the
+	// admin command line or service-token creation.
+	AuditGrantRoles = "grant_roles"
 )
 
 // UserListQuery selects a page of users.
@@ -83,8 +86,10 @@ type UserStore interface {
 	// Update applies ch in one transaction with its audit rows; it refuses a change that
 	// leaves no active admin (ErrLastAdmin). Disabling sets sessions_valid_after to now.
 	Update(ctx context.Context, id int64, ch UserChanges, a Audit) (User, error)
-	// Directory reads every user as the services' user directory holds them.
-	Directory(ctx context.Context) ([]authn.DirectoryEntry, error)
+	// Directory reads every user as the services' user directory holds them and calls
+	// publish with them, serialised with every other Directory call: publishers write in the
+	// order they read.
+	Directory(ctx context.Context, publish func([]authn.DirectoryEntry) error) error
 }
 
 // DirectoryPublisher makes the user directory known to every service (package directory):
@@ -233,11 +238,9 @@ func (s *UserService) Sync(ctx context.Context) error {
 	if s.Directory == nil {
 		return nil
 	}
-	entries, err := s.Store.Directory(ctx)
-	if err != nil {
-		return err
-	}
-	return s.Directory.Publish(ctx, entries)
+	return s.Store.Directory(ctx, func(entries []authn.DirectoryEntry) error {
+		return s.Directory.Publish(ctx, entries)
+	})
 }
 
 // RunSync publishes the directory every authn.DirectorySyncInterval until ctx ends, so a

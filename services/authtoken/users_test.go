@@ -273,8 +273,25 @@ func TestLastActiveAdmin(t *testing.T) {
 	require.Contains(t, string(out), "last active admin")
 	require.Equal(t, []string{"admin"}, userByName(t, s, root, "root").Roles)
 
+	// Command-line changes are audited too.
+	db, err := sql.Open("postgres", s.DatabaseURL)
+	require.NoError(t, err)
+	defer db.Close()
+	var actions []string
+	rows, err := db.Query(`SELECT action || ' by ' || actor || ' ' || detail::text FROM user_audit WHERE user_id = $1 ORDER BY id`, eveUser.ID)
+	require.NoError(t, err)
+	for rows.Next() {
+		var a string
+		require.NoError(t, rows.Scan(&a))
+		actions = append(actions, a)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []string{`grant_roles by admin-cli {"added": ["admin"]}`, `disable by root {"username": "eve"}`}, actions)
+
 	// With eve enabled again (by the command line), root may step down.
 	require.Contains(t, s.Admin(t, "enable-user", "--user", "eve"), "enabled")
+	require.NoError(t, db.QueryRow(`SELECT action || ' by ' || actor FROM user_audit WHERE user_id = $1 ORDER BY id DESC LIMIT 1`, eveUser.ID).Scan(&actions[0]))
+	require.Equal(t, "enable by admin-cli", actions[0])
 	require.Equal(t, 200, send(t, "PUT", url(rootUser), root, `{"roles":["viewer"]}`).Status)
 }
 

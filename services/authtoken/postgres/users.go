@@ -110,12 +110,18 @@ func (s *Users) UpsertOIDC(ctx context.Context, issuer, subject, username, email
 	return row.user(), row.Created, nil
 }
 
-// GrantRoles gives a user roles (idempotent), recording who granted them.
+// GrantRoles gives a user roles (idempotent), recording who granted them; the roles actually
+// added are audited (action grant_roles, actor by) in the same statement.
 func (s *Users) GrantRoles(ctx context.Context, userID int64, roles []string, by string) error {
 	_, err := s.DB.ExecContext(ctx, `
-		INSERT INTO user_roles (user_id, role, granted_by)
-		SELECT $1, unnest($2::text[]), $3
-		ON CONFLICT (user_id, role) DO NOTHING`, userID, pq.Array(roles), by)
+		WITH added AS (
+			INSERT INTO user_roles (user_id, role, granted_by)
+			SELECT $1, unnest($2::text[]), $3
+			ON CONFLICT (user_id, role) DO NOTHING
+			RETURNING role)
+		INSERT INTO user_audit (actor, user_id, action, detail)
+		SELECT $3, $1, 'grant_roles', jsonb_build_object('added', jsonb_agg(role ORDER BY role)) FROM added
+		HAVING count(*) > 0`, userID, pq.Array(roles), by)
 	return err
 }
 
@@ -241,10 +247,23 @@ func (s *Users) Update(ctx context.Context, id int64, ch authtoken.UserChanges, 
 	return after.user(), nil
 }
 
-// Directory reads every user as the user directory holds them: sessions_valid_after rounded
-// up to whole seconds, since JWTs carry iat in whole seconds (a JWT issued in the same second
-// as the revocation is refused too).
-func (s *Users) Directory(ctx context.Context) ([]authn.DirectoryEntry, error) {
+// directoryLock serialises publishing the user directory (see Directory).
+const directoryLock = 0x6f70736469726563 // "opsdirec"
+
+// Directory reads every user as the user directory holds them and hands them to publish,
+// holding a lock until publish returns: concurrent publishers (authtoken replicas, the admin
+// command) thus write in the order they read, and a snapshot read before a change can never
+// overwrite one read after it. sessions_valid_after is rounded up to whole seconds, since JWTs
+// carry iat in whole seconds (a JWT issued in the same second as the revocation is refused too).
+func (s *Users) Directory(ctx context.Context, publish func([]authn.DirectoryEntry) error) error {
+	tx, err := s.DB.BeginTxx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, directoryLock); err != nil {
+		return err
+	}
 	var rows []struct {
 		ID         int64          `db:"id"`
 		Username   string         `db:"username"`
@@ -252,15 +271,18 @@ func (s *Users) Directory(ctx context.Context) ([]authn.DirectoryEntry, error) {
 		ValidAfter int64          `db:"valid_after"`
 		Roles      pq.StringArray `db:"roles"`
 	}
-	if err := s.DB.SelectContext(ctx, &rows, `SELECT id, username, is_active,
+	if err := tx.SelectContext(ctx, &rows, `SELECT id, username, is_active,
 		COALESCE(ceil(extract(epoch FROM sessions_valid_after))::bigint, 0) AS valid_after,
 		ARRAY(SELECT role FROM user_roles WHERE user_id = users.id ORDER BY role) AS roles
 		FROM users ORDER BY id`); err != nil {
-		return nil, err
+		return err
 	}
 	out := make([]authn.DirectoryEntry, len(rows))
 	for i, r := range rows {
 		out[i] = authn.DirectoryEntry{UserID: r.ID, Username: r.Username, Active: r.Active, ValidAfter: r.ValidAfter, Roles: []string(r.Roles)}
 	}
-	return out, nil
+	if err := publish(out); err != nil {
+		return err
+	}
+	return tx.Commit()
 }

@@ -49,6 +49,7 @@ func TestCatalog(t *testing.T) {
 	t.Run("Sources", func(t *testing.T) { testSources(t, e) })
 	t.Run("SourceValidation", func(t *testing.T) { testSourceValidation(t, e) })
 	t.Run("DeleteUsedSource", func(t *testing.T) { testDeleteUsedSource(t, e) })
+	t.Run("ProgramWithExecutedObservations", func(t *testing.T) { testExecutedObservationsBlockDeletes(t, e) })
 	t.Run("ChipAndDetails", func(t *testing.T) { testChipAndDetails(t, e) })
 	t.Run("ConeSearch", func(t *testing.T) { testConeSearch(t, e) })
 	t.Run("Resolve", func(t *testing.T) { testResolve(t, e) })
@@ -341,4 +342,29 @@ func testPermissions(t *testing.T, e *env) {
 	require.NoError(t, e.db.QueryRow(`SELECT count(*) FROM sources WHERE name = 'Perm new'`).Scan(&n))
 	require.Zero(t, n)
 	require.Equal(t, http.StatusOK, e.call(t, http.MethodGet, e.gw(fmt.Sprintf("/observing_program/%d", p.ID)), e.viewer, nil).Status)
+}
+
+// testExecutedObservationsBlockDeletes: a row referencing an obs unit the way ingest's
+// executed_obs_units does (a foreign key without ON DELETE action; the real table comes with the
+// ingest migration, whose tests cover it end to end) makes deleting the program, or dropping the
+// unit in a PUT, a 409 that changes nothing.
+func testExecutedObservationsBlockDeletes(t *testing.T, e *env) {
+	_, err := e.db.Exec(`CREATE TABLE test_executed_obs_units (id bigserial PRIMARY KEY, obs_unit_id bigint NOT NULL REFERENCES obs_units (id))`)
+	require.NoError(t, err)
+	src := e.createSource(t, map[string]any{"name": "Executed target", "kind": "fixed", "ra_deg": 30.0, "dec_deg": 30.0})
+	r := e.call(t, http.MethodPost, e.gw("/observing_program/"), e.observer, e.programBody("EXEC", unit("done", src, 11, 10), unit("todo", src, 11, 10)))
+	require.Equal(t, http.StatusCreated, r.Status)
+	var p program
+	r.JSON(t, &p)
+	_, err = e.db.Exec(`INSERT INTO test_executed_obs_units (obs_unit_id) VALUES ($1)`, p.ObsUnits[0].ID)
+	require.NoError(t, err)
+
+	requireProblem(t, e.call(t, http.MethodDelete, e.gw(fmt.Sprintf("/observing_program/%d", p.ID)), e.observer, nil), http.StatusConflict, "")
+	requireProblem(t, e.call(t, http.MethodPut, e.gw(fmt.Sprintf("/observing_program/%d", p.ID)), e.observer, e.programBody("EXEC-2", unit("todo", src, 12, 10))), http.StatusConflict, "")
+	var got program
+	e.call(t, http.MethodGet, e.gw(fmt.Sprintf("/observing_program/%d", p.ID)), e.viewer, nil).JSON(t, &got)
+	require.Equal(t, p, got, "the refused PUT changed nothing")
+	// Dropping only the unit without observations is fine.
+	r = e.call(t, http.MethodPut, e.gw(fmt.Sprintf("/observing_program/%d", p.ID)), e.observer, e.programBody("EXEC", unit("done", src, 11, 10)))
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 }

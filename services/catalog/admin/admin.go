@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/obsops/obsops/pkg/service"
+	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/services/catalog"
 	"github.com/obsops/obsops/services/catalog/postgres"
 )
@@ -27,7 +27,7 @@ func Run(ctx context.Context, cfg *catalog.Config, stdout io.Writer, args []stri
 	if cfg.DatabaseURL == "" {
 		return errors.New("OPS_DATABASE_URL: required but not set")
 	}
-	db, err := service.OpenDB(cfg.DatabaseURL, 2)
+	db, err := database.Open(cfg.DatabaseURL, 2)
 	if err != nil {
 		return err
 	}

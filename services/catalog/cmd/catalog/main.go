@@ -9,6 +9,7 @@ import (
 	"github.com/obsops/obsops/migrations"
 	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/pkg/config"
+	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/pkg/service"
 	"github.com/obsops/obsops/services/catalog"
 	"github.com/obsops/obsops/services/catalog/admin"
@@ -32,10 +33,13 @@ func run(ctx context.Context) error {
 	}
 	svc, err := service.New(service.Options{
 		Name: "catalog", Title: "obsops catalog", Addr: cfg.Addr, Common: cfg.Common,
-		Description:  "Observing programs, sources, name resolution and instruments.",
-		Build:        service.Build{Version: version, Commit: commit},
-		UsesDatabase: true, ExpectedMigration: migrations.Latest(),
+		Description: "Observing programs, sources, name resolution and instruments.",
+		Build:       service.Build{Version: version, Commit: commit},
 	})
+	if err != nil {
+		return err
+	}
+	db, err := database.Attach(svc, migrations.Latest())
 	if err != nil {
 		return err
 	}
@@ -43,7 +47,7 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	store := &postgres.Store{DB: svc.DB}
+	store := &postgres.Store{DB: db}
 	resolver := &resolve.Resolver{Local: local, DB: store}
 	if cfg.SesameURL != "" {
 		resolver.Online = resolve.NewSesame(cfg.SesameURL, cfg.SesameTimeout, cfg.SesameCacheTTL, svc.Redis, svc.Log, svc.Metrics)

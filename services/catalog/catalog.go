@@ -97,15 +97,10 @@ const (
 // Bodies a solar_system source can be.
 var Bodies = []string{"sun", "moon", "mercury", "venus", "mars", "jupiter", "saturn", "uranus", "neptune"}
 
-// Program statuses.
-var ProgramStatuses = []string{"draft", "active", "completed", "archived"}
-
-// Limits of lists and bodies.
+// Limits beyond the request schemas (which bound lists and strings themselves).
 const (
-	MaxObsUnits     = 500 // obs units per program
-	MaxAliases      = 50  // aliases per source
-	MaxConeRadius   = 10.0
-	MaxResolveNames = 100
+	MaxAliases    = 50   // aliases per source, also when taken from a resolver
+	MaxConeRadius = 10.0 // degrees
 )
 
 // Instrument is an instrument with its modules (reference data shipped by migration 00006).

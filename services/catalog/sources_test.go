@@ -165,6 +165,13 @@ func testChipAndDetails(t *testing.T, e *env) {
 	var p program
 	r.JSON(t, &p)
 
+	// The program's sources: program_id filter.
+	var page sourcePage
+	e.call(t, http.MethodGet, e.gw(fmt.Sprintf("/sources/?program_id=%d", p.ID)), e.viewer, nil).JSON(t, &page)
+	require.Equal(t, 1, page.Total)
+	require.Equal(t, src, page.Items[0].ID)
+	require.Equal(t, http.StatusOK, e.call(t, http.MethodHead, e.gw(fmt.Sprintf("/sources/%d/chip", src)), e.viewer, nil).Status)
+
 	r = e.call(t, http.MethodGet, e.gw(fmt.Sprintf("/sources/%d/chip", src)), e.viewer, nil)
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	var chip struct {

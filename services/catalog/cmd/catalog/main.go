@@ -52,7 +52,7 @@ func run(ctx context.Context) error {
 	if cfg.SesameURL != "" {
 		resolver.Online = resolve.NewSesame(cfg.SesameURL, cfg.SesameTimeout, cfg.SesameCacheTTL, svc.Redis, svc.Log, svc.Metrics)
 	}
-	auth := authn.NewRemote(cfg.Config, cfg.AuthtokenURL, svc.Redis, svc.Log)
+	auth := authn.NewRemote(cfg.Config, cfg.AuthtokenURL, cfg.InternalSecret, svc.Redis, svc.Log)
 	httpapi.Register(svc.API, &httpapi.Handlers{
 		Auth: auth, Store: store, Resolver: resolver, Log: svc.Log,
 		Site:   sky.Site{LatDeg: cfg.LatitudeDeg, LonDeg: cfg.LongitudeDeg, HeightM: cfg.ElevationM},

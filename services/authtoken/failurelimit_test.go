@@ -70,6 +70,7 @@ func allKeys(t *testing.T, rdb *redis.Client) []string {
 func TestJunkCredentialsAreBudgetedPerAddress(t *testing.T) {
 	s := testenv.StartSuite(t, testenv.SuiteOptions{Env: map[string]string{
 		"OPS_AUTH_FAILURE_LIMIT":    "100",
+		"OPS_AUTH_FAILURE_WINDOW":   "10m", // the whole test is one window, however slow the machine
 		"OPS_RATE_LIMIT_PER_MINUTE": "300",
 	}})
 	jwt := s.JWT(t, "carol")
@@ -110,7 +111,7 @@ func TestJunkCredentialsAreBudgetedPerAddress(t *testing.T) {
 					retry, err := strconv.Atoi(r.Header.Get("Retry-After"))
 					require.NoError(t, err)
 					require.Greater(t, retry, 0)
-					require.LessOrEqual(t, retry, 120)
+					require.LessOrEqual(t, retry, 600, "at most the rest of the window (10m here; the gateway's: 1m)")
 					problemDetail(t, r)
 				}
 				require.Empty(t, r.Header.Get(service.CredentialVerifiedHeader))
@@ -125,7 +126,9 @@ func TestJunkCredentialsAreBudgetedPerAddress(t *testing.T) {
 			keysAfter, err := rdb.DBSize(ctx).Result()
 			require.NoError(t, err)
 			require.LessOrEqual(t, keysAfter-keysBefore, int64(10), "Redis keys grow by a bounded number, not per junk value (%d -> %d)", keysBefore, keysAfter)
-			for _, k := range allKeys(t, rdb) {
+			all := allKeys(t, rdb)
+			t.Logf("keys: %v", all)
+			for _, k := range all {
 				for _, sum := range junkSums {
 					require.NotContains(t, k, sum, "no key per unverified credential")
 				}

@@ -9,7 +9,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/obsops/obsops/pkg/service"
+	"github.com/obsops/obsops/pkg/contract"
 )
 
 // ErrInvalidCredential means the presented credential is unknown, inactive, expired, malformed
@@ -39,7 +39,7 @@ type VerifyRequest struct {
 }
 
 // VerifyPath is authtoken's internal verification endpoint. The gateway never routes /internal/*.
-const VerifyPath = "/internal/tokens/verify"
+const VerifyPath = contract.TokenVerifyPath
 
 // VerifyFailure is the body of a refused verification.
 type VerifyFailure struct {
@@ -76,7 +76,7 @@ func (r *RemoteTokens) VerifyToken(ctx context.Context, req VerifyRequest) (*Pri
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	if r.Secret != "" {
-		hreq.Header.Set(service.InternalSecretHeader, r.Secret)
+		hreq.Header.Set(contract.InternalSecretHeader, r.Secret)
 	}
 	resp, err := r.HTTP.Do(hreq)
 	if err != nil {

@@ -18,6 +18,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/valyala/fasthttp/fasthttpadaptor"
+
+	"github.com/obsops/obsops/pkg/contract"
+	"github.com/obsops/obsops/pkg/problem"
 )
 
 // requestInfo is what the chassis works out once per request for every later use.
@@ -70,19 +73,6 @@ func Trusted(c *fiber.Ctx) bool {
 // secret it checked).
 type ClientAddressFunc func(c *fiber.Ctx) (client string, trusted bool)
 
-// InternalSecretHeader carries the suite's internal secret (OPS_INTERNAL_SECRET) from the
-// gateway to the services and between services. A client never gets to send it: the gateway
-// replaces it on every request it forwards.
-const InternalSecretHeader = "X-Obsops-Internal-Secret"
-
-// CredentialVerifiedHeader is set by a service on its answer to a request whose credential
-// verified (whatever the route then decided; pkg/authn sets it). The gateway gives such a
-// credential a rate-limit budget of its own, and removes the header from the answer.
-const CredentialVerifiedHeader = "X-Obsops-Credential-Verified"
-
-// ForwardedClientHeader is where the gateway names the client to the services.
-const ForwardedClientHeader = "X-Real-IP"
-
 // InternalClient is the client-address rule of a service behind the gateway. A request that
 // carries the internal secret (compared in constant time) comes from the gateway or another
 // service: its X-Real-IP, when it is an IP address, is the client. Any other request — a
@@ -93,16 +83,16 @@ func InternalClient(secret string) ClientAddressFunc {
 	want := []byte(secret)
 	return func(c *fiber.Ctx) (string, bool) {
 		h := &c.Request().Header
-		got := h.Peek(InternalSecretHeader)
+		got := h.Peek(contract.InternalSecretHeader)
 		if len(got) == 0 {
 			return c.Context().RemoteIP().String(), false
 		}
 		ok := len(want) > 0 && subtle.ConstantTimeCompare(got, want) == 1
-		h.Del(InternalSecretHeader)
+		h.Del(contract.InternalSecretHeader)
 		if !ok {
 			return c.Context().RemoteIP().String(), false
 		}
-		if addr, err := netip.ParseAddr(string(h.Peek(ForwardedClientHeader))); err == nil {
+		if addr, err := netip.ParseAddr(string(h.Peek(contract.ForwardedClientHeader))); err == nil {
 			return addr.Unmap().String(), true
 		}
 		return c.Context().RemoteIP().String(), true
@@ -259,6 +249,9 @@ func trackRequests(clientAddress ClientAddressFunc, log *slog.Logger, service st
 			start = time.Now()
 		}
 		if err := c.Next(); err != nil {
+			if cause := problem.Cause(err); cause != nil {
+				log.Error("request failed", "request_id", ri.id, "path", c.Path(), "error", cause.Error())
+			}
 			if herr := c.App().Config().ErrorHandler(c, err); herr != nil {
 				_ = c.SendStatus(fiber.StatusInternalServerError)
 			}
@@ -303,7 +296,7 @@ func recoverPanics(log *slog.Logger) fiber.Handler {
 		defer func() {
 			if r := recover(); r != nil {
 				log.Error("panic", "request_id", RequestID(c), "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-				err = fiber.NewError(fiber.StatusInternalServerError, "internal error")
+				err = problem.Internal.New("") // logged above, with the stack
 			}
 		}()
 		return c.Next()

@@ -20,7 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/obsops/obsops/pkg/authn"
-	"github.com/obsops/obsops/pkg/service"
+	"github.com/obsops/obsops/pkg/contract"
 	"github.com/obsops/obsops/pkg/testenv"
 )
 
@@ -114,7 +114,7 @@ func TestJunkCredentialsAreBudgetedPerAddress(t *testing.T) {
 					require.LessOrEqual(t, retry, 600, "at most the rest of the window (10m here; the gateway's: 1m)")
 					problemDetail(t, r)
 				}
-				require.Empty(t, r.Header.Get(service.CredentialVerifiedHeader))
+				require.Empty(t, r.Header.Get(contract.CredentialVerifiedHeader))
 				if i%10 == 9 {
 					valid(i)
 				}
@@ -158,14 +158,14 @@ func TestForwardedAddressNeedsTheInternalSecret(t *testing.T) {
 	}
 	r := send(map[string]string{"X-Real-IP": "203.0.113.7"})
 	require.Equal(t, http.StatusUnauthorized, r.Status)
-	r = send(map[string]string{"X-Real-IP": "203.0.113.7", service.InternalSecretHeader: "wrong-" + s.Env["OPS_INTERNAL_SECRET"]})
+	r = send(map[string]string{"X-Real-IP": "203.0.113.7", contract.InternalSecretHeader: "wrong-" + s.Env["OPS_INTERNAL_SECRET"]})
 	require.Equal(t, http.StatusUnauthorized, r.Status)
 	n, err := rdb.Get(ctx, authn.FailureKeyPrefix+"127.0.0.6").Int()
 	require.NoError(t, err)
 	require.Equal(t, 2, n, "a spoofed X-Real-IP is ignored: the connection's address counts")
 	require.Zero(t, rdb.Exists(ctx, authn.FailureKeyPrefix+"203.0.113.7").Val())
 
-	r = send(map[string]string{"X-Real-IP": "203.0.113.7", service.InternalSecretHeader: s.Env["OPS_INTERNAL_SECRET"]})
+	r = send(map[string]string{"X-Real-IP": "203.0.113.7", contract.InternalSecretHeader: s.Env["OPS_INTERNAL_SECRET"]})
 	require.Equal(t, http.StatusUnauthorized, r.Status)
 	n, err = rdb.Get(ctx, authn.FailureKeyPrefix+"203.0.113.7").Int()
 	require.NoError(t, err)
@@ -176,7 +176,7 @@ func TestForwardedAddressNeedsTheInternalSecret(t *testing.T) {
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer not-a-jwt")
 	req.Header.Set("X-Real-IP", "198.51.100.99")
-	req.Header.Set(service.InternalSecretHeader, "guess")
+	req.Header.Set(contract.InternalSecretHeader, "guess")
 	r = do(t, clientFrom("127.0.0.7"), req)
 	require.Equal(t, http.StatusUnauthorized, r.Status)
 	require.Equal(t, "1", rdb.Get(ctx, authn.FailureKeyPrefix+"127.0.0.7").Val())
@@ -200,7 +200,7 @@ func TestInternalVerifyRouteIsBudgeted(t *testing.T) {
 		require.NoError(t, err)
 		req.Header.Set("Content-Type", "application/json")
 		if secret != "" {
-			req.Header.Set(service.InternalSecretHeader, secret)
+			req.Header.Set(contract.InternalSecretHeader, secret)
 		}
 		return do(t, clientFrom(from), req)
 	}

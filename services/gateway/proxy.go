@@ -14,6 +14,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
 
+	"github.com/obsops/obsops/pkg/contract"
 	"github.com/obsops/obsops/pkg/problem"
 	"github.com/obsops/obsops/pkg/service"
 )
@@ -157,9 +158,9 @@ func (u *Upstream) Forward(c *fiber.Ctx) error {
 	}
 	stripHop(resp.Header.All(), resp.Header.Del)
 	resp.Header.Del(fiber.HeaderServer)
-	if len(resp.Header.Peek(service.CredentialVerifiedHeader)) > 0 { // for the rate limiter, not the client
+	if len(resp.Header.Peek(contract.CredentialVerifiedHeader)) > 0 { // for the rate limiter, not the client
 		c.Locals(verifiedKey, true)
-		resp.Header.Del(service.CredentialVerifiedHeader)
+		resp.Header.Del(contract.CredentialVerifiedHeader)
 	}
 	if clientClose { // the client's wish about its own connection, not the upstream's
 		resp.SetConnectionClose()
@@ -179,9 +180,11 @@ func credentialVerified(c *fiber.Ctx) bool {
 // Close closes the connections to the upstream (after the gateway stopped serving).
 func (u *Upstream) Close() { u.pool.Close() }
 
-// fail turns a transport error into the gateway's problem and counts it.
+// fail turns a transport error into the gateway's problem and counts it. The problem names the
+// service, never its address or the dial error: those are its cause, which the chassis logs
+// with the request id (and obsops_gateway_upstream_errors_total counts by service).
 func (u *Upstream) fail(err error) *problem.Problem {
-	p := upstreamProblem(u.Name, err)
+	p := upstreamProblem(u.Name, err).WithCause(err)
 	u.metrics.upstreamErrors.WithLabelValues(u.Name, strconv.Itoa(p.Status)).Inc()
 	return p
 }
@@ -213,7 +216,7 @@ func setForwardedHeaders(c *fiber.Ctx, secret []byte) {
 	if len(secret) > 0 {
 		h.SetCanonical([]byte("X-Obsops-Internal-Secret"), secret)
 	} else {
-		h.Del(service.InternalSecretHeader)
+		h.Del(contract.InternalSecretHeader)
 	}
 	proto := "http"
 	switch {

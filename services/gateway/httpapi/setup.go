@@ -10,12 +10,15 @@ import (
 	"github.com/obsops/obsops/services/gateway"
 )
 
-// Setup builds the gateway's parts from cfg on the chassis svc (metrics on its registry, the
-// rate limiter on its Redis, closing WebSocket tunnels as a shutdown hook) and registers the
-// routes. The chassis must have been built with RedisOptional and NoOpenAPI.
+// Setup builds the gateway's parts from cfg on the chassis core svc (service.NewCore): metrics
+// on its registry, served on their own listener; the rate limiter on its Redis; closing
+// WebSocket tunnels as a shutdown hook. Then it registers the routes.
 func Setup(svc *service.Service, cfg *gateway.Config, version string) error {
 	if cfg.InternalSecret == "" {
 		svc.Log.Warn("OPS_INTERNAL_SECRET is not set: the services will take the gateway's own address for every client's (failed-credential budgets, token usage)")
+	}
+	if err := gateway.ServeMetrics(svc, cfg.MetricsAddr); err != nil {
+		return err
 	}
 	metrics := gateway.NewMetrics(svc.Metrics)
 	tunnels := gateway.NewTunnels(svc.Log, metrics)

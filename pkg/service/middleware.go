@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -315,6 +316,9 @@ func metricsHandler(reg *prometheus.Registry) fiber.Handler {
 // address itself, an IPv6 address's /64 (one host usually holds a whole /64, and counting its
 // addresses one by one would give it 2^64 budgets and as many Redis keys).
 func AddressKey(ip string) string {
+	if !strings.Contains(ip, ":") { // IPv4 as ClientIP gives it: already the key (hot path)
+		return ip
+	}
 	addr, err := netip.ParseAddr(ip)
 	if err != nil {
 		return ip

@@ -14,11 +14,11 @@ import (
 // on its registry, served on their own listener; the rate limiter on its Redis; closing
 // WebSocket tunnels as a shutdown hook. Then it registers the routes.
 func Setup(svc *service.Service, cfg *gateway.Config, version string) error {
-	if cfg.InternalSecret == "" {
-		svc.Log.Warn("OPS_INTERNAL_SECRET is not set: the services will take the gateway's own address for every client's (failed-credential budgets, token usage)")
-	}
 	if err := gateway.ServeMetrics(svc, cfg.MetricsAddr); err != nil {
 		return err
+	}
+	if cfg.InternalSecret == "" {
+		svc.Log.Warn("OPS_INTERNAL_SECRET is not set: the services will take the gateway's own address for every client's (failed-credential budgets, token usage)")
 	}
 	metrics := gateway.NewMetrics(svc.Metrics)
 	tunnels := gateway.NewTunnels(svc.Log, metrics)

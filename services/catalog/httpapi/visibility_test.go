@@ -323,9 +323,11 @@ func TestHeatmapCacheAndPrecalculation(t *testing.T) {
 		require.InDelta(t, want[0][d], h2.Hours[0][d], 0.006)
 	}
 
-	// invalidation: moving a source makes its row stale; the others stay cached
-	_, err = e.db.Exec(`UPDATE sources SET dec_deg = 10 WHERE id = $1`, id64[0])
-	require.NoError(t, err)
+	// invalidation: moving a source (through the catalog's own PUT /sources/{id}) makes its row
+	// stale; the others stay cached
+	r = e.do(t, http.MethodPut, e.base, fmt.Sprintf("/sources/%d", id64[0]), e.admin, "",
+		map[string]any{"name": "src-000", "kind": "fixed", "ra_deg": 0.0, "dec_deg": 10.0})
+	require.Equal(t, 200, r.status, string(r.body))
 	var h3 heatResp
 	require.Equal(t, 200, e.get(t, "/visibility/heatmap?year=2026&source_ids="+few, &h3).status)
 	require.False(t, h3.Cached)

@@ -9,6 +9,7 @@ import (
 	"github.com/obsops/obsops/migrations"
 	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/pkg/config"
+	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/pkg/service"
 	"github.com/obsops/obsops/services/authtoken"
 	"github.com/obsops/obsops/services/authtoken/admin"
@@ -40,14 +41,17 @@ func run(ctx context.Context) error {
 	}
 	svc, err := service.New(service.Options{
 		Name: "authtoken", Title: "obsops identity and API tokens", Addr: cfg.Addr, Common: cfg.Common,
-		Description:  "Identity-provider login, session JWTs and API tokens.",
-		Build:        service.Build{Version: version, Commit: commit},
-		UsesDatabase: true, ExpectedMigration: migrations.Latest(),
+		Description: "Identity-provider login, session JWTs and API tokens.",
+		Build:       service.Build{Version: version, Commit: commit},
 	})
 	if err != nil {
 		return err
 	}
-	tokenStore := &postgres.Tokens{DB: svc.DB}
+	db, err := database.Attach(svc, migrations.Latest())
+	if err != nil {
+		return err
+	}
+	tokenStore := &postgres.Tokens{DB: db}
 	usageCounter := usage.NewCounter(svc.Redis)
 	cache := tokencache.New(svc.Redis, tokencache.DefaultTTL)
 	tokens := &authtoken.TokenService{
@@ -57,7 +61,7 @@ func run(ctx context.Context) error {
 	}
 	auth := authn.New(cfg.Config, ring.Keys(), tokens, svc.Redis, svc.Log)
 	users := &authtoken.UserService{
-		Store: &postgres.Users{DB: svc.DB}, Cache: cache, Log: svc.Log,
+		Store: &postgres.Users{DB: db}, Cache: cache, Log: svc.Log,
 		Directory: &directory.Publisher{Redis: svc.Redis, Local: auth.JWT.Users},
 	}
 	tokens.Accounts, tokens.Directory = users, auth.JWT.Users

@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/obsops/obsops/pkg/authn"
-	"github.com/obsops/obsops/pkg/service"
+	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/pkg/testenv"
 	"github.com/obsops/obsops/services/authtoken"
 	"github.com/obsops/obsops/services/authtoken/directory"
@@ -38,7 +38,7 @@ type Env struct {
 func New(t testing.TB) *Env {
 	t.Helper()
 	e := &Env{DatabaseURL: testenv.Database(t), Redis: testenv.Redis(t)}
-	db, err := service.OpenDB(e.DatabaseURL, 20)
+	db, err := database.Open(e.DatabaseURL, 20)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/obsops/obsops/pkg/authn"
+	"github.com/obsops/obsops/pkg/contract"
 	"github.com/obsops/obsops/pkg/testenv"
 )
 
@@ -97,8 +98,8 @@ func TestDirectoryFollowsChanges(t *testing.T) {
 	// A lost announcement: the directory changes in Redis without a PUBLISH. The copy still
 	// accepts alice (so no point lookup happens): only polling can bring the change.
 	rdb := r.Client()
-	require.NoError(t, rdb.HSet(ctx, authn.DirectoryKey, "1", "0|0|admin|alice").Err())
-	require.NoError(t, rdb.Set(ctx, authn.DirectoryVersionKey, "written-without-announcement", 0).Err())
+	require.NoError(t, rdb.HSet(ctx, contract.UserDirectoryKey, "1", "0|0|admin|alice").Err())
+	require.NoError(t, rdb.Set(ctx, contract.UserDirectoryVersionKey, "written-without-announcement", 0).Err())
 	start = time.Now()
 	require.Eventually(t, func() bool {
 		_, err := d.Check(ctx, 1, "alice", nil, []string{"admin"})

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/obsops/obsops/pkg/authn"
+	"github.com/obsops/obsops/pkg/contract"
 	"github.com/obsops/obsops/pkg/testenv"
 )
 
@@ -442,7 +443,7 @@ func TestUserDirectorySurvivesARedisFlush(t *testing.T) {
 	require.NoError(t, rdb.FlushAll(ctx).Err())
 	require.Equal(t, 401, remoteStatus(remote, eveJWT, authn.AnyUser()), "the copy stays in force")
 	start := time.Now()
-	require.Eventually(t, func() bool { return rdb.Exists(ctx, authn.DirectoryKey).Val() == 1 }, revocationBound, 50*time.Millisecond)
+	require.Eventually(t, func() bool { return rdb.Exists(ctx, contract.UserDirectoryKey).Val() == 1 }, revocationBound, 50*time.Millisecond)
 	t.Logf("directory rewritten %s after the flush", time.Since(start))
 	fresh := authn.NewDirectory(rdb, nil)
 	defer fresh.Close()

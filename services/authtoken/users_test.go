@@ -241,6 +241,24 @@ func TestRevokedRoleRefused(t *testing.T) {
 	require.Equal(t, 200, r.Status, "%s", r.Body)
 	waitStatus(t, time.Now(), "granted back", 200, func() int { return remoteStatus(remote, bob, authn.Roles(authn.RoleAdmin)) })
 
+	// A service account losing role service: its API token stops passing service-only routes.
+	r = send(t, "POST", s.GatewayURL+"/api/tokens/service", root, `{"account":"pol2-ingest","scopes":["write:data"]}`)
+	require.Equal(t, 201, r.Status, "%s", r.Body)
+	var svcTok struct {
+		Token   string
+		Account struct {
+			UserID int64 `json:"user_id"`
+		}
+	}
+	r.JSON(t, &svcTok)
+	serviceOnly := authn.ServiceAccount("write:data")
+	require.Equal(t, 200, remoteStatus(remote, svcTok.Token, serviceOnly))
+	start = time.Now()
+	r = send(t, "PUT", s.GatewayURL+fmt.Sprintf("/api/users/%d", svcTok.Account.UserID), root, `{"roles":[]}`)
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	took := waitStatus(t, start, "service token without role service", 403, func() int { return remoteStatus(remote, svcTok.Token, serviceOnly) })
+	t.Logf("API token lost its role %s after the change", took)
+
 	var audit int
 	db, err := sql.Open("postgres", s.DatabaseURL)
 	require.NoError(t, err)

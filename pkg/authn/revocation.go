@@ -141,9 +141,11 @@ func WriteDirectory(ctx context.Context, rdb redis.UniversalClient, entries []Di
 // copy that missed a very recent change (a new user, a re-enabled one, a fresh grant) never
 // refuses a credential that Redis already accepts.
 type Directory struct {
+	// Now is the clock of point-lookup spacing (nil: time.Now); set it before first use.
+	Now func() time.Time
+
 	rdb redis.UniversalClient
 	log *slog.Logger
-	now func() time.Time
 
 	start  sync.Once
 	cancel context.CancelFunc
@@ -159,7 +161,7 @@ type Directory struct {
 
 // NewDirectory returns the directory on rdb; nothing runs until its first use.
 func NewDirectory(rdb redis.UniversalClient, log *slog.Logger) *Directory {
-	return &Directory{rdb: rdb, log: log, now: time.Now, loaded: make(chan struct{}),
+	return &Directory{rdb: rdb, log: log, loaded: make(chan struct{}),
 		users: map[int64]DirectoryEntry{}, looked: map[int64]time.Time{}}
 }
 
@@ -271,6 +273,14 @@ func (d *Directory) reload(ctx context.Context, announced string) {
 	d.mu.Unlock()
 }
 
+// now reads the directory's clock.
+func (d *Directory) now() time.Time {
+	if d.Now != nil {
+		return d.Now()
+	}
+	return time.Now()
+}
+
 func (d *Directory) warn(msg string, err error) {
 	d.mu.Lock()
 	now := d.now()
@@ -336,13 +346,21 @@ func judge(e DirectoryEntry, found bool, name string, issuedAt *time.Time, roles
 	case issuedAt != nil && issuedAt.Unix() < e.ValidAfter:
 		return nil, ErrSessionRevoked
 	}
-	kept := make([]string, 0, len(roles))
-	for _, r := range roles {
-		if slices.Contains(e.Roles, r) {
-			kept = append(kept, r)
+	for i, r := range roles {
+		if !slices.Contains(e.Roles, r) { // a role taken away: keep only those still held
+			kept := slices.Clone(roles[:i])
+			for _, r := range roles[i+1:] {
+				if slices.Contains(e.Roles, r) {
+					kept = append(kept, r)
+				}
+			}
+			if kept == nil {
+				kept = []string{}
+			}
+			return kept, nil
 		}
 	}
-	return kept, nil
+	return roles, nil // all still held: the common case allocates nothing
 }
 
 var errLookupSkipped = errors.New("looked up a moment ago")

@@ -482,3 +482,31 @@ func TestUserDirectorySurvivesARedisFlush(t *testing.T) {
 	_, err := fresh.Check(ctx, eve.ID, "eve", nil, nil)
 	require.ErrorIs(t, err, authn.ErrUserDisabled, "a service starting after the flush knows it too")
 }
+
+// Another real service, through the gateway: the site service shows an admin the full
+// /health report (which address failed); a disabled admin's JWT gets the anonymous one within
+// 5 s, through the site binary's own copy of the user directory.
+func TestDisabledAdminLosesTheSiteAdminView(t *testing.T) {
+	s := testenv.StartSuite(t, testenv.SuiteOptions{Skip: []string{"transfer", "catalog", "ingest"}})
+	root := s.JWT(t, "root", authn.RoleAdmin)
+	eve := s.JWT(t, "eve", authn.RoleAdmin)
+	eveUser := userByName(t, s, root, "eve")
+	detail := func(cred string) string {
+		r := send(t, "GET", s.GatewayURL+"/health", cred, "")
+		var h struct {
+			Services map[string]struct {
+				Detail string `json:"detail"`
+			} `json:"services"`
+		}
+		r.JSON(t, &h)
+		return h.Services["catalog"].Detail
+	}
+	require.NotEmpty(t, detail(eve), "an admin sees why catalog failed")
+	require.Empty(t, detail(""), "anonymous callers do not")
+
+	start := time.Now()
+	require.Equal(t, 200, send(t, "PUT", s.GatewayURL+fmt.Sprintf("/api/users/%d", eveUser.ID), root, `{"is_active":false}`).Status)
+	took := waitStatus(t, start, "site's admin view for a disabled admin", 0, func() int { return len(detail(eve)) })
+	t.Logf("site stopped treating the disabled admin as admin %s after the change", took)
+	require.NotEmpty(t, detail(root))
+}

@@ -80,7 +80,7 @@ func userByName(t *testing.T, s *testenv.Suite, admin, name string) userView {
 // locally with the JWKS and the user directory, API tokens at authtoken.
 func remoteAuthenticator(s *testenv.Suite) *authn.Authenticator {
 	return authn.NewRemote(authn.Config{JWTIssuer: "obsops", JWTAudience: "obsops", JWTLeeway: 30 * time.Second},
-		s.URLs["authtoken"], s.Redis.Client(), nil)
+		s.URLs["authtoken"], s.Env["OPS_INTERNAL_SECRET"], s.Redis.Client(), nil)
 }
 
 // remoteStatus is the status another service would answer cred with under rule (200 if allowed).

@@ -146,7 +146,9 @@ func Register(api huma.API, h *Handlers) {
 	// Token verification for the other services (authn.RemoteTokens): 200 Principal, 401
 	// {"error":"invalid_token"}, 403 {"error":"insufficient_scope","missing":[...]}. Not in the
 	// public OpenAPI document; reachable only inside the cluster (see k8s network policies).
-	huma.Register(api, huma.Operation{
+	// Callers that do not present the internal secret count as their own client, with a
+	// failed-credential budget (authn.VerifyInternal).
+	huma.Register(api, h.Auth.InternalOp(huma.Operation{
 		OperationID: "internal-verify-token", Method: http.MethodPost, Path: authn.VerifyPath, Hidden: true,
-	}, h.verifyToken)
+	}), h.verifyToken)
 }

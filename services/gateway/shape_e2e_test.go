@@ -3,16 +3,19 @@ package gateway_test
 import (
 	"bufio"
 	"bytes"
+	"database/sql"
 	"encoding/json"
 	"io"
 	"net"
 	"net/http"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	_ "github.com/lib/pq" // PostgreSQL driver, to break the database under a service
 	"github.com/stretchr/testify/require"
 
 	"github.com/obsops/obsops/pkg/problem"
@@ -38,7 +41,7 @@ type shapeCase struct {
 func TestErrorShapeEverywhere(t *testing.T) {
 	s := testenv.StartSuite(t, testenv.SuiteOptions{
 		Skip: []string{"transfer"}, // its URL points at a port nobody listens on: 502
-		Env:  map[string]string{"OPS_BODY_LIMIT_BYTES": "4096"},
+		Env:  map[string]string{"OPS_BODY_LIMIT_BYTES": "4096", "OPS_AUTH_FAILURE_LIMIT": "10"},
 	})
 	viewer := "Bearer " + s.JWT(t, "shape-viewer", "viewer")
 	big := `{"name":"` + strings.Repeat("x", 5000) + `"}`
@@ -101,6 +104,34 @@ func TestErrorShapeEverywhere(t *testing.T) {
 		requireShape(t, "gateway", resp, body, problem.RateLimited)
 		require.NotEmpty(t, resp.Header.Get("Retry-After"))
 	})
+	t.Run("failed-credential budget", func(t *testing.T) {
+		for via, base := range map[string]string{"authtoken": s.URLs["authtoken"], "gateway": s.GatewayURL} {
+			var resp *http.Response
+			var body []byte
+			for i := range 50 {
+				if resp, body = send(t, "GET", base+"/api/tokens/", "", "Bearer junk-"+strconv.Itoa(i)); resp.StatusCode == 429 {
+					break
+				}
+			}
+			requireShape(t, via, resp, body, problem.TooManyFailedAttempts)
+			require.NotEmpty(t, resp.Header.Get("Retry-After"), via)
+		}
+	})
+
+	t.Run("internal error", func(t *testing.T) {
+		db, err := sql.Open("postgres", s.DatabaseURL)
+		require.NoError(t, err)
+		defer db.Close()
+		_, err = db.Exec(`DROP TABLE token_audit, api_tokens CASCADE`) // the handler's query fails
+		require.NoError(t, err)
+		for via, base := range map[string]string{"authtoken": s.URLs["authtoken"], "gateway": s.GatewayURL} {
+			resp, body := send(t, "GET", base+"/api/tokens/", "", viewer)
+			requireShape(t, via, resp, body, problem.Internal)
+			require.NotContains(t, string(body), "api_tokens", "%s: the cause is only logged", via)
+			require.NotContains(t, string(body), "relation", via)
+		}
+	})
+
 	t.Run("unavailable dependency", func(t *testing.T) { // last: it kills Redis
 		s.Redis.Kill() // /buffer-stats reads the queue from Redis
 		for via, base := range map[string]string{"gateway": s.GatewayURL, "site": s.URLs["site"]} {

@@ -43,9 +43,14 @@ func NewRemote(c Config, authtokenURL, internalSecret string, rdb redis.Universa
 }
 
 // New builds an Authenticator from its parts (authtoken passes its own keys and verifier).
+// With Redis, session JWTs are also checked against the user directory (revocation.go).
 func New(c Config, keys KeySource, tokens TokenVerifier, rdb redis.UniversalClient, log *slog.Logger) *Authenticator {
+	var directory *Directory
+	if rdb != nil {
+		directory = NewDirectory(rdb, log)
+	}
 	return &Authenticator{
-		JWT:           &JWTVerifier{Keys: keys, Issuer: c.JWTIssuer, Audience: c.JWTAudience, Leeway: c.JWTLeeway},
+		JWT:           &JWTVerifier{Keys: keys, Issuer: c.JWTIssuer, Audience: c.JWTAudience, Leeway: c.JWTLeeway, Users: directory},
 		Tokens:        tokens,
 		Redis:         rdb,
 		FailureLimit:  c.FailureLimit,

@@ -165,7 +165,7 @@ type meOutput struct {
 
 func (h *Handlers) me(ctx context.Context, _ *struct{}) (*meOutput, error) {
 	p := authn.PrincipalFrom(ctx)
-	u, err := h.Users.ByID(ctx, p.UserID)
+	u, err := h.Users.Current(ctx, p.UserID)
 	if errors.Is(err, authtoken.ErrNotFound) || (err == nil && !u.IsActive) {
 		return nil, huma.ErrorWithHeaders(
 			huma.Error401Unauthorized("the user of this credential no longer exists or is disabled"),

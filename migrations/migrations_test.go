@@ -83,8 +83,12 @@ func TestConcurrentUpIsSerialisedByTheAdvisoryLock(t *testing.T) {
 	if err := db.QueryRow(`SELECT count(*) FROM goose_db_version WHERE version_id > 0`).Scan(&applied); err != nil {
 		t.Fatal(err)
 	}
-	if int64(applied) != migrations.Latest() {
-		t.Fatalf("%d migrations recorded, want %d (each applied exactly once)", applied, migrations.Latest())
+	prov, err := migrations.NewProvider(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := len(prov.ListSources()); applied != want { // versions may have gaps while branches land
+		t.Fatalf("%d migrations recorded, want %d (each applied exactly once)", applied, want)
 	}
 }
 

@@ -87,15 +87,14 @@ func (h *Handlers) overview(ctx context.Context, _ *struct{}) (*bodyOutput[*tran
 	return out(transfer.BuildOverview(counts, seq, time.Now())), nil
 }
 
-type listInput struct {
-	Limit  int       `query:"limit" default:"50" minimum:"1" maximum:"500" doc:"Page size (1-500)."`
-	Offset int       `query:"offset" default:"0" minimum:"0" doc:"Items to skip."`
-	Site   string    `query:"site" maxLength:"63" doc:"Only those with an operation at this site (e.g. cornell)."`
-	From   time.Time `query:"from" doc:"Created at or after (RFC 3339)."`
-	To     time.Time `query:"to" doc:"Created before (RFC 3339)."`
+// listParams are the paging and filter parameters both lists share.
+type listParams struct {
+	Limit, Offset int
+	Site          string
+	From, To      time.Time
 }
 
-func (h *Handlers) listQuery(ctx context.Context, in listInput, state string) (postgres.ListQuery, error) {
+func (h *Handlers) listQuery(ctx context.Context, in listParams, state string) (postgres.ListQuery, error) {
 	q := postgres.ListQuery{State: state, Site: in.Site, Limit: in.Limit, Offset: in.Offset}
 	if !in.From.IsZero() {
 		q.From = &in.From
@@ -119,12 +118,16 @@ func (h *Handlers) listQuery(ctx context.Context, in listInput, state string) (p
 }
 
 type rawPackagesInput struct {
-	listInput
-	State string `query:"state" enum:"WAITING,TRANSFERRING,ARCHIVED,FAILED" doc:"Only packages in this lifecycle state."`
+	Limit  int       `query:"limit" default:"50" minimum:"1" maximum:"500" doc:"Page size (1-500)."`
+	Offset int       `query:"offset" default:"0" minimum:"0" doc:"Items to skip."`
+	Site   string    `query:"site" maxLength:"63" doc:"Only packages with an operation at this site (e.g. cornell)."`
+	From   time.Time `query:"from" doc:"Entered the pipeline at or after (RFC 3339)."`
+	To     time.Time `query:"to" doc:"Entered the pipeline before (RFC 3339)."`
+	State  string    `query:"state" enum:"WAITING,TRANSFERRING,ARCHIVED,FAILED" doc:"Only packages in this lifecycle state."`
 }
 
 func (h *Handlers) rawPackages(ctx context.Context, in *rawPackagesInput) (*bodyOutput[postgres.Page[postgres.RawPackage]], error) {
-	q, err := h.listQuery(ctx, in.listInput, in.State)
+	q, err := h.listQuery(ctx, listParams{in.Limit, in.Offset, in.Site, in.From, in.To}, in.State)
 	if err != nil {
 		return nil, err
 	}
@@ -136,12 +139,16 @@ func (h *Handlers) rawPackages(ctx context.Context, in *rawPackagesInput) (*body
 }
 
 type transferPackagesInput struct {
-	listInput
-	State string `query:"state" enum:"BUILDING,BUILT,TRANSFERRED,UNPACKED" doc:"Only DTPs in this state."`
+	Limit  int       `query:"limit" default:"50" minimum:"1" maximum:"500" doc:"Page size (1-500)."`
+	Offset int       `query:"offset" default:"0" minimum:"0" doc:"Items to skip."`
+	Site   string    `query:"site" maxLength:"63" doc:"Only DTPs with an operation at this site (e.g. cornell)."`
+	From   time.Time `query:"from" doc:"Created at or after (RFC 3339)."`
+	To     time.Time `query:"to" doc:"Created before (RFC 3339)."`
+	State  string    `query:"state" enum:"BUILDING,BUILT,TRANSFERRED,UNPACKED" doc:"Only DTPs in this state."`
 }
 
 func (h *Handlers) transferPackages(ctx context.Context, in *transferPackagesInput) (*bodyOutput[postgres.Page[postgres.TransferPackage]], error) {
-	q, err := h.listQuery(ctx, in.listInput, in.State)
+	q, err := h.listQuery(ctx, listParams{in.Limit, in.Offset, in.Site, in.From, in.To}, in.State)
 	if err != nil {
 		return nil, err
 	}
@@ -171,9 +178,10 @@ type resetParams struct {
 }
 
 type resetInput struct {
-	Kind kindParam `path:"kind"`
-	ID   int64     `path:"id" minimum:"1"`
-	resetParams
+	Kind   kindParam `path:"kind"`
+	ID     int64     `path:"id" minimum:"1"`
+	DryRun bool      `query:"dry_run" doc:"Change nothing; answer what the operation would become."`
+	Reason string    `query:"reason" maxLength:"1000" doc:"Why; kept in the operation's history with the caller's username."`
 }
 
 func (h *Handlers) resetOperation(ctx context.Context, in *resetInput) (*bodyOutput[transfer.Operation], error) {
@@ -199,8 +207,9 @@ type ResetAll struct {
 }
 
 type resetAllInput struct {
-	Kind kindParam `path:"kind"`
-	resetParams
+	Kind   kindParam `path:"kind"`
+	DryRun bool      `query:"dry_run" doc:"Change nothing; answer what would be reset."`
+	Reason string    `query:"reason" maxLength:"1000" doc:"Why; kept in each operation's history with the caller's username."`
 }
 
 func (h *Handlers) resetAllFailed(ctx context.Context, in *resetAllInput) (*bodyOutput[ResetAll], error) {
@@ -216,8 +225,9 @@ func (h *Handlers) resetAllFailed(ctx context.Context, in *resetAllInput) (*body
 }
 
 type legacyResetInput struct {
-	ID int64 `path:"id" minimum:"1"`
-	resetParams
+	ID     int64  `path:"id" minimum:"1"`
+	DryRun bool   `query:"dry_run" doc:"Change nothing; answer what would be reset."`
+	Reason string `query:"reason" maxLength:"1000" doc:"Why; kept in the history with the caller's username."`
 }
 
 func (h *Handlers) resetLegacy(kind postgres.LegacyKind) func(context.Context, *legacyResetInput) (*bodyOutput[postgres.LegacyReset], error) {

@@ -56,7 +56,7 @@ type StateChange struct {
 func refreshPackages(ctx context.Context, q queryer, where string, args ...any) ([]StateChange, error) {
 	changes := []StateChange{}
 	err := sqlx.SelectContext(ctx, q, &changes, `
-		WITH d AS (`+fmt.Sprintf(deriveSQL, where)+` FOR UPDATE OF p)
+		WITH d AS (`+fmt.Sprintf(deriveSQL, where)+` ORDER BY p.raw_data_package_id FOR NO KEY UPDATE OF p)
 		UPDATE package_states p SET state = d.derived, state_changed_at = now(), updated_at = now()
 		  FROM d WHERE p.raw_data_package_id = d.id AND d.current <> d.derived
 		RETURNING d.id, d.current, d.derived`, args...)

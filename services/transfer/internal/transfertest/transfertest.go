@@ -46,7 +46,13 @@ func Config() *transfer.Config {
 // New starts a database and a Redis for t.
 func New(t testing.TB) *Env {
 	t.Helper()
-	e := &Env{DatabaseURL: testenv.Database(t), Redis: testenv.Redis(t), Config: Config()}
+	return NewOn(t, testenv.Database(t), testenv.Redis(t))
+}
+
+// NewOn builds the store and engine on an existing database and Redis (e.g. a suite's).
+func NewOn(t testing.TB, databaseURL string, rs *testenv.RedisServer) *Env {
+	t.Helper()
+	e := &Env{DatabaseURL: databaseURL, Redis: rs, Config: Config()}
 	db, err := service.OpenDB(e.DatabaseURL, 20)
 	if err != nil {
 		t.Fatal(err)

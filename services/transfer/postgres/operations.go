@@ -84,8 +84,19 @@ func (s *Store) lockOperation(ctx context.Context, tx *sqlx.Tx, kind transfer.Ki
 	return s.operation(ctx, tx, kind, id)
 }
 
-// inTx runs fn in a transaction.
+// inTx runs fn in a transaction, again (up to three times) if PostgreSQL aborted it as a
+// deadlock victim or serialization failure: fn must only touch the database.
 func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		if err = s.tryTx(ctx, fn); !retryable(err) {
+			return err
+		}
+	}
+	return err
+}
+
+func (s *Store) tryTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 	tx, err := s.DB.BeginTxx(ctx, nil)
 	if err != nil {
 		return err
@@ -95,6 +106,11 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 		return err
 	}
 	return tx.Commit()
+}
+
+func retryable(err error) bool {
+	var pqErr *pq.Error
+	return errors.As(err, &pqErr) && (pqErr.Code == "40P01" || pqErr.Code == "40001")
 }
 
 func seconds(d time.Duration) float64 { return d.Seconds() }

@@ -54,9 +54,15 @@ type StateChange struct {
 // refreshPackages stores the derived state of the packages chosen by where (with args) and
 // returns the ones that changed.
 func refreshPackages(ctx context.Context, q queryer, where string, args ...any) ([]StateChange, error) {
+	// Lock the rows first, in one order, in a statement of their own: concurrent refreshes of
+	// overlapping packages (a DTP's members) then wait for each other instead of deadlocking.
+	if _, err := q.ExecContext(ctx, `SELECT 1 FROM package_states p WHERE `+where+
+		` ORDER BY p.raw_data_package_id FOR NO KEY UPDATE`, args...); err != nil {
+		return nil, err
+	}
 	changes := []StateChange{}
 	err := sqlx.SelectContext(ctx, q, &changes, `
-		WITH d AS (`+fmt.Sprintf(deriveSQL, where)+` ORDER BY p.raw_data_package_id FOR NO KEY UPDATE OF p)
+		WITH d AS MATERIALIZED (`+fmt.Sprintf(deriveSQL, where)+`)
 		UPDATE package_states p SET state = d.derived, state_changed_at = now(), updated_at = now()
 		  FROM d WHERE p.raw_data_package_id = d.id AND d.current <> d.derived
 		RETURNING d.id, d.current, d.derived`, args...)
@@ -243,6 +249,10 @@ func (s *Store) makeDTP(ctx context.Context, group []readyPackage, size int64) e
 			INSERT INTO data_transfer_packages (name, location_id, package_count, size_bytes)
 			VALUES ('dtp-' || to_char(now() AT TIME ZONE 'UTC', 'YYYYMMDD"T"HH24MISS') || '-' || substr(md5(random()::text), 1, 8), $1, $2, $3)
 			RETURNING id`, buf.ID, len(group), size); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `SELECT 1 FROM package_states WHERE raw_data_package_id = ANY($1::uuid[])
+			ORDER BY raw_data_package_id FOR NO KEY UPDATE`, uuids(ids)); err != nil {
 			return err
 		}
 		res, err := tx.ExecContext(ctx, `UPDATE package_states SET data_transfer_package_id = $1, updated_at = now()

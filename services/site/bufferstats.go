@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+
+	"github.com/obsops/obsops/pkg/contract"
 )
 
 // BufferStats describes the critical-write buffer of this site: the asynq queue that ingest
@@ -41,15 +43,15 @@ type BufferInspector struct {
 
 // Stats reads the ingest queue. A queue that has never held a task reports zeros, not an error.
 func (b *BufferInspector) Stats(ctx context.Context) (BufferStats, error) {
-	st := BufferStats{Site: b.Site, SiteType: b.SiteType, Queue: IngestQueue, MeasuredAt: time.Now().UTC()}
+	st := BufferStats{Site: b.Site, SiteType: b.SiteType, Queue: contract.IngestQueue, MeasuredAt: time.Now().UTC()}
 	queues, err := b.Inspector.Queues()
 	if err != nil {
 		return st, fmt.Errorf("read queues: %w", err)
 	}
-	if slices.Contains(queues, IngestQueue) {
-		qi, err := b.Inspector.GetQueueInfo(IngestQueue)
+	if slices.Contains(queues, contract.IngestQueue) {
+		qi, err := b.Inspector.GetQueueInfo(contract.IngestQueue)
 		if err != nil {
-			return st, fmt.Errorf("read queue %s: %w", IngestQueue, err)
+			return st, fmt.Errorf("read queue %s: %w", contract.IngestQueue, err)
 		}
 		st.Pending, st.Active, st.Scheduled, st.Retry, st.Archived = qi.Pending, qi.Active, qi.Scheduled, qi.Retry, qi.Archived
 		st.ProcessedToday, st.FailedToday = qi.Processed, qi.Failed

@@ -11,7 +11,7 @@ import (
 	"github.com/lib/pq"
 	"github.com/stretchr/testify/require"
 
-	"github.com/obsops/obsops/pkg/service"
+	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/pkg/testenv"
 	"github.com/obsops/obsops/services/transfer/internal/transfertest"
 )
@@ -36,7 +36,7 @@ func startStack(t *testing.T, env map[string]string) *stack {
 		e[k] = v
 	}
 	s := testenv.StartSuite(t, testenv.SuiteOptions{Env: e, Skip: []string{"catalog", "ingest", "site"}})
-	db, err := service.OpenDB(s.DatabaseURL, 10)
+	db, err := database.Open(s.DatabaseURL, 10)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
 	transfertest.RawPackagesTable(t, db)

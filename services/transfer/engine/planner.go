@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/obsops/obsops/pkg/contract"
 	"github.com/obsops/obsops/services/transfer"
 	"github.com/obsops/obsops/services/transfer/postgres"
 )
@@ -20,7 +21,7 @@ import (
 // Redis names used by the transfer service.
 const (
 	// OverviewChannel carries every overview update to every replica (DESIGN §6).
-	OverviewChannel = "ops:transfer:overview"
+	OverviewChannel = contract.TransferOverviewChannel
 	// WakeChannel wakes the active planner early (a mover completed an operation; ingest may
 	// publish here when it finalizes a package). The poll every OPS_PLANNER_INTERVAL is the
 	// guarantee; a lost wake-up only delays.

@@ -19,12 +19,12 @@ func run(ctx context.Context) error {
 	if err := config.Load(&cfg); err != nil {
 		return err
 	}
-	svc, err := service.New(service.Options{
-		Name: "gateway", Title: "obsops", Addr: cfg.Addr, MetricsAddr: cfg.MetricsAddr, Common: cfg.Common,
+	// The core only: Redis stays out of readiness (the rate limiter fails open), /metrics is on
+	// a listener of its own and /openapi.json is the merged document (httpapi.Setup).
+	svc, err := service.NewCore(service.Options{
+		Name: "gateway", Title: "obsops", Addr: cfg.Addr, Common: cfg.Common,
 		Build: service.Build{Version: version, Commit: commit},
 		Edge:  true, TrustedProxies: cfg.TrustedProxies, ProxyHeader: cfg.ProxyHeader,
-		RedisOptional: true, // the rate limiter fails open
-		NoOpenAPI:     true, // /openapi.json is the merged document
 	})
 	if err != nil {
 		return err

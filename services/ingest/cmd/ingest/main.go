@@ -10,6 +10,7 @@ import (
 	"github.com/obsops/obsops/migrations"
 	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/pkg/config"
+	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/pkg/service"
 	"github.com/obsops/obsops/services/ingest"
 	"github.com/obsops/obsops/services/ingest/httpapi"
@@ -32,11 +33,13 @@ func run(ctx context.Context) error {
 	}
 	svc, err := service.New(service.Options{
 		Name: "ingest", Title: "obsops ingest", Addr: cfg.Addr, Common: cfg.Common,
-		Description:  "Executed obs units, raw data files and raw data packages; critical writes are buffered.",
-		Build:        service.Build{Version: version, Commit: commit},
-		UsesDatabase: true, ExpectedMigration: migrations.Latest(),
+		Description: "Executed obs units, raw data files and raw data packages; critical writes are buffered.",
+		Build:       service.Build{Version: version, Commit: commit},
 	})
 	if err != nil {
+		return err
+	}
+	if _, err := database.Attach(svc, migrations.Latest()); err != nil {
 		return err
 	}
 	svc.Log = svc.Log.With("role", *role)

@@ -8,6 +8,7 @@ import (
 	"github.com/obsops/obsops/migrations"
 	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/pkg/config"
+	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/pkg/service"
 	"github.com/obsops/obsops/services/transfer"
 	"github.com/obsops/obsops/services/transfer/engine"
@@ -27,18 +28,24 @@ func run(ctx context.Context) error {
 	}
 	svc, err := service.New(service.Options{
 		Name: "transfer", Title: "obsops transfer", Addr: cfg.Addr, Common: cfg.Common,
-		Description:  "Data transfer, unpacking, archiving and staging operations.",
-		Build:        service.Build{Version: version, Commit: commit},
-		UsesDatabase: true, ExpectedMigration: migrations.Latest(),
+		Description: "Data transfer, unpacking, archiving and staging operations.",
+		Build:       service.Build{Version: version, Commit: commit},
 	})
 	if err != nil {
 		return err
 	}
+	db, err := database.Attach(svc, migrations.Latest())
+	if err != nil {
+		return err
+	}
+	if _, err := database.Attach(svc, migrations.Latest()); err != nil {
+		return err
+	}
 	auth := authn.NewRemote(cfg.Config, cfg.AuthtokenURL, svc.Redis, svc.Log)
-	store := &postgres.Store{DB: svc.DB, Lease: cfg.OperationLease, MaxRetries: cfg.MaxRetries, Backoff: cfg.RetryBackoff, BackoffMax: cfg.RetryBackoffMax}
+	store := &postgres.Store{DB: db, Lease: cfg.OperationLease, MaxRetries: cfg.MaxRetries, Backoff: cfg.RetryBackoff, BackoffMax: cfg.RetryBackoffMax}
 	reconciler := &engine.Reconciler{Store: store, Redis: svc.Redis}
 	hub := live.NewHub(store, svc.Redis, svc.Log, cfg.WSHeartbeat, cfg.WSMaxPerUser, svc.Metrics)
-	planner := engine.NewPlanner(svc.DB, store, svc.Redis, reconciler, &cfg, svc.Log, svc.Metrics)
+	planner := engine.NewPlanner(db, store, svc.Redis, reconciler, &cfg, svc.Log, svc.Metrics)
 
 	bg, stop := context.WithCancel(context.Background())
 	done := make(chan struct{}, 2)

@@ -15,7 +15,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/obsops/obsops/pkg/service"
+	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/pkg/testenv"
 	"github.com/obsops/obsops/services/transfer"
 	"github.com/obsops/obsops/services/transfer/engine"
@@ -53,7 +53,7 @@ func New(t testing.TB) *Env {
 func NewOn(t testing.TB, databaseURL string, rs *testenv.RedisServer) *Env {
 	t.Helper()
 	e := &Env{DatabaseURL: databaseURL, Redis: rs, Config: Config()}
-	db, err := service.OpenDB(e.DatabaseURL, 20)
+	db, err := database.Open(e.DatabaseURL, 20)
 	if err != nil {
 		t.Fatal(err)
 	}

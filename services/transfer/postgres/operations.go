@@ -73,15 +73,12 @@ func (s *Store) operation(ctx context.Context, q queryer, kind transfer.Kind, id
 
 // lockOperation locks one operation row for a change and returns its current state.
 func (s *Store) lockOperation(ctx context.Context, tx *sqlx.Tx, kind transfer.Kind, id int64) (transfer.Operation, error) {
-	var found int64
-	err := tx.GetContext(ctx, &found, `SELECT id FROM operations WHERE id = $1 AND ($2 = '' OR kind = $2) FOR UPDATE`, id, string(kind))
+	var op transfer.Operation
+	err := tx.GetContext(ctx, &op, `SELECT `+opColumns+opFrom+` WHERE o.id = $1 AND ($2 = '' OR o.kind = $2) FOR UPDATE OF o`, id, string(kind))
 	if errors.Is(err, sql.ErrNoRows) {
-		return transfer.Operation{}, transfer.ErrNotFound
+		return op, transfer.ErrNotFound
 	}
-	if err != nil {
-		return transfer.Operation{}, err
-	}
-	return s.operation(ctx, tx, kind, id)
+	return op, err
 }
 
 // inTx runs fn in a transaction, again (up to three times) if PostgreSQL aborted it as a
@@ -222,13 +219,16 @@ func (s *Store) Complete(ctx context.Context, id int64, holder string, bytes int
 				return err
 			}
 		}
-		if _, err := tx.ExecContext(ctx, `
+		var at time.Time
+		if err := tx.GetContext(ctx, &at, `
 			WITH u AS (
 				UPDATE operations SET status = 'COMPLETED', bytes = $2, checksum = nullif($3, ''), completed_at = now(),
 				       lease_holder = NULL, lease_expires_at = NULL, updated_at = now()
-				 WHERE id = $1 RETURNING id, attempt, retry_count)
-			INSERT INTO operation_history (operation_id, event, from_status, to_status, actor, attempt, retry_count)
-			SELECT id, 'completed', 'IN_PROGRESS', 'COMPLETED', $4, attempt, retry_count FROM u`,
+				 WHERE id = $1 RETURNING id, attempt, retry_count, updated_at),
+			h AS (
+				INSERT INTO operation_history (operation_id, event, from_status, to_status, actor, attempt, retry_count)
+				SELECT id, 'completed', 'IN_PROGRESS', 'COMPLETED', $4, attempt, retry_count FROM u)
+			SELECT updated_at FROM u`,
 			id, bytes, checksum, holder); err != nil {
 			return err
 		}
@@ -240,14 +240,21 @@ func (s *Store) Complete(ctx context.Context, id int64, holder string, bytes int
 				return err
 			}
 		}
-		if err := mirrorLegacy(ctx, tx, id, "completed"); err != nil {
+		if err := mirrorLegacy(ctx, tx, cur, "completed"); err != nil {
 			return err
 		}
 		if _, err := refreshForOperation(ctx, tx, cur); err != nil {
 			return err
 		}
-		op, err = s.operation(ctx, tx, "", id)
-		return err
+		op = cur
+		op.Status, op.LeaseHolder, op.LeaseExpiresAt, op.UpdatedAt, op.CompletedAt = transfer.StatusCompleted, nil, nil, at, &at
+		op.Bytes = &bytes
+		if checksum != "" {
+			op.Checksum = &checksum
+		} else {
+			op.Checksum = nil
+		}
+		return nil
 	})
 	return op, err
 }
@@ -311,7 +318,7 @@ func (s *Store) failLocked(ctx context.Context, tx *sqlx.Tx, cur transfer.Operat
 		return err
 	}
 	if to == transfer.StatusFailed {
-		if err := mirrorLegacy(ctx, tx, cur.ID, "failed"); err != nil {
+		if err := mirrorLegacy(ctx, tx, cur, "failed"); err != nil {
 			return err
 		}
 	}
@@ -319,15 +326,22 @@ func (s *Store) failLocked(ctx context.Context, tx *sqlx.Tx, cur transfer.Operat
 	return err
 }
 
-// mirrorLegacy writes a mover's final outcome into the legacy rows of operation id (their own
-// status and counter columns; resets never touch them).
-func mirrorLegacy(ctx context.Context, tx *sqlx.Tx, id int64, status string) error {
-	_, err := tx.ExecContext(ctx, `
-		WITH o AS (SELECT id, attempt FROM operations WHERE id = $1),
-		t AS (UPDATE data_transfers d SET status = $2, retry_count = o.attempt, updated_at = now() FROM o WHERE d.transfer_operation_id = o.id),
-		u AS (UPDATE data_transfers d SET unpack_status = $2, unpack_retry_count = o.attempt, updated_at = now() FROM o WHERE d.unpack_operation_id = o.id)
-		UPDATE long_term_archive_transfers l SET status = $2, attempt_count = o.attempt, updated_at = now() FROM o WHERE l.operation_id = o.id`,
-		id, status)
+// mirrorLegacy writes a mover's final outcome into the legacy rows of operation op (their own
+// status and counter columns; resets never touch them). Only transfer, unpack and
+// long_term_archive operations have legacy rows.
+func mirrorLegacy(ctx context.Context, tx *sqlx.Tx, op transfer.Operation, status string) error {
+	var q string
+	switch op.Kind {
+	case transfer.KindTransfer:
+		q = `UPDATE data_transfers SET status = $2, retry_count = $3, updated_at = now() WHERE transfer_operation_id = $1`
+	case transfer.KindUnpack:
+		q = `UPDATE data_transfers SET unpack_status = $2, unpack_retry_count = $3, updated_at = now() WHERE unpack_operation_id = $1`
+	case transfer.KindLongTermArchive:
+		q = `UPDATE long_term_archive_transfers SET status = $2, attempt_count = $3, updated_at = now() WHERE operation_id = $1`
+	default:
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, q, op.ID, status, op.Attempt)
 	return err
 }
 

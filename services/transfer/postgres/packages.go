@@ -60,6 +60,11 @@ func refreshPackages(ctx context.Context, q queryer, where string, args ...any) 
 		` ORDER BY p.raw_data_package_id FOR NO KEY UPDATE`, args...); err != nil {
 		return nil, err
 	}
+	return deriveAndStore(ctx, q, where, args...)
+}
+
+// deriveAndStore stores the derived states (the rows are locked by the caller, or it is one row).
+func deriveAndStore(ctx context.Context, q queryer, where string, args ...any) ([]StateChange, error) {
 	changes := []StateChange{}
 	err := sqlx.SelectContext(ctx, q, &changes, `
 		WITH d AS MATERIALIZED (`+fmt.Sprintf(deriveSQL, where)+`)
@@ -71,6 +76,9 @@ func refreshPackages(ctx context.Context, q queryer, where string, args ...any) 
 
 // refreshForOperation refreshes the packages whose chain includes op.
 func refreshForOperation(ctx context.Context, q queryer, op transfer.Operation) ([]StateChange, error) {
+	if op.RawDataPackageID != nil && op.DataTransferPackageID == nil {
+		return deriveAndStore(ctx, q, `p.raw_data_package_id = $1`, *op.RawDataPackageID) // one row: no lock order to keep
+	}
 	return refreshForOperations(ctx, q, []int64{op.ID})
 }
 

@@ -59,6 +59,7 @@ CREATE TABLE package_states (
 CREATE INDEX package_states_list ON package_states (created_at DESC, raw_data_package_id DESC);
 CREATE INDEX package_states_state_list ON package_states (state, created_at DESC, raw_data_package_id DESC);
 CREATE INDEX package_states_undistributed ON package_states (finalized_at) WHERE data_transfer_package_id IS NULL;
+CREATE INDEX package_states_finalized ON package_states (finalized_at);
 CREATE INDEX package_states_dtp ON package_states (data_transfer_package_id) WHERE data_transfer_package_id IS NOT NULL;
 
 -- Data transfer packages: completed raw data packages grouped (size/age thresholds) for transfer.

@@ -51,6 +51,8 @@ type Planner struct {
 
 	active prometheus.Gauge
 	rounds *prometheus.CounterVec
+	// lastFullEnter is when Enter last looked at every finalized package (see Store.Enter).
+	lastFullEnter time.Time
 }
 
 // NewPlanner returns a planner registering its metrics with reg.
@@ -152,7 +154,18 @@ func (p *Planner) round(ctx context.Context) {
 		if ok, err := p.Store.RawPackagesTableExists(ctx); err != nil || !ok {
 			return 0, err
 		}
-		return p.Store.Enter(ctx, batch)
+		var since *time.Time
+		if time.Since(p.lastFullEnter) < p.Config.SweepInterval {
+			var err error
+			if since, err = p.Store.EnterWatermark(ctx, 10*time.Minute); err != nil {
+				return 0, err
+			}
+		}
+		n, err := p.Store.Enter(ctx, batch, since)
+		if err == nil && since == nil && n < batch {
+			p.lastFullEnter = time.Now() // a full pass found everything
+		}
+		return n, err
 	})
 	step("advance", func() (int, error) { return p.Store.Advance(ctx, batch) })
 	step("group", func() (int, error) { return p.Store.Group(ctx, p.Config.DTPTargetBytes, p.Config.DTPMaxWait, 10*batch) })

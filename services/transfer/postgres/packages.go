@@ -163,9 +163,12 @@ func firstLocation(ctx context.Context, q queryer, role string) (location, error
 }
 
 // Enter brings up to limit finalized raw data packages (ingest's raw_data_packages with status
-// complete) that have no raw_data_package operation yet into the pipeline: a package state
-// (WAITING) and the operation. It returns how many entered.
-func (s *Store) Enter(ctx context.Context, limit int) (int, error) {
+// complete) that have no package state yet into the pipeline: a package state (WAITING) and
+// its raw_data_package operation. With since, only packages finalized at or after it are looked
+// at (ingest's (status, finalized_at) index; the planner's frequent rounds); without, all (its
+// periodic full pass, which also catches packages replayed late with an old finalized_at). It
+// returns how many entered.
+func (s *Store) Enter(ctx context.Context, limit int, since *time.Time) (int, error) {
 	n := 0
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		src, err := firstLocation(ctx, tx, "source")
@@ -178,22 +181,30 @@ func (s *Store) Enter(ctx context.Context, limit int) (int, error) {
 		}
 		return tx.GetContext(ctx, &n, `
 			WITH new AS (
-				SELECT r.id, r.name, r.size_bytes, r.instrument_module_id, r.updated_at FROM raw_data_packages r
-				 WHERE r.status = 'complete'
+				SELECT r.id, r.name, r.size_bytes, r.instrument_module_id, r.finalized_at FROM raw_data_packages r
+				 WHERE r.status = 'complete' AND ($6::timestamptz IS NULL OR r.finalized_at >= $6)
 				   AND NOT EXISTS (SELECT 1 FROM package_states p WHERE p.raw_data_package_id = r.id)
-				 LIMIT $1),
+				 ORDER BY r.finalized_at LIMIT $1),
 			ps AS (
 				INSERT INTO package_states (raw_data_package_id, state, name, size_bytes, instrument_module_id, finalized_at)
-				SELECT id, 'WAITING', coalesce(name::text, ''), coalesce(size_bytes, 0), instrument_module_id, coalesce(updated_at, now()) FROM new
+				SELECT id, 'WAITING', coalesce(name::text, ''), coalesce(size_bytes, 0), instrument_module_id, coalesce(finalized_at, now()) FROM new
 				ON CONFLICT DO NOTHING RETURNING raw_data_package_id),
 			op AS (
 				INSERT INTO operations (kind, raw_data_package_id, site_id, source_location_id, destination_location_id, max_retries)
 				SELECT 'raw_data_package', raw_data_package_id, $2, $3, $4, $5 FROM ps
 				ON CONFLICT (raw_data_package_id) WHERE kind = 'raw_data_package' DO NOTHING RETURNING id, status),
 			h AS (INSERT INTO operation_history (operation_id, event, to_status, actor) SELECT id, 'created', status, 'planner' FROM op)
-			SELECT count(*) FROM op`, limit, src.SiteID, src.ID, buf.ID, s.MaxRetries)
+			SELECT count(*) FROM op`, limit, src.SiteID, src.ID, buf.ID, s.MaxRetries, since)
 	})
 	return n, err
+}
+
+// EnterWatermark is where the planner's frequent Enter rounds start: the newest finalized_at
+// among entered packages, less a margin for packages committed out of order.
+func (s *Store) EnterWatermark(ctx context.Context, margin time.Duration) (*time.Time, error) {
+	var t *time.Time
+	err := s.DB.GetContext(ctx, &t, `SELECT max(finalized_at) - make_interval(secs => $1) FROM package_states`, seconds(margin))
+	return t, err
 }
 
 type readyPackage struct {

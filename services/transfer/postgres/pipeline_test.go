@@ -254,3 +254,27 @@ func TestConcurrentClaimsNeverDoubleLease(t *testing.T) {
 	require.Len(t, seen, 300)
 	require.Equal(t, 300, count(t, e, `SELECT count(*) FROM operation_history WHERE event = 'claimed'`))
 }
+
+// Frequent rounds look only at packages finalized after the watermark; the full pass also
+// finds one replayed late with an old finalized_at.
+func TestEnterWatermarkAndFullPass(t *testing.T) {
+	e := transfertest.New(t)
+	ctx := context.Background()
+	transfertest.AddPackages(t, e.DB, 2, 1, "complete")
+	n, err := e.Store.Enter(ctx, 100, nil)
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	late := transfertest.AddPackages(t, e.DB, 1, 1, "complete")
+	_, err = e.DB.Exec(`UPDATE raw_data_packages SET finalized_at = now() - interval '1 day' WHERE id = $1`, late[0])
+	require.NoError(t, err)
+	since, err := e.Store.EnterWatermark(ctx, 10*time.Minute)
+	require.NoError(t, err)
+	require.NotNil(t, since)
+	n, err = e.Store.Enter(ctx, 100, since)
+	require.NoError(t, err)
+	require.Zero(t, n, "older than the watermark")
+	n, err = e.Store.Enter(ctx, 100, nil)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "the full pass finds it")
+	require.Equal(t, "WAITING", e.State(t, late[0]))
+}

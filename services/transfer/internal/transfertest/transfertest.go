@@ -73,9 +73,9 @@ func NewOn(t testing.TB, databaseURL string, rs *testenv.RedisServer) *Env {
 func RawPackagesTable(t testing.TB, db *sqlx.DB) {
 	t.Helper()
 	if _, err := db.Exec(`CREATE TABLE IF NOT EXISTS raw_data_packages (
-		id UUID PRIMARY KEY, status TEXT NOT NULL DEFAULT 'building', size_bytes BIGINT, checksum TEXT,
-		executed_obs_unit_id UUID, instrument_module_id INTEGER, name TEXT NOT NULL DEFAULT '',
-		created_at TIMESTAMPTZ NOT NULL DEFAULT now(), updated_at TIMESTAMPTZ NOT NULL DEFAULT now())`); err != nil {
+		id UUID PRIMARY KEY, executed_obs_unit_id UUID NOT NULL, instrument_module_id INTEGER NOT NULL,
+		name TEXT NOT NULL, status TEXT NOT NULL DEFAULT 'building', size_bytes BIGINT, checksum TEXT,
+		finalized_at TIMESTAMPTZ, created_at TIMESTAMPTZ NOT NULL DEFAULT now(), updated_at TIMESTAMPTZ NOT NULL DEFAULT now())`); err != nil {
 		t.Fatalf("raw_data_packages: %v", err)
 	}
 }
@@ -85,10 +85,13 @@ func RawPackagesTable(t testing.TB, db *sqlx.DB) {
 func AddPackages(t testing.TB, db *sqlx.DB, n int, size int64, status string) []uuid.UUID {
 	t.Helper()
 	ids := make([]uuid.UUID, n)
+	module := 1 // an instrument module of the catalog's reference data, once that table exists
+	_ = db.Get(&module, `SELECT coalesce((SELECT min(id) FROM instrument_modules), 1) WHERE to_regclass('instrument_modules') IS NOT NULL`)
 	for i := range ids {
 		ids[i] = uuid.Must(uuid.NewV7())
-		if _, err := db.Exec(`INSERT INTO raw_data_packages (id, status, size_bytes, checksum, name, instrument_module_id)
-			VALUES ($1, $2, $3, 'sha256:00', $4, 1)`, ids[i], status, size, fmt.Sprintf("pkg-%d-%s", i, ids[i].String()[:8])); err != nil {
+		if _, err := db.Exec(`INSERT INTO raw_data_packages (id, executed_obs_unit_id, status, size_bytes, checksum, name, instrument_module_id, finalized_at)
+			VALUES ($1, $2, $3, $4, 'sha256:00', $5, $6, CASE WHEN $3 = 'complete' THEN now() END)`,
+			ids[i], uuid.New(), status, size, fmt.Sprintf("pkg-%d-%s", i, ids[i].String()[:8]), module); err != nil {
 			t.Fatalf("insert raw data package: %v", err)
 		}
 	}

@@ -58,6 +58,7 @@ type client struct {
 	once    sync.Once
 	conn    *websocket.Conn
 	lastSeq int64
+	dropped atomic.Bool // set by broadcast (under the hub's lock) when the client fell behind
 }
 
 func (c *client) close() { c.once.Do(func() { close(c.closed) }) }
@@ -118,9 +119,13 @@ func (h *Hub) broadcast(payload []byte) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for c := range h.clients {
+		if c.dropped.Load() {
+			continue
+		}
 		select {
 		case c.send <- payload:
 		default: // not reading: drop it, the others go on
+			c.dropped.Store(true)
 			h.dropped.Inc()
 			c.close()
 			_ = c.conn.NetConn().Close() // unblocks a write stuck on it

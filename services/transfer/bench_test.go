@@ -1,6 +1,7 @@
 package transfer_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -221,4 +222,66 @@ func (l *latencies) pct(p float64) time.Duration {
 		return 0
 	}
 	return pct(l.d, p).Round(10 * time.Microsecond)
+}
+
+// WebSocket fan-out: 1,000 overview clients through the gateway, 10 updates per second
+// published on the Redis channel: publish → receive latency and missed updates.
+func TestBenchWebSocketFanout(t *testing.T) {
+	if os.Getenv("OPS_BENCH") == "" {
+		t.Skip("benchmark: make bench (OPS_BENCH=1)")
+	}
+	clients := 1000
+	if v, err := strconv.Atoi(os.Getenv("OPS_BENCH_WS_CLIENTS")); err == nil && v > 0 {
+		clients = v
+	}
+	s := startStack(t, map[string]string{"OPS_PLANNER_INTERVAL": "1h", "OPS_WS_MAX_PER_USER": strconv.Itoa(clients + 10), "OPS_RATE_LIMIT_PER_MINUTE": "0"})
+	conns := make([]*wsClient, clients)
+	for i := range conns {
+		c, _, err := dialWS(t, s.GatewayURL, "?token="+s.Viewer, nil)
+		require.NoError(t, err, "client %d", i)
+		require.Equal(t, "snapshot", c.next(30*time.Second).Type)
+		conns[i] = c
+	}
+	const base = int64(1) << 40 // above any seq the planner publishes
+	var lat latencies
+	missed := atomic.Int64{}
+	dur := benchSeconds()
+	n := int(dur / (100 * time.Millisecond))
+	var wg sync.WaitGroup
+	for _, c := range conns {
+		wg.Add(1)
+		go func(c *wsClient) {
+			defer wg.Done()
+			want := base + 1
+			for want <= base+int64(n) {
+				_ = c.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+				_, b, err := c.conn.ReadMessage()
+				if err != nil {
+					missed.Add(base + int64(n) - want + 1)
+					return
+				}
+				var m struct {
+					Type   string `json:"type"`
+					Seq    int64  `json:"seq"`
+					SentNs int64  `json:"sent_ns"`
+				}
+				if json.Unmarshal(b, &m) != nil || m.Type != "update" {
+					continue
+				}
+				lat.add(time.Duration(time.Now().UnixNano() - m.SentNs))
+				missed.Add(m.Seq - want)
+				want = m.Seq + 1
+			}
+		}(c)
+	}
+	rdb := s.Redis.Client()
+	for i := 1; i <= n; i++ {
+		b, _ := json.Marshal(map[string]any{"type": "update", "seq": base + int64(i), "sent_ns": time.Now().UnixNano()})
+		require.NoError(t, rdb.Publish(t.Context(), "ops:transfer:overview", b).Err())
+		time.Sleep(100 * time.Millisecond)
+	}
+	wg.Wait()
+	p99 := lat.pct(0.99)
+	fmt.Printf("BENCH websocket fan-out: %d clients through the gateway, %d updates at 10/s: publish→receive p50 %s p99 %s, missed %d | target p99 <= 100ms, 0 missed: %s\n",
+		clients, n, lat.pct(0.5), p99, missed.Load(), verdict(p99 <= 100*time.Millisecond && missed.Load() == 0))
 }

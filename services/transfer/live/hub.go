@@ -53,7 +53,7 @@ type Hub struct {
 
 type client struct {
 	user    string
-	send    chan []byte
+	send    chan update
 	closed  chan struct{}
 	once    sync.Once
 	conn    *websocket.Conn
@@ -105,6 +105,12 @@ type seqOnly struct {
 	Seq int64 `json:"seq"`
 }
 
+// update is one published message with its seq, parsed once for all clients.
+type update struct {
+	seq     int64
+	payload []byte
+}
+
 func (h *Hub) broadcast(payload []byte) {
 	var m seqOnly
 	if err := json.Unmarshal(payload, &m); err != nil {
@@ -123,7 +129,7 @@ func (h *Hub) broadcast(payload []byte) {
 			continue
 		}
 		select {
-		case c.send <- payload:
+		case c.send <- update{m.Seq, payload}:
 		default: // not reading: drop it, the others go on
 			c.dropped.Store(true)
 			h.dropped.Inc()
@@ -183,7 +189,7 @@ func (h *Hub) Handler() fiber.Handler {
 func (h *Hub) serve(conn *websocket.Conn) {
 	user, _ := conn.Locals(principalLocal).(string)
 	defer h.release(user)
-	c := &client{user: user, send: make(chan []byte, sendBuffer), closed: make(chan struct{}), conn: conn}
+	c := &client{user: user, send: make(chan update, sendBuffer), closed: make(chan struct{}), conn: conn}
 	h.mu.Lock()
 	if h.closing {
 		h.mu.Unlock()
@@ -222,15 +228,14 @@ func (h *Hub) serve(conn *websocket.Conn) {
 		select {
 		case <-c.closed:
 			return
-		case payload := <-c.send:
-			var m seqOnly
-			if json.Unmarshal(payload, &m) != nil || m.Seq <= c.lastSeq {
+		case u := <-c.send:
+			if u.seq <= c.lastSeq {
 				continue // older than what this client has seen
 			}
-			if err := h.write(c, payload); err != nil {
+			if err := h.write(c, u.payload); err != nil {
 				return
 			}
-			c.lastSeq = m.Seq
+			c.lastSeq = u.seq
 		case <-beat.C:
 			b, _ := json.Marshal(map[string]any{"type": "heartbeat", "seq": c.lastSeq, "at": time.Now().UTC()})
 			if err := h.write(c, b); err != nil {

@@ -37,6 +37,10 @@ func Access() map[string]Rule {
 		"PUT /observing_program/{id}":    Roles(RoleObserver, RoleAdmin),
 		"DELETE /observing_program/{id}": Roles(RoleObserver, RoleAdmin),
 		"GET /sources/":                  UserOrScopes("read:sources"),
+		"GET /sources/{id}":              UserOrScopes("read:sources"),
+		"POST /sources/":                 Roles(RoleObserver, RoleAdmin),
+		"PUT /sources/{id}":              Roles(RoleObserver, RoleAdmin),
+		"DELETE /sources/{id}":           Roles(RoleObserver, RoleAdmin),
 		"GET /sources/{id}/chip":         UserOrScopes("read:sources"),
 		"GET /sources/{id}/details":      UserOrScopes("read:sources"),
 		"POST /sources/resolve":          UserOrScopes("read:sources"),
@@ -75,6 +79,11 @@ func Access() map[string]Rule {
 		"DELETE /api/tokens/{id}":          AnyUser(),
 		"GET /api/tokens/{id}/usage":       AnyUser(),
 		"POST /api/tokens/{id}/regenerate": AnyUser(),
+
+		// User administration (DESIGN §5)
+		"GET /api/users":      admin,
+		"GET /api/users/{id}": admin,
+		"PUT /api/users/{id}": admin,
 
 		// Site information (SPEC §4.5): public monitoring
 		"GET /api/site/info": Anonymous(),

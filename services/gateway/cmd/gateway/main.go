@@ -23,8 +23,8 @@ func run(ctx context.Context) error {
 	// a listener of its own and /openapi.json is the merged document (httpapi.Setup).
 	svc, err := service.NewCore(service.Options{
 		Name: "gateway", Title: "obsops", Addr: cfg.Addr, Common: cfg.Common,
-		Build: service.Build{Version: version, Commit: commit},
-		Edge:  true, TrustedProxies: cfg.TrustedProxies, ProxyHeader: cfg.ProxyHeader,
+		Build:         service.Build{Version: version, Commit: commit},
+		ClientAddress: gateway.ProxyClient(cfg.TrustedProxies, cfg.ProxyHeader),
 	})
 	if err != nil {
 		return err

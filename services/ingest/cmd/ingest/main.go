@@ -44,7 +44,7 @@ func run(ctx context.Context) error {
 	}
 	svc.Log = svc.Log.With("role", *role)
 	if *role != ingest.RoleWorker {
-		auth := authn.NewRemote(cfg.Config, cfg.AuthtokenURL, svc.Redis, svc.Log)
+		auth := authn.NewRemote(cfg.Config, cfg.AuthtokenURL, cfg.InternalSecret, svc.Redis, svc.Log)
 		httpapi.Register(svc.API, &httpapi.Handlers{Auth: auth})
 	}
 	if *role != ingest.RoleAPI {

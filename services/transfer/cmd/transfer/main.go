@@ -38,10 +38,7 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := database.Attach(svc, migrations.Latest()); err != nil {
-		return err
-	}
-	auth := authn.NewRemote(cfg.Config, cfg.AuthtokenURL, svc.Redis, svc.Log)
+	auth := authn.NewRemote(cfg.Config, cfg.AuthtokenURL, cfg.InternalSecret, svc.Redis, svc.Log)
 	store := &postgres.Store{DB: db, Lease: cfg.OperationLease, MaxRetries: cfg.MaxRetries, Backoff: cfg.RetryBackoff, BackoffMax: cfg.RetryBackoffMax}
 	reconciler := &engine.Reconciler{Store: store, Redis: svc.Redis}
 	hub := live.NewHub(store, svc.Redis, svc.Log, cfg.WSHeartbeat, cfg.WSMaxPerUser, svc.Metrics)

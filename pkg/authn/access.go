@@ -23,6 +23,12 @@ func Access() map[string]Rule {
 		"POST /api/transfer/long-term-archive/{id}/reset":                   admin,
 		"POST /api/transfer/data-transfer/reset-all-failed":                 admin,
 		"POST /api/transfer/long-term-archive/reset-all-failed":             admin,
+		"POST /api/transfer/staging":                                        AnyUser(),
+		// Movers' agent API (DESIGN §6): service-account API tokens with write:data
+		"POST /api/transfer/agent/claim":                     ServiceAccount("write:data"),
+		"POST /api/transfer/agent/operations/{id}/heartbeat": ServiceAccount("write:data"),
+		"POST /api/transfer/agent/operations/{id}/complete":  ServiceAccount("write:data"),
+		"POST /api/transfer/agent/operations/{id}/fail":      ServiceAccount("write:data"),
 
 		// Observing programs, sources, visibility, instruments (SPEC §4.2)
 		"GET /observing_program/":               UserOrScopes("read:programs"),
@@ -76,9 +82,10 @@ func Access() map[string]Rule {
 		"POST /api/tokens/{id}/regenerate": AnyUser(),
 
 		// User administration (DESIGN §5)
-		"GET /api/users":      admin,
-		"GET /api/users/{id}": admin,
-		"PUT /api/users/{id}": admin,
+		"GET /api/users":       admin,
+		"GET /api/users/audit": admin,
+		"GET /api/users/{id}":  admin,
+		"PUT /api/users/{id}":  admin,
 
 		// Site information (SPEC §4.5): public monitoring
 		"GET /api/site/info": Anonymous(),

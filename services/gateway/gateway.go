@@ -150,6 +150,7 @@ func Routes() []Route {
 		{"/executed_obs_units", "ingest"},
 		{"/raw_data_files", "ingest"},
 		{"/raw_data_package", "ingest"},
+		{"/api/ingest", "ingest"},
 		{"/auth", "authtoken"},
 		{"/idp", "authtoken"},
 		{"/api/tokens", "authtoken"},

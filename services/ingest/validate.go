@@ -51,7 +51,6 @@ func (e *errs) err() error {
 func decodeStrict(b []byte, v any, prefix string) *FieldError {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
-	dec.UseNumber()
 	if err := dec.Decode(v); err != nil {
 		return jsonError(err, prefix)
 	}
@@ -228,32 +227,32 @@ func checkUUID(e *errs, loc string, v *string, required bool) string {
 
 // checkPositive validates a required (or optional) positive integer id that fits PostgreSQL's
 // column type (max).
-func checkPositive(e *errs, loc string, v *json.Number, required bool, max int64) int64 {
+func checkPositive(e *errs, loc string, v *Int, required bool, max int64) int64 {
 	if v == nil {
 		if required {
 			e.add(loc, "required", nil)
 		}
 		return 0
 	}
-	n, err := strconv.ParseInt(v.String(), 10, 64)
+	n, err := strconv.ParseInt(string(*v), 10, 64)
 	if err != nil || n < 1 || n > max {
-		e.add(loc, fmt.Sprintf("must be an integer within [1, %d]", max), v.String())
+		e.add(loc, fmt.Sprintf("must be an integer within [1, %d]", max), string(*v))
 		return 0
 	}
 	return n
 }
 
 // checkSize validates size_bytes: an integer ≥ 0.
-func checkSize(e *errs, loc string, v *json.Number, required bool) *int64 {
+func checkSize(e *errs, loc string, v *Int, required bool) *int64 {
 	if v == nil {
 		if required {
 			e.add(loc, "required", nil)
 		}
 		return nil
 	}
-	n, err := strconv.ParseInt(v.String(), 10, 64)
+	n, err := strconv.ParseInt(string(*v), 10, 64)
 	if err != nil || n < 0 {
-		e.add(loc, "must be an integer >= 0", v.String())
+		e.add(loc, "must be an integer >= 0", string(*v))
 		return nil
 	}
 	return &n

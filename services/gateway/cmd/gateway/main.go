@@ -19,8 +19,12 @@ func run(ctx context.Context) error {
 	if err := config.Load(&cfg); err != nil {
 		return err
 	}
+	// The server accepts bodies up to the largest route limit; gateway.BodyLimits holds each
+	// route to its own.
+	common := cfg.Common
+	common.BodyLimitBytes = gateway.NewBodyLimits(cfg.BodyLimitBytes, cfg.BulkBodyLimitBytes).Max()
 	svc, err := service.New(service.Options{
-		Name: "gateway", Title: "obsops", Addr: cfg.Addr, MetricsAddr: cfg.MetricsAddr, Common: cfg.Common,
+		Name: "gateway", Title: "obsops", Addr: cfg.Addr, MetricsAddr: cfg.MetricsAddr, Common: common,
 		Build: service.Build{Version: version, Commit: commit},
 		Edge:  true, TrustedProxies: cfg.TrustedProxies, ProxyHeader: cfg.ProxyHeader,
 		RedisOptional: true, // the rate limiter fails open

@@ -34,6 +34,7 @@ func run(ctx context.Context) error {
 		return err
 	}
 	inspector := asynq.NewInspectorFromRedisClient(svc.Redis)
+	buffers := &site.BufferInspector{Inspector: inspector, Redis: svc.Redis, Site: cfg.SiteName, SiteType: cfg.SiteType, MainDB: svc.DB.PingContext}
 	services := cfg.Upstreams.ByService()
 	delete(services, "site")
 	httpapi.Register(svc.API, &httpapi.Handlers{
@@ -46,8 +47,9 @@ func run(ctx context.Context) error {
 			Services:   services,
 			HTTP:       &http.Client{Timeout: 3 * time.Second},
 			PerTimeout: 2 * time.Second,
+			Buffer:     buffers.Stats,
 		},
-		Buffers: &site.BufferInspector{Inspector: inspector, Site: cfg.SiteName, SiteType: cfg.SiteType, MainDB: svc.DB.PingContext},
+		Buffers: buffers,
 	})
 
 	return svc.Run(ctx)

@@ -43,8 +43,8 @@ func (Int) Schema(huma.Registry) *huma.Schema { return &huma.Schema{Type: "integ
 // pointers so that a missing field is told apart from a zero one.
 type StartRequest struct {
 	ID                 *string         `json:"id,omitempty" format:"uuid" doc:"Client-chosen id (UUID); a retry with the same id and body is answered like the first. Assigned (UUIDv7) when absent."`
-	ObsUnitID          *Int    `json:"obs_unit_id" required:"true" doc:"The planned obs unit (catalog) being executed."`
-	InstrumentModuleID *Int    `json:"instrument_module_id,omitempty" doc:"Instrument module used, if one."`
+	ObsUnitID          *Int            `json:"obs_unit_id" required:"true" doc:"The planned obs unit (catalog) being executed."`
+	InstrumentModuleID *Int            `json:"instrument_module_id,omitempty" doc:"Instrument module used, if one."`
 	StartTime          *string         `json:"start_time" required:"true" format:"date-time"`
 	Site               *string         `json:"site,omitempty" doc:"Where it runs; default this site (OPS_SITE_NAME)."`
 	Meta               json.RawMessage `json:"meta,omitempty" doc:"Any JSON object (at most 16 KiB)."`
@@ -61,9 +61,9 @@ type FinishRequest struct {
 type FileRequest struct {
 	ID                 *string         `json:"id,omitempty" format:"uuid" doc:"Client-chosen id; assigned (UUIDv7) when absent."`
 	ExecutedObsUnitID  *string         `json:"executed_obs_unit_id" required:"true" format:"uuid"`
-	InstrumentModuleID *Int    `json:"instrument_module_id" required:"true"`
+	InstrumentModuleID *Int            `json:"instrument_module_id" required:"true"`
 	Path               *string         `json:"path" required:"true" doc:"Relative path: no leading /, no . or .. segment, at most 1024 bytes."`
-	SizeBytes          *Int    `json:"size_bytes" required:"true" minimum:"0"`
+	SizeBytes          *Int            `json:"size_bytes" required:"true" minimum:"0"`
 	Checksum           *string         `json:"checksum" required:"true" doc:"sha256:<64 hex> or xxh64:<16 hex>."`
 	CreatedAt          *string         `json:"created_at,omitempty" format:"date-time" doc:"When the file was written; default when it was registered."`
 	RawDataPackageID   *string         `json:"raw_data_package_id,omitempty" format:"uuid"`
@@ -85,23 +85,23 @@ func BulkFilesDoc() any { return bulkFilesDoc{} }
 
 // PackageRequest is the body of POST /raw_data_package/.
 type PackageRequest struct {
-	ID                 *string      `json:"id,omitempty" format:"uuid"`
-	ExecutedObsUnitID  *string      `json:"executed_obs_unit_id" required:"true" format:"uuid"`
-	InstrumentModuleID *Int `json:"instrument_module_id" required:"true"`
-	Name               *string      `json:"name" required:"true" maxLength:"255"`
-	FileIDs            []string     `json:"file_ids,omitempty" doc:"Files that belong to the package (UUIDs); files may also name the package themselves."`
+	ID                 *string  `json:"id,omitempty" format:"uuid"`
+	ExecutedObsUnitID  *string  `json:"executed_obs_unit_id" required:"true" format:"uuid"`
+	InstrumentModuleID *Int     `json:"instrument_module_id" required:"true"`
+	Name               *string  `json:"name" required:"true" maxLength:"255"`
+	FileIDs            []string `json:"file_ids,omitempty" doc:"Files that belong to the package (UUIDs); files may also name the package themselves."`
 }
 
 // FinalizeRequest is the body of PUT /raw_data_package/{id}/finalize.
 type FinalizeRequest struct {
-	SizeBytes *Int `json:"size_bytes" required:"true" minimum:"0"`
-	Checksum  *string      `json:"checksum" required:"true"`
-	FileIDs   []string     `json:"file_ids,omitempty"`
+	SizeBytes *Int     `json:"size_bytes" required:"true" minimum:"0"`
+	Checksum  *string  `json:"checksum" required:"true"`
+	FileIDs   []string `json:"file_ids,omitempty"`
 }
 
 // FileUpdateRequest is the body of PUT /raw_data_files/{id} (any of the fields).
 type FileUpdateRequest struct {
-	SizeBytes        *Int    `json:"size_bytes,omitempty" minimum:"0"`
+	SizeBytes        *Int            `json:"size_bytes,omitempty" minimum:"0"`
 	Checksum         *string         `json:"checksum,omitempty"`
 	RawDataPackageID *string         `json:"raw_data_package_id,omitempty" format:"uuid"`
 	Meta             json.RawMessage `json:"meta,omitempty"`

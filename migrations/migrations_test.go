@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"net/url"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 
@@ -83,8 +84,14 @@ func TestConcurrentUpIsSerialisedByTheAdvisoryLock(t *testing.T) {
 	if err := db.QueryRow(`SELECT count(*) FROM goose_db_version WHERE version_id > 0`).Scan(&applied); err != nil {
 		t.Fatal(err)
 	}
-	if int64(applied) != migrations.Latest() {
-		t.Fatalf("%d migrations recorded, want %d (each applied exactly once)", applied, migrations.Latest())
+	// Count the files, not the latest version: numbers are reserved per branch, so a gap (e.g.
+	// 00006 merged before 00005) is a normal state of the history.
+	files, err := filepath.Glob("*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if applied != len(files) {
+		t.Fatalf("%d migrations recorded, want %d (each applied exactly once)", applied, len(files))
 	}
 }
 

@@ -2,7 +2,7 @@
 # Local obsops stack without Docker: a project-local PostgreSQL and Redis under .local/ (git-ignored),
 # every service and the gateway in the background, pids and logs under .local/.
 #
-#   stack.sh deps        install PostgreSQL and Redis with apt-get when missing
+#   stack.sh deps        install PostgreSQL (with q3c) and Redis with apt-get when missing
 #   stack.sh infra-up    start the local PostgreSQL and Redis (skipped when OPS_DATABASE_URL / OPS_REDIS_URL are set)
 #   stack.sh infra-down  stop them
 #   stack.sh pg-dir      print where the local PostgreSQL keeps its files
@@ -43,6 +43,15 @@ deps() {
 		export DEBIAN_FRONTEND=noninteractive
 		apt-get update -qq >/dev/null
 		apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	fi
+	# The catalog's cone search needs the q3c extension for the PostgreSQL version in use.
+	local pgv; pgv=$(basename "$(dirname "$(pg_bin)")")
+	if [ ! -f "/usr/share/postgresql/$pgv/extension/q3c.control" ]; then
+		[ "$(id -u)" = 0 ] || die "missing postgresql-$pgv-q3c: install it (sudo apt-get install postgresql-$pgv-q3c)"
+		log "installing postgresql-$pgv-q3c with apt-get"
+		export DEBIAN_FRONTEND=noninteractive
+		apt-get update -qq >/dev/null
+		apt-get install -y -qq --no-install-recommends "postgresql-$pgv-q3c" >/dev/null
 	fi
 	# Debian's packages start system-wide daemons on install; ours run under .local and do not need them.
 }

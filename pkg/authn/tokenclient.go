@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/obsops/obsops/pkg/contract"
 )
 
 // ErrInvalidCredential means the presented credential is unknown, inactive, expired, malformed
@@ -37,7 +39,7 @@ type VerifyRequest struct {
 }
 
 // VerifyPath is authtoken's internal verification endpoint. The gateway never routes /internal/*.
-const VerifyPath = "/internal/tokens/verify"
+const VerifyPath = contract.TokenVerifyPath
 
 // VerifyFailure is the body of a refused verification.
 type VerifyFailure struct {

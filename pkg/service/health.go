@@ -2,11 +2,9 @@ package service
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/jmoiron/sqlx"
 )
 
 // CheckResult is the outcome of one readiness check.
@@ -66,18 +64,4 @@ func (s *Service) readiness(c *fiber.Ctx) error {
 		c.Status(fiber.StatusServiceUnavailable)
 	}
 	return c.JSON(r)
-}
-
-// checkMigration fails unless the database schema has reached at least the expected version
-// (a newer schema is fine: during a rolling upgrade the migration Job runs before new pods).
-func checkMigration(ctx context.Context, db *sqlx.DB, expected int64) error {
-	var current int64
-	err := db.GetContext(ctx, &current, `SELECT version_id FROM goose_db_version ORDER BY id DESC LIMIT 1`)
-	if err != nil {
-		return fmt.Errorf("schema not migrated: %w", err)
-	}
-	if current < expected {
-		return fmt.Errorf("schema version %d, this build needs %d: run migrate up", current, expected)
-	}
-	return nil
 }

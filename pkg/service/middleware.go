@@ -16,6 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/valyala/fasthttp/fasthttpadaptor"
+
+	"github.com/obsops/obsops/pkg/problem"
 )
 
 // requestInfo is what the chassis works out once per request for every later use.
@@ -222,6 +224,9 @@ func trackRequests(proxyHeader string, anyTrusted bool, log *slog.Logger, servic
 			start = time.Now()
 		}
 		if err := c.Next(); err != nil {
+			if cause := problem.Cause(err); cause != nil {
+				log.Error("request failed", "request_id", ri.id, "path", c.Path(), "error", cause.Error())
+			}
 			if herr := c.App().Config().ErrorHandler(c, err); herr != nil {
 				_ = c.SendStatus(fiber.StatusInternalServerError)
 			}
@@ -266,7 +271,7 @@ func recoverPanics(log *slog.Logger) fiber.Handler {
 		defer func() {
 			if r := recover(); r != nil {
 				log.Error("panic", "request_id", RequestID(c), "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-				err = fiber.NewError(fiber.StatusInternalServerError, "internal error")
+				err = problem.Internal.New("") // logged above, with the stack
 			}
 		}()
 		return c.Next()

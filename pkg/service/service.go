@@ -13,7 +13,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"sync"
@@ -24,11 +23,8 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humafiber"
 	"github.com/gofiber/fiber/v2"
-	"github.com/jmoiron/sqlx"
-	_ "github.com/lib/pq" // PostgreSQL driver for sqlx
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/obsops/obsops/pkg/config"
@@ -49,26 +45,12 @@ type Options struct {
 	Addr        string        // listen address, host:port
 	Common      config.Common // the shared OPS_* settings
 	Build       Build         // reported in logs, /readyz and the OpenAPI info
-	// UsesDatabase opens the PostgreSQL pool and adds database and migration readiness checks.
-	UsesDatabase bool
-	// ExpectedMigration is the schema version this build needs (migrations.Latest()); the service
-	// is not ready until the database has reached it.
-	ExpectedMigration int64
 	// Edge marks the public entry point (the gateway): it trusts only TrustedProxies (an ingress)
 	// and their ProxyHeader for the client address. Every other service trusts the gateway
 	// (Common.TrustedGateways) and the X-Real-IP header it sets.
 	Edge           bool
 	TrustedProxies []string // with Edge: addresses and CIDR ranges of the proxies in front
 	ProxyHeader    string   // with Edge: the header those proxies name the client in
-	// RedisOptional leaves Redis out of readiness, for a service that keeps working without it
-	// (the gateway's rate limiter fails open) and must not leave the load balancer when it is down.
-	RedisOptional bool
-	// MetricsAddr, when set, serves /metrics on its own listener instead of the main one: for the
-	// gateway, whose main listener is public.
-	MetricsAddr string
-	// NoOpenAPI serves no OpenAPI document of the service's own at /openapi.json (the gateway
-	// serves the merged document of all services there).
-	NoOpenAPI bool
 }
 
 // Service is a running obsops service and the dependencies it owns.
@@ -77,19 +59,18 @@ type Service struct {
 	Build   Build                // the running binary
 	Log     *slog.Logger         // JSON log to stderr, with the service's name on every line
 	App     *fiber.App           // the HTTP server, chassis middleware and endpoints installed
-	API     huma.API             // the OpenAPI-documented API on App
-	DB      *sqlx.DB             // nil unless Options.UsesDatabase
-	Redis   *redis.Client        // always opened; in readiness unless Options.RedisOptional
-	Metrics *prometheus.Registry // served at /metrics (on Options.MetricsAddr when set)
+	API     huma.API             // the OpenAPI-documented API on App; nil from NewCore
+	Redis   *redis.Client        // always opened; in readiness from New
+	Metrics *prometheus.Registry // served at /metrics on the main listener from New
 	Common  config.Common        // the shared settings the service was built with
 
-	addr        string
-	metricsAddr string // empty: /metrics is on the main listener
-	logs        *logWriter
-	draining    atomic.Bool
-	mu          sync.Mutex
-	checks      []check
-	hooks       []hook
+	addr     string
+	logs     *logWriter
+	draining atomic.Bool
+	mu       sync.Mutex
+	checks   []check
+	hooks    []hook
+	closers  []hook
 }
 
 type check struct {
@@ -102,9 +83,36 @@ type hook struct {
 	fn   func(context.Context) error
 }
 
-// New builds the service: logger, pools, metrics registry, Fiber app with the standard
-// middleware, the huma API, and the /healthz, /readyz and /metrics endpoints.
+// New builds a domain service: the core (NewCore), plus Redis in readiness, /metrics on the main
+// listener and the huma API (API) with the service's own OpenAPI document at /openapi.json. Its
+// database, if any, is attached with pkg/database, which only binaries that use one link.
 func New(opts Options) (*Service, error) {
+	s, err := NewCore(opts)
+	if err != nil {
+		return nil, err
+	}
+	s.AddReadiness("redis", func(ctx context.Context) error { return s.Redis.Ping(ctx).Err() })
+	s.App.Get("/metrics", metricsHandler(s.Metrics))
+
+	hc := huma.DefaultConfig(opts.Title, opts.Build.Version)
+	hc.Info.Description = opts.Description
+	hc.DocsPath = ""     // the gateway serves one offline Swagger UI for the whole suite
+	hc.CreateHooks = nil // no $schema links in responses
+	hc.Transformers = append(hc.Transformers, problem.Transformer(s.Log))
+	hc.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
+		"bearer": {Type: "http", Scheme: "bearer", Description: "A session JWT from /idp/login or an API token (ops_api_token_...)."},
+	}
+	s.API = humafiber.NewV2WithGroup(s.App, headWithGet{s.App}, hc)
+	return s, nil
+}
+
+// NewCore builds what every binary needs and nothing more: the JSON logger, a metrics registry
+// (served by nobody yet), the Redis client (not in readiness), and the Fiber app with the
+// chassis middleware (request ids, access log, metrics, panics), problem+json for every error
+// (also for requests the HTTP parser rejects, see rejectRequest), /healthz and /readyz. The
+// gateway builds on it: it serves its metrics on a listener of its own, its merged OpenAPI
+// document, and keeps Redis out of readiness.
+func NewCore(opts Options) (*Service, error) {
 	logs := newLogWriter(os.Stderr)
 	log, err := newLogger(opts.Name, opts.Common.LogLevel, logs)
 	if err != nil {
@@ -127,27 +135,12 @@ func New(opts Options) (*Service, error) {
 	}
 	ropts.PoolSize = 4 * opts.Common.DBMaxConns
 	s.Redis = redis.NewClient(ropts)
-	if !opts.RedisOptional {
-		s.AddReadiness("redis", func(ctx context.Context) error { return s.Redis.Ping(ctx).Err() })
-	}
-
-	if opts.UsesDatabase {
-		if opts.Common.DatabaseURL == "" {
-			return nil, &config.Invalid{Var: "OPS_DATABASE_URL", Reason: "required but not set"}
-		}
-		s.DB, err = OpenDB(opts.Common.DatabaseURL, opts.Common.DBMaxConns)
-		if err != nil {
-			return nil, err
-		}
-		s.AddReadiness("database", func(ctx context.Context) error { return s.DB.PingContext(ctx) })
-		s.AddReadiness("migrations", func(ctx context.Context) error {
-			return checkMigration(ctx, s.DB, opts.ExpectedMigration)
-		})
-	}
+	s.OnClose("redis", func(context.Context) error { return s.Redis.Close() })
 
 	if !opts.Edge {
 		opts.TrustedProxies, opts.ProxyHeader = opts.Common.TrustedGateways, "X-Real-IP"
 	}
+	problem.InstallHuma()
 	s.App = fiber.New(fiber.Config{
 		AppName:                 opts.Name,
 		DisableStartupMessage:   true,
@@ -160,41 +153,26 @@ func New(opts Options) (*Service, error) {
 		TrustedProxies:          opts.TrustedProxies,
 		ProxyHeader:             opts.ProxyHeader,
 	})
-	s.App.Use(trackRequests(opts.ProxyHeader, len(opts.TrustedProxies) > 0, log, opts.Name, logs, newHTTPMetrics(s.Metrics)),
+	metrics := newHTTPMetrics(s.Metrics)
+	s.App.Server().ErrorHandler = rejectRequest(log, opts.Common.BodyLimitBytes, metrics)
+	s.App.Use(trackRequests(opts.ProxyHeader, len(opts.TrustedProxies) > 0, log, opts.Name, logs, metrics),
 		recoverPanics(log))
 	s.App.Get("/healthz", s.liveness)
 	s.App.Get("/readyz", s.readiness)
-	if opts.MetricsAddr == "" {
-		s.App.Get("/metrics", metricsHandler(s.Metrics))
-	} else {
-		s.metricsAddr = opts.MetricsAddr
-	}
-
-	hc := huma.DefaultConfig(opts.Title, opts.Build.Version)
-	hc.Info.Description = opts.Description
-	hc.DocsPath = ""     // the gateway serves one offline Swagger UI for the whole suite
-	hc.CreateHooks = nil // no $schema links in responses
-	if opts.NoOpenAPI {
-		hc.OpenAPIPath, hc.SchemasPath = "", ""
-	}
-	hc.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
-		"bearer": {Type: "http", Scheme: "bearer", Description: "A session JWT from /idp/login or an API token (ops_api_token_...)."},
-	}
-	s.API = humafiber.NewV2(s.App, hc)
 	return s, nil
 }
 
-// OpenDB opens a PostgreSQL pool whose idle size equals its open size: with Go's default of two
-// idle connections a busy service churns connections and loses most of its throughput.
-func OpenDB(dsn string, maxConns int) (*sqlx.DB, error) {
-	db, err := sqlx.Open("postgres", dsn)
-	if err != nil {
-		return nil, &config.Invalid{Var: "OPS_DATABASE_URL", Reason: err.Error()}
+// headWithGet is the router huma registers its operations on: every GET route also answers HEAD
+// (status and headers, no body: the server drops the body of a HEAD answer), as Fiber's own Get
+// does.
+type headWithGet struct{ fiber.Router }
+
+// Add registers handlers for method and path, and for HEAD too when method is GET.
+func (r headWithGet) Add(method, path string, handlers ...fiber.Handler) fiber.Router {
+	if method == fiber.MethodGet {
+		r.Router.Add(fiber.MethodHead, path, handlers...)
 	}
-	db.SetMaxOpenConns(maxConns)
-	db.SetMaxIdleConns(maxConns)
-	db.SetConnMaxIdleTime(5 * time.Minute)
-	return db, nil
+	return r.Router.Add(method, path, handlers...)
 }
 
 // AddReadiness adds a dependency check to /readyz.
@@ -212,6 +190,14 @@ func (s *Service) OnShutdown(name string, fn func(context.Context) error) {
 	s.hooks = append(s.hooks, hook{name, fn})
 }
 
+// OnClose registers fn to run last at shutdown, after the hooks of OnShutdown (which may still
+// need the pool), in reverse registration order: for the pools the service owns.
+func (s *Service) OnClose(name string, fn func(context.Context) error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closers = append(s.closers, hook{name, fn})
+}
+
 // Run serves until ctx is cancelled (SIGTERM in main), then shuts down gracefully: readiness
 // turns 503 so load balancers stop sending, in-flight requests drain, hooks run, pools close.
 func (s *Service) Run(ctx context.Context) error {
@@ -221,31 +207,13 @@ func (s *Service) Run(ctx context.Context) error {
 		return fmt.Errorf("listen %s: %w", s.addr, err)
 	}
 	serveErr := make(chan error, 1)
-	var metricsServer *http.Server
-	if s.metricsAddr != "" {
-		mln, err := net.Listen("tcp", s.metricsAddr)
-		if err != nil {
-			_ = ln.Close()
-			return fmt.Errorf("listen %s (metrics): %w", s.metricsAddr, err)
-		}
-		metricsServer = &http.Server{
-			Handler:           promhttp.HandlerFor(s.Metrics, promhttp.HandlerOpts{Registry: s.Metrics}),
-			ReadHeaderTimeout: 5 * time.Second,
-		}
-		go func() {
-			if err := metricsServer.Serve(mln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				serveErr <- fmt.Errorf("metrics: %w", err)
-			}
-		}()
-		s.Log.Info("metrics listening", "addr", mln.Addr().String())
-	}
 	go func() { serveErr <- s.App.Listener(lingerListener{ln}) }()
 	s.Log.Info("listening", "addr", ln.Addr().String(), "version", s.Build.Version, "commit", s.Build.Commit)
 
 	select {
 	case <-ctx.Done():
 	case err := <-serveErr:
-		s.closePools()
+		s.closePools(context.Background())
 		return fmt.Errorf("serve: %w", err)
 	}
 
@@ -259,9 +227,6 @@ func (s *Service) Run(ctx context.Context) error {
 	if err := s.App.ShutdownWithContext(sctx); err != nil {
 		errs = append(errs, fmt.Errorf("http shutdown: %w", err))
 	}
-	if metricsServer != nil {
-		_ = metricsServer.Shutdown(sctx)
-	}
 	s.mu.Lock()
 	hooks := append([]hook(nil), s.hooks...)
 	s.mu.Unlock()
@@ -270,16 +235,23 @@ func (s *Service) Run(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("%s: %w", h.name, err))
 		}
 	}
-	s.closePools()
+	errs = append(errs, s.closePools(sctx))
 	s.Log.Info("stopped")
 	return errors.Join(errs...)
 }
 
-func (s *Service) closePools() {
-	if s.DB != nil {
-		_ = s.DB.Close()
+// closePools runs the OnClose functions, last registered first.
+func (s *Service) closePools(ctx context.Context) error {
+	s.mu.Lock()
+	closers := append([]hook(nil), s.closers...)
+	s.mu.Unlock()
+	var errs []error
+	for i := len(closers) - 1; i >= 0; i-- {
+		if err := closers[i].fn(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("close %s: %w", closers[i].name, err))
+		}
 	}
-	_ = s.Redis.Close()
+	return errors.Join(errs...)
 }
 
 // newLogger returns the JSON logger of a service, writing to out, at the OPS_LOG_LEVEL level.

@@ -3,8 +3,10 @@ package service_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/obsops/obsops/migrations"
 	"github.com/obsops/obsops/pkg/config"
+	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/pkg/problem"
 	"github.com/obsops/obsops/pkg/service"
 	"github.com/obsops/obsops/pkg/testenv"
@@ -24,6 +27,10 @@ type echoInput struct {
 	Body struct {
 		Name string `json:"name" minLength:"1" maxLength:"10"`
 	}
+}
+
+type thingInput struct {
+	ID int `path:"id" minimum:"1"`
 }
 
 type echoOutput struct {
@@ -44,14 +51,35 @@ func start(t *testing.T, expectedMigration int64, redisURL string, drain time.Du
 			BodyLimitBytes: 4096, ShutdownDrain: drain, ShutdownTimeout: 5 * time.Second,
 			TrustedGateways: []string{"127.0.0.0/8"},
 		},
-		UsesDatabase: true, ExpectedMigration: expectedMigration,
 	})
+	require.NoError(t, err)
+	_, err = database.Attach(svc, expectedMigration)
 	require.NoError(t, err)
 	huma.Register(svc.API, huma.Operation{Method: http.MethodPost, Path: "/echo"}, func(_ context.Context, in *echoInput) (*echoOutput, error) {
 		out := &echoOutput{}
 		out.Body.Name = in.Body.Name
 		return out, nil
 	})
+	huma.Register(svc.API, huma.Operation{Method: http.MethodGet, Path: "/things/{id}"}, func(_ context.Context, in *thingInput) (*echoOutput, error) {
+		switch in.ID {
+		case 1:
+			out := &echoOutput{}
+			out.Body.Name = "one"
+			return out, nil
+		case 2:
+			return nil, huma.Error404NotFound("thing 2 not found")
+		case 3:
+			return nil, problem.Conflict.New("thing 3 is busy").WithHeader("Retry-After", "7")
+		case 4:
+			return nil, errors.New("dial tcp 10.1.2.3:5432: connection refused")
+		case 5:
+			return nil, huma.Error500InternalServerError("pq: password authentication failed for user obsops")
+		default:
+			panic("thing " + strconv.Itoa(in.ID))
+		}
+	})
+	svc.App.Get("/plain-error", func(*fiber.Ctx) error { return errors.New("redis: 10.9.8.7:6379 refused") })
+	svc.App.Get("/plain-panic", func(*fiber.Ctx) error { panic("boom at 10.9.8.7") })
 	svc.App.Get("/slow", func(c *fiber.Ctx) error {
 		time.Sleep(300 * time.Millisecond)
 		return c.SendString("done")
@@ -113,37 +141,6 @@ func TestReadinessFailsOnOldSchema(t *testing.T) {
 	var r service.Readiness
 	require.Equal(t, 503, getJSON(t, base+"/readyz", &r))
 	require.Contains(t, r.Checks["migrations"].Error, "run migrate up")
-}
-
-func TestErrorsAreProblems(t *testing.T) {
-	base, _, _ := start(t, migrations.Latest(), testenv.Redis(t).URL, 0)
-	cases := []struct {
-		name, method, path, body string
-		status                   int
-		detail                   string
-	}{
-		{"unknown route", "GET", "/nope", "", 404, "no route for GET /nope"},
-		{"wrong method", "DELETE", "/healthz", "", 405, "method DELETE is not allowed"},
-		{"oversize body", "POST", "/echo", `{"name":"` + strings.Repeat("x", 5000) + `"}`, 413, "exceeds the limit of 4096 bytes"},
-		{"malformed json", "POST", "/echo", `{"name":`, 400, ""},
-		{"invalid field", "POST", "/echo", `{"name":""}`, 422, ""},
-		{"unknown field", "POST", "/echo", `{"name":"a","extra":1}`, 422, ""},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			req, _ := http.NewRequest(tc.method, base+tc.path, strings.NewReader(tc.body))
-			req.Header.Set("Content-Type", "application/json")
-			resp, err := http.DefaultClient.Do(req)
-			require.NoError(t, err)
-			defer resp.Body.Close()
-			require.Equal(t, tc.status, resp.StatusCode)
-			require.Equal(t, problem.ContentType, resp.Header.Get("Content-Type"))
-			var p problem.Problem
-			require.NoError(t, json.NewDecoder(resp.Body).Decode(&p))
-			require.Equal(t, tc.status, p.Status)
-			require.Contains(t, p.Detail, tc.detail)
-		})
-	}
 }
 
 func TestRequestIDIsKeptOrMade(t *testing.T) {
@@ -225,35 +222,46 @@ func TestClientAddressComesFromTheTrustedGateway(t *testing.T) {
 	require.Equal(t, "127.0.0.1", string(b))
 }
 
-func TestMetricsOnTheirOwnListener(t *testing.T) {
-	addr, metricsAddr := testenv.FreeAddr(t), testenv.FreeAddr(t)
-	svc, err := service.New(service.Options{
-		Name: "edge", Title: "edge", Addr: addr, MetricsAddr: metricsAddr, Edge: true,
-		Common: config.Common{RedisURL: testenv.Redis(t).URL, DBMaxConns: 1, LogLevel: "error",
+// TestCoreHasOnlyTheCore: NewCore serves no /metrics and no /openapi.json (the gateway brings
+// its own) and leaves Redis out of readiness; New adds all three.
+func TestCoreHasOnlyTheCore(t *testing.T) {
+	addr := testenv.FreeAddr(t)
+	svc, err := service.NewCore(service.Options{
+		Name: "edge", Title: "edge", Addr: addr, Edge: true,
+		Common: config.Common{RedisURL: "redis://" + testenv.FreeAddr(t) + "/0", DBMaxConns: 1, LogLevel: "error",
 			BodyLimitBytes: 4096, ShutdownTimeout: 5 * time.Second},
 	})
 	require.NoError(t, err)
+	require.Nil(t, svc.API)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- svc.Run(ctx) }()
 	defer func() { cancel(); <-done }()
+	base := "http://" + addr
+	var r service.Readiness
 	require.Eventually(t, func() bool {
-		resp, err := http.Get("http://" + addr + "/healthz")
-		if err == nil {
-			resp.Body.Close()
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			return false
 		}
-		return err == nil
-	}, 5*time.Second, 10*time.Millisecond)
+		defer resp.Body.Close()
+		return resp.StatusCode == 200 && json.NewDecoder(resp.Body).Decode(&r) == nil
+	}, 5*time.Second, 10*time.Millisecond, "ready although its Redis is not running")
+	require.Empty(t, r.Checks)
+	for _, path := range []string{"/metrics", "/openapi.json"} {
+		resp, err := http.Get(base + path)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, 404, resp.StatusCode, path)
+	}
 
-	resp, err := http.Get("http://" + addr + "/metrics")
-	require.NoError(t, err)
-	resp.Body.Close()
-	require.Equal(t, 404, resp.StatusCode, "not on the public listener")
-
-	resp, err = http.Get("http://" + metricsAddr + "/metrics")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	require.Equal(t, 200, resp.StatusCode)
-	require.Contains(t, string(b), `obsops_http_requests_total{method="GET",route="/healthz",status="200"}`)
+	base2, _, _ := start(t, migrations.Latest(), testenv.Redis(t).URL, 0)
+	for _, path := range []string{"/metrics", "/openapi.json"} {
+		resp, err := http.Get(base2 + path)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, 200, resp.StatusCode, path)
+	}
+	require.Equal(t, 200, getJSON(t, base2+"/readyz", &r))
+	require.Contains(t, r.Checks, "redis")
 }

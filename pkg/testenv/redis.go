@@ -3,8 +3,10 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,11 +17,12 @@ import (
 // RedisServer is a private redis-server for one test, configured like production's buffer Redis
 // (AOF with fsync every second, noeviction).
 type RedisServer struct {
-	URL  string
-	Addr string
-	dir  string
-	cmd  *exec.Cmd
-	t    testing.TB
+	URL    string
+	Addr   string
+	dir    string
+	cmd    *exec.Cmd     // nil while stopped
+	exited chan struct{} // closed when cmd has exited
+	t      testing.TB
 }
 
 // Redis starts a private Redis and returns it; it is stopped when the test ends.
@@ -28,57 +31,95 @@ func Redis(t testing.TB) *RedisServer {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Fatalf("testenv: redis-server not installed (run tests with `make test`, which installs it)")
 	}
-	r := &RedisServer{Addr: FreeAddr(t), dir: t.TempDir(), t: t}
-	r.URL = "redis://" + r.Addr + "/0"
-	r.Start()
+	r := &RedisServer{dir: t.TempDir(), t: t}
 	t.Cleanup(r.Stop)
-	return r
+	for attempt := 1; ; attempt++ {
+		r.Addr = FreeAddr(t)
+		r.URL = "redis://" + r.Addr + "/0"
+		err := r.start()
+		if err == nil {
+			return r
+		}
+		if attempt == 5 {
+			t.Fatalf("testenv: %v", err)
+		}
+		t.Logf("testenv: %v; trying another port", err)
+	}
 }
 
 // Start (re)starts the server on the same address and data directory, so a restart after Kill
 // shows what an AOF-backed Redis keeps across a crash.
 func (r *RedisServer) Start() {
 	r.t.Helper()
+	var err error
+	for range 5 { // the port stays reserved for this test, but the old socket may linger a moment
+		if err = r.start(); err == nil {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	r.t.Fatalf("testenv: %v", err)
+}
+
+// start runs redis-server on r.Addr and waits until it answers. The server that answers must be
+// this process (INFO's process_id): if the port was taken, redis-server exits and some other
+// server may be listening there, which must never be mistaken for ours.
+func (r *RedisServer) start() error {
 	_, port, _ := strings.Cut(r.Addr, ":")
-	r.cmd = exec.Command("redis-server",
+	cmd := exec.Command("redis-server",
 		"--port", port, "--bind", "127.0.0.1", "--dir", r.dir, "--save", "",
 		"--appendonly", "yes", "--appendfsync", "everysec", "--maxmemory-policy", "noeviction",
 		"--logfile", filepath.Join(r.dir, "redis.log"))
-	if err := r.cmd.Start(); err != nil {
-		r.t.Fatalf("testenv: start redis: %v", err)
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start redis: %w", err)
 	}
-	c := redis.NewClient(&redis.Options{Addr: r.Addr})
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	want := "process_id:" + strconv.Itoa(cmd.Process.Pid) + "\r\n"
+	c := redis.NewClient(&redis.Options{Addr: r.Addr, MaxRetries: -1, DialTimeout: time.Second})
 	defer c.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		if c.Ping(context.Background()).Err() == nil {
-			return
+		select {
+		case <-exited:
+			log, _ := os.ReadFile(filepath.Join(r.dir, "redis.log"))
+			return fmt.Errorf("redis on %s exited at start: %s", r.Addr, lastLine(string(log)))
+		default:
+		}
+		if info, err := c.Info(context.Background(), "server").Result(); err == nil && strings.Contains(info, want) {
+			r.cmd, r.exited = cmd, exited
+			return nil
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	r.t.Fatalf("testenv: redis on %s did not start", r.Addr)
+	_ = cmd.Process.Kill()
+	<-exited
+	return fmt.Errorf("redis on %s did not start", r.Addr)
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
 }
 
 // Kill stops the server abruptly (SIGKILL), as a crash would.
 func (r *RedisServer) Kill() {
-	if r.cmd != nil && r.cmd.Process != nil {
+	if r.cmd != nil {
 		_ = r.cmd.Process.Kill()
-		_ = r.cmd.Wait()
+		<-r.exited
 		r.cmd = nil
 	}
 }
 
 // Stop shuts the server down.
 func (r *RedisServer) Stop() {
-	if r.cmd != nil && r.cmd.Process != nil {
+	if r.cmd != nil {
 		_ = r.cmd.Process.Signal(terminate)
-		done := make(chan struct{})
-		go func() { _ = r.cmd.Wait(); close(done) }()
 		select {
-		case <-done:
+		case <-r.exited:
 		case <-time.After(5 * time.Second):
 			_ = r.cmd.Process.Kill()
-			<-done
+			<-r.exited
 		}
 		r.cmd = nil
 	}

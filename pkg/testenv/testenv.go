@@ -13,7 +13,6 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -74,17 +73,6 @@ func Database(t testing.TB) string {
 		t.Fatalf("testenv: migrate %s: %v", name, err)
 	}
 	return dsn
-}
-
-// FreeAddr returns a loopback address with a port that was free a moment ago.
-func FreeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("testenv: free port: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // RepoRoot is the directory holding go.work.

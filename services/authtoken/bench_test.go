@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/obsops/obsops/pkg/authn"
-	"github.com/obsops/obsops/pkg/service"
+	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/services/authtoken"
 	"github.com/obsops/obsops/services/authtoken/internal/tokentest"
 	"github.com/obsops/obsops/services/authtoken/postgres"
@@ -81,7 +81,7 @@ func TestBenchTokenVerification(t *testing.T) {
 	}
 	seconds, callers := benchKnob("OPS_BENCH_SECONDS", 5), benchKnob("OPS_BENCH_CONCURRENCY", 32)
 	env := tokentest.New(t)
-	db, err := service.OpenDB(env.DatabaseURL, 10) // the service's default pool (OPS_DB_MAX_CONNS)
+	db, err := database.Open(env.DatabaseURL, 10) // the service's default pool (OPS_DB_MAX_CONNS)
 	if err != nil {
 		t.Fatal(err)
 	}

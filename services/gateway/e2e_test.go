@@ -24,12 +24,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/obsops/obsops/pkg/problem"
 	"github.com/obsops/obsops/pkg/testenv"
 )
 
 // fakeTransfer stands in for the transfer service (which has no routes yet): a real WebSocket
 // endpoint, a slow endpoint, an endpoint echoing what the gateway forwarded, and an OpenAPI
-// document whose ErrorModel differs from the chassis' one and that lists an internal path.
+// document whose Problem differs from the chassis' one and that lists an internal path.
 func fakeTransfer(t *testing.T) string {
 	t.Helper()
 	app := fiber.New(fiber.Config{DisableStartupMessage: true})
@@ -70,12 +71,12 @@ func fakeTransfer(t *testing.T) string {
 				"/api/transfer/overview": fiber.Map{"get": fiber.Map{
 					"operationId": "get-overview",
 					"responses": fiber.Map{"default": fiber.Map{"description": "err", "content": fiber.Map{
-						"application/problem+json": fiber.Map{"schema": fiber.Map{"$ref": "#/components/schemas/ErrorModel"}}}}},
+						"application/problem+json": fiber.Map{"schema": fiber.Map{"$ref": "#/components/schemas/Problem"}}}}},
 				}},
 				"/internal/secret": fiber.Map{"get": fiber.Map{"operationId": "secret", "responses": fiber.Map{}}},
 			},
 			"components": fiber.Map{"schemas": fiber.Map{
-				"ErrorModel": fiber.Map{"type": "object", "properties": fiber.Map{"transfer_only": fiber.Map{"type": "string"}}},
+				"Problem": fiber.Map{"type": "object", "properties": fiber.Map{"transfer_only": fiber.Map{"type": "string"}}},
 			}},
 		})
 	})
@@ -106,6 +107,7 @@ func startGateway(t *testing.T, s *testenv.Suite, extra map[string]string) (stri
 }
 
 type problemBody struct {
+	Type     string `json:"type"`
 	Title    string `json:"title"`
 	Status   int    `json:"status"`
 	Detail   string `json:"detail"`
@@ -158,6 +160,10 @@ func requireProblem(t *testing.T, resp *http.Response, body []byte, status int) 
 	require.NoError(t, json.Unmarshal(body, &p), "body: %s", body)
 	require.Equal(t, status, p.Status)
 	require.NotEmpty(t, p.Title)
+	require.True(t, strings.HasPrefix(p.Type, problem.TypePrefix), "type %q", p.Type)
+	require.NotEmpty(t, p.Detail)
+	require.NotEmpty(t, p.Instance)
+	require.NotEmpty(t, resp.Header.Get("X-Request-Id"), "every problem carries the request id")
 	return p
 }
 
@@ -480,11 +486,11 @@ func TestGatewayEndToEnd(t *testing.T) {
 			require.Equal(t, "ok", doc.Services[name]["status"], name)
 		}
 		require.Empty(t, doc.Unavailable)
-		// the fake transfer's ErrorModel differs from the chassis' one: renamed, not clobbered
-		require.Contains(t, doc.Components.Schemas, "ErrorModel")
-		require.Contains(t, doc.Components.Schemas, "transfer_ErrorModel")
-		require.NotContains(t, fmt.Sprint(doc.Components.Schemas["ErrorModel"]), "transfer_only")
-		require.Contains(t, string(body), `"$ref":"#/components/schemas/transfer_ErrorModel"`)
+		// the fake transfer's Problem differs from the chassis' one: renamed, not clobbered
+		require.Contains(t, doc.Components.Schemas, "Problem")
+		require.Contains(t, doc.Components.Schemas, "transfer_Problem")
+		require.NotContains(t, fmt.Sprint(doc.Components.Schemas["Problem"]), "transfer_only")
+		require.Contains(t, string(body), `"$ref":"#/components/schemas/transfer_Problem"`)
 	})
 
 	t.Run("docs render from local assets only", func(t *testing.T) {
@@ -638,6 +644,7 @@ func TestGatewayEndToEnd(t *testing.T) {
 		require.Less(t, time.Since(start), time.Second)
 		require.Contains(t, p.Detail, "site")
 		require.NotEmpty(t, resp.Header.Get("X-Request-ID"), "the gateway's own problem carries the request id too")
+		requireNoInternals(t, body, s.URLs["site"])
 
 		// a WebSocket upgrade to a dead upstream is the same problem, nothing hijacked
 		_, resp2, err := fws.DefaultDialer.Dial("ws"+strings.TrimPrefix(gw, "http")+"/api/site/ws", nil)
@@ -659,7 +666,18 @@ func TestGatewayEndToEnd(t *testing.T) {
 		require.Contains(t, doc.Info["description"], "site")
 		require.NotContains(t, doc.Paths, "/api/site/info")
 		require.Contains(t, doc.Paths, "/api/transfer/overview")
+		require.Equal(t, "unavailable", doc.Services["site"]["status"], "a service that is down shows as down")
+		requireNoInternals(t, body, s.URLs["site"])
 	})
+}
+
+// requireNoInternals checks that an answer to an anonymous caller names no internal address and
+// no dial error (the gateway's log and metrics have them).
+func requireNoInternals(t *testing.T, body []byte, serviceURL string) {
+	t.Helper()
+	for _, leak := range []string{strings.TrimPrefix(serviceURL, "http://"), "dial tcp", "connection refused"} {
+		require.NotContains(t, string(body), leak)
+	}
 }
 
 // counter reads one sample of a Prometheus text exposition (0 when absent).

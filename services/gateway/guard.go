@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
+
+	"github.com/obsops/obsops/pkg/contract"
 )
 
 // Guard refuses, with the gateway's 404 problem (fiber.ErrNotFound, which problem.ErrorHandler
@@ -15,7 +17,7 @@ import (
 // from the gateway's routing.
 func Guard(c *fiber.Ctx) error {
 	p := c.Path()
-	if hasPrefixFold(p, "/internal") && (len(p) == len("/internal") || p[len("/internal")] == '/') {
+	if internal(p) {
 		return fiber.ErrNotFound
 	}
 	raw := c.Request().Header.RequestURI()
@@ -27,11 +29,17 @@ func Guard(c *fiber.Ctx) error {
 		if err != nil || hasDotSegment(decoded) {
 			return fiber.ErrNotFound
 		}
-		if hasPrefixFold(decoded, "/internal") && (len(decoded) == len("/internal") || decoded[len("/internal")] == '/') {
+		if internal(decoded) {
 			return fiber.ErrNotFound
 		}
 	}
 	return c.Next()
+}
+
+// internal reports whether p is contract.InternalPrefix or under it, in any letter case.
+func internal(p string) bool {
+	n := len(contract.InternalPrefix)
+	return hasPrefixFold(p, contract.InternalPrefix) && (len(p) == n || p[n] == '/')
 }
 
 func hasPrefixFold(s, prefix string) bool {

@@ -1,6 +1,17 @@
 package gateway
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/obsops/obsops/pkg/service"
+)
 
 // Metrics are the gateway's own Prometheus series (the chassis already counts every request by
 // route and status).
@@ -50,4 +61,24 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	reg.MustRegister(m.pipelined, m.upstreamWrites, m.upstreamErrors, m.tunnelsOpen, m.tunnelsTotal, m.rateLimited, m.rateLimitErrors, m.openAPIMissing)
 	return m
+}
+
+// ServeMetrics serves the service's registry at /metrics on addr, a listener apart from the
+// public one (OPS_GATEWAY_METRICS_ADDR), until the service shuts down.
+func ServeMetrics(svc *service.Service, addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen %s (metrics): %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(svc.Metrics, promhttp.HandlerOpts{Registry: svc.Metrics}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			svc.Log.Error("metrics listener failed", "error", err.Error())
+		}
+	}()
+	svc.Log.Info("metrics listening", "addr", ln.Addr().String())
+	svc.OnShutdown("metrics listener", srv.Shutdown)
+	return nil
 }

@@ -60,12 +60,10 @@ func Merge(info MergeInfo, docs []ServiceDoc) map[string]any {
 
 	for _, sd := range docs {
 		if sd.Err != nil || sd.Doc == nil {
-			reason := "no document"
-			if sd.Err != nil {
-				reason = sd.Err.Error()
-			}
+			// Why is for the gateway's log (Document logs it): the error names internal
+			// addresses, and this document is public.
 			unavailable = append(unavailable, sd.Service)
-			services[sd.Service] = map[string]any{"status": "unavailable", "error": reason}
+			services[sd.Service] = map[string]any{"status": "unavailable"}
 			continue
 		}
 		available = append(available, sd.Service)

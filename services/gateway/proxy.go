@@ -163,9 +163,11 @@ func (u *Upstream) Forward(c *fiber.Ctx) error {
 // Close closes the connections to the upstream (after the gateway stopped serving).
 func (u *Upstream) Close() { u.pool.Close() }
 
-// fail turns a transport error into the gateway's problem and counts it.
+// fail turns a transport error into the gateway's problem and counts it. The problem names the
+// service, never its address or the dial error: those are its cause, which the chassis logs
+// with the request id (and obsops_gateway_upstream_errors_total counts by service).
 func (u *Upstream) fail(err error) *problem.Problem {
-	p := upstreamProblem(u.Name, err)
+	p := upstreamProblem(u.Name, err).WithCause(err)
 	u.metrics.upstreamErrors.WithLabelValues(u.Name, strconv.Itoa(p.Status)).Inc()
 	return p
 }

@@ -11,11 +11,12 @@ import (
 
 	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/pkg/config"
+	"github.com/obsops/obsops/pkg/contract"
 )
 
-// Queue is the asynq queue that buffers critical writes (the site service reads its statistics
-// under the same name).
-const Queue = "ingest"
+// Queue is the asynq queue that buffers critical writes (contract.IngestQueue, which the site
+// service reads too).
+const Queue = contract.IngestQueue
 
 // Roles a process of the ingest binary can take (-role).
 const (

@@ -8,6 +8,8 @@ import (
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/obsops/obsops/pkg/contract"
 )
 
 // BufferStats describes the critical-write buffer of this site: the asynq queue that ingest
@@ -46,14 +48,10 @@ type DeadLetter struct {
 	FailedAt time.Time `json:"failed_at"`
 }
 
-// LastApplyKey is the Redis key where ingest workers record (unix milliseconds) their last
-// commit; the ingest service writes it under the same name (buffer.LastApplyKey).
-const LastApplyKey = "ingest:stats:last_apply"
-
 // BufferInspector reads queue statistics from Redis through asynq's inspector.
 type BufferInspector struct {
 	Inspector *asynq.Inspector
-	Redis     redis.UniversalClient // reads LastApplyKey
+	Redis     redis.UniversalClient // reads contract.IngestLastApplyKey
 	Site      string
 	SiteType  string
 	MainDB    func(context.Context) error
@@ -61,15 +59,15 @@ type BufferInspector struct {
 
 // Stats reads the ingest queue. A queue that has never held a task reports zeros, not an error.
 func (b *BufferInspector) Stats(ctx context.Context) (BufferStats, error) {
-	st := BufferStats{Site: b.Site, SiteType: b.SiteType, Queue: IngestQueue, MeasuredAt: time.Now().UTC()}
+	st := BufferStats{Site: b.Site, SiteType: b.SiteType, Queue: contract.IngestQueue, MeasuredAt: time.Now().UTC()}
 	queues, err := b.Inspector.Queues()
 	if err != nil {
 		return st, fmt.Errorf("read queues: %w", err)
 	}
-	if slices.Contains(queues, IngestQueue) {
-		qi, err := b.Inspector.GetQueueInfo(IngestQueue)
+	if slices.Contains(queues, contract.IngestQueue) {
+		qi, err := b.Inspector.GetQueueInfo(contract.IngestQueue)
 		if err != nil {
-			return st, fmt.Errorf("read queue %s: %w", IngestQueue, err)
+			return st, fmt.Errorf("read queue %s: %w", contract.IngestQueue, err)
 		}
 		st.Pending, st.Active, st.Scheduled, st.Retry, st.Archived = qi.Pending, qi.Active, qi.Scheduled, qi.Retry, qi.Archived
 		st.ProcessedToday, st.FailedToday = qi.Processed, qi.Failed
@@ -79,7 +77,7 @@ func (b *BufferInspector) Stats(ctx context.Context) (BufferStats, error) {
 		st.MemoryUsageBytes = qi.MemoryUsage
 		st.MeasuredAt = qi.Timestamp.UTC()
 		if qi.Archived > 0 {
-			dead, err := b.Inspector.ListArchivedTasks(IngestQueue, asynq.PageSize(10))
+			dead, err := b.Inspector.ListArchivedTasks(contract.IngestQueue, asynq.PageSize(10))
 			if err != nil {
 				return st, fmt.Errorf("read dead letters: %w", err)
 			}
@@ -89,7 +87,7 @@ func (b *BufferInspector) Stats(ctx context.Context) (BufferStats, error) {
 		}
 	}
 	if b.Redis != nil {
-		if ms, err := b.Redis.Get(ctx, LastApplyKey).Int64(); err == nil {
+		if ms, err := b.Redis.Get(ctx, contract.IngestLastApplyKey).Int64(); err == nil {
 			t := time.UnixMilli(ms).UTC()
 			st.LastApplyAt = &t
 		}

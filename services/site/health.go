@@ -3,10 +3,16 @@ package site
 import (
 	"context"
 	"encoding/json"
-	"fmt"
+	"errors"
+	"log/slog"
+	"maps"
 	"net/http"
 	"sort"
+	"strings"
+	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/obsops/obsops/pkg/service"
 )
@@ -24,7 +30,8 @@ type ComponentHealth struct {
 	LatencyMS  float64 `json:"latency_ms"`
 	HTTPStatus int     `json:"http_status,omitempty" doc:"Status of the service's /readyz."`
 	Version    string  `json:"version,omitempty"`
-	Error      string  `json:"error,omitempty"`
+	Error      string  `json:"error,omitempty" doc:"Why it failed, in general terms: unreachable, timed out, not ready (and which of its checks failed), draining."`
+	Detail     string  `json:"detail,omitempty" doc:"The full error (addresses, dial errors): only for an admin's request."`
 }
 
 // Health is the suite-wide health report.
@@ -61,6 +68,52 @@ type Checker struct {
 	PerTimeout time.Duration
 	// Buffer reads the buffer statistics (nil: not reported).
 	Buffer func(context.Context) (BufferStats, error)
+	// CacheFor is how long Cached reuses a report: anonymous /health never fans out to every
+	// service more often than this, however many ask.
+	CacheFor time.Duration
+	Log      *slog.Logger         // failed components, with their full error
+	Up       *prometheus.GaugeVec // obsops_site_component_up{component}; nil: not exported
+
+	mu     sync.Mutex // held while a shared check runs: callers meanwhile wait for its report
+	last   Health
+	lastAt time.Time
+}
+
+// NewComponentGauge registers obsops_site_component_up{component} (1 ok, 0 failing; component
+// is database, redis or a service name) on reg, for Checker.Up.
+func NewComponentGauge(reg prometheus.Registerer) *prometheus.GaugeVec {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "obsops_site_component_up",
+		Help: "Whether a component was healthy at the last health check (1) or failing (0): database, redis, or a service.",
+	}, []string{"component"})
+	reg.MustRegister(g)
+	return g
+}
+
+// Cached returns the last report while it is younger than CacheFor, else checks anew. One check
+// runs at a time; callers arriving meanwhile get its report. The check does not end with the
+// request that started it (others may be waiting for it).
+func (h *Checker) Cached(ctx context.Context) Health {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.lastAt.IsZero() && time.Since(h.lastAt) < h.CacheFor {
+		return h.last
+	}
+	h.last = h.Check(context.WithoutCancel(ctx))
+	h.lastAt = time.Now()
+	return h.last
+}
+
+// Redacted returns the report without the full errors (Detail), as anonymous callers see it:
+// which component fails and in general terms why, but no internal address or dial error.
+func (r Health) Redacted() Health {
+	r.Database.Detail, r.Redis.Detail = "", ""
+	r.Services = maps.Clone(r.Services)
+	for name, c := range r.Services {
+		c.Detail = ""
+		r.Services[name] = c
+	}
+	return r
 }
 
 // Check probes everything once.
@@ -111,7 +164,26 @@ func (h *Checker) Check(ctx context.Context) Health {
 	if report.Database.Status != "ok" || report.Redis.Status != "ok" {
 		report.Status = StatusDown
 	}
+	h.record("database", report.Database)
+	h.record("redis", report.Redis)
+	for _, name := range names {
+		h.record(name, report.Services[name])
+	}
 	return report
+}
+
+// record exports a component's state and logs why it fails.
+func (h *Checker) record(name string, c ComponentHealth) {
+	if h.Up != nil {
+		up := 0.0
+		if c.Status == "ok" {
+			up = 1
+		}
+		h.Up.WithLabelValues(name).Set(up)
+	}
+	if c.Status != "ok" && h.Log != nil {
+		h.Log.Warn("health check failed", "component", name, "error", c.Error, "detail", c.Detail)
+	}
 }
 
 func probe(ctx context.Context, fn func(context.Context) error) ComponentHealth {
@@ -119,50 +191,64 @@ func probe(ctx context.Context, fn func(context.Context) error) ComponentHealth 
 	err := fn(ctx)
 	c := ComponentHealth{Status: "ok", LatencyMS: millis(time.Since(start))}
 	if err != nil {
-		c.Status, c.Error = "fail", err.Error()
+		c.Status, c.Error, c.Detail = "fail", reason(err), err.Error()
 	}
 	return c
+}
+
+// reason says in general terms why a probe failed, naming no address.
+func reason(err error) string {
+	if errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "timeout") {
+		return "timed out"
+	}
+	return "unreachable"
 }
 
 func (h *Checker) probeService(ctx context.Context, baseURL string) ComponentHealth {
 	start := time.Now()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+"/readyz", nil)
 	if err != nil {
-		return ComponentHealth{Status: "fail", Error: err.Error()}
+		return ComponentHealth{Status: "fail", Error: "misconfigured", Detail: err.Error()}
 	}
 	resp, err := h.HTTP.Do(req)
 	c := ComponentHealth{LatencyMS: millis(time.Since(start))}
 	if err != nil {
-		c.Status, c.Error = "fail", "unreachable: "+err.Error()
+		c.Status, c.Error, c.Detail = "fail", reason(err), err.Error()
 		return c
 	}
 	defer resp.Body.Close()
 	c.HTTPStatus = resp.StatusCode
 	var r service.Readiness
 	if err := json.NewDecoder(http.MaxBytesReader(nil, resp.Body, 1<<16)).Decode(&r); err != nil {
-		c.Status, c.Error = "fail", "unreadable readiness answer: "+err.Error()
+		c.Status, c.Error, c.Detail = "fail", "unreadable readiness answer", err.Error()
 		return c
 	}
 	c.Version = r.Version
 	if resp.StatusCode != http.StatusOK || r.Status != "ready" {
-		c.Status, c.Error = "fail", fmt.Sprintf("%s: %s", r.Status, failedChecks(r))
+		names, details := failedChecks(r)
+		c.Status, c.Error, c.Detail = "fail", r.Status, details
+		if names != "" {
+			c.Error += ": " + names
+		}
 		return c
 	}
 	c.Status = "ok"
 	return c
 }
 
-func failedChecks(r service.Readiness) string {
-	msg := ""
+// failedChecks names a readiness answer's failed checks ("database, migrations") and gives
+// their errors ("database: ...; migrations: ...").
+func failedChecks(r service.Readiness) (names, details string) {
+	var n, d []string
 	for name, c := range r.Checks {
 		if c.Status != "ok" {
-			if msg != "" {
-				msg += "; "
-			}
-			msg += name + ": " + c.Error
+			n = append(n, name)
+			d = append(d, name+": "+c.Error)
 		}
 	}
-	return msg
+	sort.Strings(n)
+	sort.Strings(d)
+	return strings.Join(n, ", "), strings.Join(d, "; ")
 }
 
 func millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

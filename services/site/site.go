@@ -6,6 +6,7 @@ package site
 import (
 	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/pkg/config"
+	"github.com/obsops/obsops/pkg/contract"
 )
 
 // Config is the site service's configuration.
@@ -72,9 +73,6 @@ type Info struct {
 	Commit          string          `json:"commit"`
 }
 
-// IngestQueue is the asynq queue that buffers critical writes.
-const IngestQueue = "ingest"
-
 // NewInfo describes the site from its configuration and build.
 func NewInfo(c *Config, version, commit string) Info {
 	return Info{
@@ -87,16 +85,19 @@ func NewInfo(c *Config, version, commit string) Info {
 		SunAvoidanceDeg: c.SunAvoidanceDeg,
 		Buffering: Buffering{
 			CriticalOperationsBuffered: c.BufferingEnabled,
-			Queue:                      IngestQueue,
-			BufferedOperations: []string{ // SPEC §1: the critical operations
-				"POST /executed_obs_units/start",
-				"PUT /executed_obs_units/{id}/finish",
-				"POST /raw_data_files/",
-				"POST /raw_data_files/bulk",
-				"POST /raw_data_package/",
-			},
+			Queue:                      contract.IngestQueue,
+			BufferedOperations:         bufferedOperations(),
 		},
 		Version: version,
 		Commit:  commit,
 	}
+}
+
+// bufferedOperations lists the critical operations as "METHOD /path" (contract.BufferedOperations).
+func bufferedOperations() []string {
+	var out []string
+	for _, op := range contract.BufferedOperations() {
+		out = append(out, op.String())
+	}
+	return out
 }

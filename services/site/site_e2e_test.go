@@ -2,13 +2,17 @@ package site_test
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/hibiken/asynq"
 	"github.com/stretchr/testify/require"
 
+	"github.com/obsops/obsops/pkg/contract"
 	"github.com/obsops/obsops/pkg/testenv"
 	"github.com/obsops/obsops/services/site"
 )
@@ -38,8 +42,11 @@ func TestSiteEndpointsThroughTheGateway(t *testing.T) {
 	require.Equal(t, site.ElevationLimits{MinDeg: 20, MaxDeg: 90}, info.ElevationLimits)
 	require.Equal(t, 40.0, info.SunAvoidanceDeg)
 	require.True(t, info.Buffering.CriticalOperationsBuffered)
-	require.Len(t, info.Buffering.BufferedOperations, 5)
+	require.Equal(t, contract.IngestQueue, info.Buffering.Queue)
+	require.Len(t, info.Buffering.BufferedOperations, len(contract.BufferedOperations()))
+	require.Contains(t, info.Buffering.BufferedOperations, "POST /raw_data_files/bulk")
 	require.NotEmpty(t, info.Version)
+	requireNoInternals(t, s, rawGet(t, s.GatewayURL+"/api/site/info", ""))
 
 	var h site.Health
 	require.Equal(t, 200, get(t, s.GatewayURL+"/health", &h))
@@ -53,19 +60,90 @@ func TestSiteEndpointsThroughTheGateway(t *testing.T) {
 		require.Greater(t, c.LatencyMS, 0.0, name)
 	}
 
-	// A stopped service makes the suite degraded, not down, and is named.
+	// Anonymous /health is cached: many callers, at most one check per second, so at most
+	// about one /readyz per second reaches each service.
+	readyz := func() float64 {
+		return counter(t, s.URLs["authtoken"]+"/metrics", `obsops_http_requests_total{method="GET",route="/readyz",status="200"}`)
+	}
+	before, start := readyz(), time.Now()
+	for range 50 {
+		require.Equal(t, 200, get(t, s.GatewayURL+"/health", &h))
+	}
+	checks := readyz() - before
+	require.LessOrEqual(t, checks, 2+time.Since(start).Seconds(), "50 requests in %s made %v checks", time.Since(start), checks)
+
+	// A stopped service makes the suite degraded, not down, and is named; anonymous callers
+	// learn that it is unreachable, not where it is; an admin gets the full error.
 	require.NoError(t, s.Procs["catalog"].Stop(5*time.Second))
-	require.Equal(t, 200, get(t, s.GatewayURL+"/health", &h))
-	require.Equal(t, site.StatusDegraded, h.Status)
+	require.Eventually(t, func() bool {
+		return get(t, s.GatewayURL+"/health", &h) == 200 && h.Status == site.StatusDegraded
+	}, 5*time.Second, 100*time.Millisecond, "within the cache time")
 	require.Equal(t, "fail", h.Services["catalog"].Status)
-	require.Contains(t, h.Services["catalog"].Error, "unreachable")
+	require.Equal(t, "unreachable", h.Services["catalog"].Error)
+	require.Empty(t, h.Services["catalog"].Detail)
 	require.Equal(t, "ok", h.Services["transfer"].Status)
+	requireNoInternals(t, s, rawGet(t, s.GatewayURL+"/health", ""))
+	requireNoInternals(t, s, rawGet(t, s.GatewayURL+"/health", "Bearer "+s.JWT(t, "viewer1", "viewer")))
+
+	admin := s.JWT(t, "ops-admin", "admin")
+	var full site.Health
+	require.NoError(t, json.Unmarshal(rawGet(t, s.GatewayURL+"/health", "Bearer "+admin), &full))
+	require.Equal(t, "fail", full.Services["catalog"].Status)
+	require.Contains(t, full.Services["catalog"].Detail, strings.TrimPrefix(s.URLs["catalog"], "http://"),
+		"an admin sees which address failed")
+	metrics := string(rawGet(t, s.URLs["site"]+"/metrics", ""))
+	require.Contains(t, metrics, `obsops_site_component_up{component="catalog"} 0`)
+	require.Contains(t, metrics, `obsops_site_component_up{component="transfer"} 1`)
 
 	// Without Redis nothing can be buffered: down, 503.
 	s.Redis.Kill()
-	require.Equal(t, 503, get(t, s.GatewayURL+"/health", &h))
-	require.Equal(t, site.StatusDown, h.Status)
+	require.Eventually(t, func() bool {
+		return get(t, s.GatewayURL+"/health", &h) == 503 && h.Status == site.StatusDown
+	}, 5*time.Second, 100*time.Millisecond)
 	require.Equal(t, "fail", h.Redis.Status)
+	requireNoInternals(t, s, rawGet(t, s.GatewayURL+"/health", ""))
+}
+
+// rawGet returns the body of a GET, sending authorization when given.
+func rawGet(t *testing.T, url, authorization string) []byte {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	require.NoError(t, err)
+	if authorization != "" {
+		req.Header.Set("Authorization", authorization)
+	}
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return b
+}
+
+// requireNoInternals checks that a body names no service's or Redis' or the database's address
+// and no dial error.
+func requireNoInternals(t *testing.T, s *testenv.Suite, body []byte) {
+	t.Helper()
+	leaks := []string{"dial tcp", "connection refused", "http://", s.Redis.Addr, "55432"}
+	for _, u := range s.URLs {
+		leaks = append(leaks, strings.TrimPrefix(u, "http://"))
+	}
+	for _, leak := range leaks {
+		require.NotContains(t, string(body), leak)
+	}
+}
+
+// counter reads one sample of a Prometheus text exposition (0 when absent).
+func counter(t *testing.T, metricsURL, series string) float64 {
+	t.Helper()
+	for _, line := range strings.Split(string(rawGet(t, metricsURL, "")), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			require.NoError(t, err)
+			return f
+		}
+	}
+	return 0
 }
 
 func keys[V any](m map[string]V) []string {

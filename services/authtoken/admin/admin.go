@@ -17,7 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/obsops/obsops/pkg/authn"
-	"github.com/obsops/obsops/pkg/service"
+	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/services/authtoken"
 	"github.com/obsops/obsops/services/authtoken/postgres"
 	"github.com/obsops/obsops/services/authtoken/signing"
@@ -59,7 +59,7 @@ func Run(ctx context.Context, env *Env, args []string) error {
 	if env.Config.DatabaseURL == "" {
 		return errors.New("OPS_DATABASE_URL: required but not set")
 	}
-	db, err := service.OpenDB(env.Config.DatabaseURL, 2)
+	db, err := database.Open(env.Config.DatabaseURL, 2)
 	if err != nil {
 		return err
 	}

@@ -10,10 +10,13 @@ import (
 	"github.com/obsops/obsops/services/gateway"
 )
 
-// Setup builds the gateway's parts from cfg on the chassis svc (metrics on its registry, the
-// rate limiter on its Redis, closing WebSocket tunnels as a shutdown hook) and registers the
-// routes. The chassis must have been built with RedisOptional and NoOpenAPI.
+// Setup builds the gateway's parts from cfg on the chassis core svc (service.NewCore): metrics
+// on its registry, served on their own listener; the rate limiter on its Redis; closing
+// WebSocket tunnels as a shutdown hook. Then it registers the routes.
 func Setup(svc *service.Service, cfg *gateway.Config, version string) error {
+	if err := gateway.ServeMetrics(svc, cfg.MetricsAddr); err != nil {
+		return err
+	}
 	metrics := gateway.NewMetrics(svc.Metrics)
 	tunnels := gateway.NewTunnels(svc.Log, metrics)
 	svc.OnShutdown("websocket tunnels", tunnels.CloseAll)

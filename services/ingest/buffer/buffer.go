@@ -20,6 +20,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/obsops/obsops/pkg/contract"
 	"github.com/obsops/obsops/services/ingest"
 )
 
@@ -31,9 +32,6 @@ const (
 	txPrefix       = "ingest:tx:"       // + tx → JSON txInfo
 	txStatePrefix  = "ingest:txstate:"  // + tx → hash: attempts, last_error, committed_at, lsn
 	idemPrefix     = "ingest:idem:"     // + user id + ":" + key digest → JSON idemEntry
-	// LastApplyKey holds the unix milliseconds of the worker's last commit (read by the site
-	// service for /buffer-stats).
-	LastApplyKey = "ingest:stats:last_apply"
 )
 
 // Kinds of cached records.
@@ -332,7 +330,7 @@ func (b *Buffer) Evict(ctx context.Context, tx string, items []Item, lsn string,
 	pipe.HSet(ctx, st, "committed_at", committedAt.UTC().Format(time.RFC3339Nano), "lsn", lsn)
 	pipe.HIncrBy(ctx, st, "attempts", 1)
 	pipe.PExpire(ctx, st, txTTL)
-	pipe.Set(ctx, LastApplyKey, strconv.FormatInt(committedAt.UnixMilli(), 10), 0)
+	pipe.Set(ctx, contract.IngestLastApplyKey, strconv.FormatInt(committedAt.UnixMilli(), 10), 0)
 	_, err := pipe.Exec(ctx)
 	return err
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/obsops/obsops/pkg/authn"
+	"github.com/obsops/obsops/pkg/problem"
 	"github.com/obsops/obsops/services/ingest"
 	"github.com/obsops/obsops/services/ingest/buffer"
 	"github.com/obsops/obsops/services/ingest/postgres"
@@ -347,11 +348,7 @@ type receiptOutput struct{ Body ingest.Receipt }
 func (h *Handlers) receipt(ctx context.Context, in *receiptInput) (*receiptOutput, error) {
 	if p := authn.PrincipalFrom(ctx); p != nil && p.Method == authn.MethodAPIToken &&
 		!authn.ScopeGranted(p.Scopes, "read:data") && !authn.ScopeGranted(p.Scopes, "read:observations") {
-		e := huma.Error403Forbidden("API token lacks scope read:data or read:observations (either one)")
-		if em, ok := e.(*huma.ErrorModel); ok {
-			em.Type = authn.ProblemInsufficientScope
-		}
-		return nil, e
+		return nil, problem.InsufficientScope.New("API token lacks scope read:data or read:observations (either one)")
 	}
 	tx, ok := ingest.ParseUUID(in.TransactionID)
 	if !ok {

@@ -4,8 +4,8 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/danielgtaylor/huma/v2"
-
+	"github.com/obsops/obsops/pkg/authn"
+	"github.com/obsops/obsops/pkg/problem"
 	"github.com/obsops/obsops/services/site"
 )
 
@@ -20,8 +20,15 @@ type healthOutput struct {
 	Body   site.Health
 }
 
+// getHealth answers the cached report (Checker.Cached) without its full errors; an admin's
+// request (see adminView) gets a fresh report with them.
 func (h *Handlers) getHealth(ctx context.Context, _ *struct{}) (*healthOutput, error) {
-	report := h.Health.Check(ctx)
+	var report site.Health
+	if p := authn.PrincipalFrom(ctx); p != nil && p.HasRole(authn.RoleAdmin) {
+		report = h.Health.Check(ctx)
+	} else {
+		report = h.Health.Cached(ctx).Redacted()
+	}
 	status := http.StatusOK
 	if report.Status == site.StatusDown {
 		status = http.StatusServiceUnavailable
@@ -33,8 +40,8 @@ type bufferStatsOutput struct{ Body site.BufferStats }
 
 func (h *Handlers) getBufferStats(ctx context.Context, _ *struct{}) (*bufferStatsOutput, error) {
 	st, err := h.Buffers.Stats(ctx)
-	if err != nil {
-		return nil, huma.Error503ServiceUnavailable("buffer statistics unavailable: " + err.Error())
+	if err != nil { // the cause (a Redis address, a dial error) goes to the log only
+		return nil, problem.Unavailable.New("buffer statistics are unavailable; retry shortly").WithCause(err)
 	}
 	return &bufferStatsOutput{Body: st}, nil
 }

@@ -5,9 +5,10 @@ import (
 	"net/http"
 
 	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/adapters/humafiber"
 
 	"github.com/obsops/obsops/pkg/authn"
-
+	"github.com/obsops/obsops/pkg/service"
 	"github.com/obsops/obsops/services/site"
 )
 
@@ -27,15 +28,35 @@ func Register(api huma.API, h *Handlers) {
 		Summary: "Site configuration", Tags: []string{"Site information"},
 		Description: "Site name and type, observatory location, elevation limits, Sun avoidance, whether critical operations are buffered, and the running version.",
 	}), h.getInfo)
-	huma.Register(api, h.Auth.Op(huma.Operation{
+	health := h.Auth.Op(huma.Operation{
 		OperationID: "get-health", Method: http.MethodGet, Path: "/health",
 		Summary: "Health check of the whole suite", Tags: []string{"Site information"},
-		Description: "Overall status (ok, degraded, down), the database and Redis, and the readiness of every service with its latency. Answers 503 when down.",
-		Responses:   map[string]*huma.Response{"503": {Description: "The suite is down (database or Redis unreachable); the body is the same report."}},
-	}), h.getHealth)
+		Description: "Overall status (ok, degraded, down), the database and Redis, and the readiness of every service with its latency. Answers 503 when down. " +
+			"Anonymous callers get a report at most about a second old, with failures named in general terms; an admin's session JWT gets a fresh report with the full errors (`detail`).",
+		Responses: map[string]*huma.Response{"503": {Description: "The suite is down (database or Redis unreachable); the body is the same report."}},
+	})
+	health.Middlewares = append(health.Middlewares, adminView(h.Auth))
+	huma.Register(api, health, h.getHealth)
 	huma.Register(api, h.Auth.Op(huma.Operation{
 		OperationID: "get-buffer-stats", Method: http.MethodGet, Path: "/buffer-stats",
 		Summary: "Buffer statistics", Tags: []string{"Site information"},
 		Description: "State of the critical-write buffer (asynq queue `ingest`): pending, active, scheduled, retry, archived (dead letters), processed and failed totals, oldest pending age.",
 	}), h.getBufferStats)
+}
+
+// adminView lets an anonymous route tell an admin apart: when the request carries a credential
+// that verifies as an admin's session JWT, the handler sees that principal. Any other credential
+// is ignored (the route stays anonymous); a failed one still counts against the address's
+// failed-authentication budget.
+func adminView(auth *authn.Authenticator) func(huma.Context, func(huma.Context)) {
+	rule := authn.Roles(authn.RoleAdmin)
+	return func(ctx huma.Context, next func(huma.Context)) {
+		if authz := ctx.Header("Authorization"); authz != "" {
+			ip := service.ClientIP(humafiber.UnwrapV2(ctx))
+			if p, f := auth.Authenticate(ctx.Context(), authz, ip, rule); f == nil && p != nil {
+				ctx = huma.WithContext(ctx, authn.WithPrincipal(ctx.Context(), p))
+			}
+		}
+		next(ctx)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/obsops/obsops/migrations"
 	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/pkg/config"
+	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/pkg/service"
 	"github.com/obsops/obsops/services/authtoken"
 	"github.com/obsops/obsops/services/authtoken/admin"
@@ -39,15 +40,18 @@ func run(ctx context.Context) error {
 	}
 	svc, err := service.New(service.Options{
 		Name: "authtoken", Title: "obsops identity and API tokens", Addr: cfg.Addr, Common: cfg.Common,
-		Description:  "Identity-provider login, session JWTs and API tokens.",
-		Build:        service.Build{Version: version, Commit: commit},
-		UsesDatabase: true, ExpectedMigration: migrations.Latest(),
+		Description: "Identity-provider login, session JWTs and API tokens.",
+		Build:       service.Build{Version: version, Commit: commit},
 	})
 	if err != nil {
 		return err
 	}
-	users := &postgres.Users{DB: svc.DB}
-	tokenStore := &postgres.Tokens{DB: svc.DB}
+	db, err := database.Attach(svc, migrations.Latest())
+	if err != nil {
+		return err
+	}
+	users := &postgres.Users{DB: db}
+	tokenStore := &postgres.Tokens{DB: db}
 	usageCounter := usage.NewCounter(svc.Redis)
 	tokens := &authtoken.TokenService{
 		Store: tokenStore, Accounts: users, Limits: cfg.TokenLimits(),

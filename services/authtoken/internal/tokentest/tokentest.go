@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/obsops/obsops/pkg/authn"
-	"github.com/obsops/obsops/pkg/service"
+	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/pkg/testenv"
 	"github.com/obsops/obsops/services/authtoken"
 	"github.com/obsops/obsops/services/authtoken/postgres"
@@ -35,7 +35,7 @@ type Env struct {
 func New(t testing.TB) *Env {
 	t.Helper()
 	e := &Env{DatabaseURL: testenv.Database(t), Redis: testenv.Redis(t)}
-	db, err := service.OpenDB(e.DatabaseURL, 20)
+	db, err := database.Open(e.DatabaseURL, 20)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/obsops/obsops/migrations"
 	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/pkg/config"
+	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/pkg/service"
 	"github.com/obsops/obsops/services/catalog"
 	"github.com/obsops/obsops/services/catalog/httpapi"
@@ -23,10 +24,12 @@ func run(ctx context.Context) error {
 	}
 	svc, err := service.New(service.Options{
 		Name: "catalog", Title: "obsops catalog", Description: "Observing programs, sources and visibility.", Addr: cfg.Addr, Common: cfg.Common,
-		Build:        service.Build{Version: version, Commit: commit},
-		UsesDatabase: true, ExpectedMigration: migrations.Latest(),
+		Build: service.Build{Version: version, Commit: commit},
 	})
 	if err != nil {
+		return err
+	}
+	if _, err := database.Attach(svc, migrations.Latest()); err != nil {
 		return err
 	}
 	auth := authn.NewRemote(cfg.Config, cfg.AuthtokenURL, svc.Redis, svc.Log)

@@ -19,16 +19,15 @@ func run(ctx context.Context) error {
 	if err := config.Load(&cfg); err != nil {
 		return err
 	}
-	// The server accepts bodies up to the largest route limit; gateway.BodyLimits holds each
-	// route to its own.
+	// The core only: Redis stays out of readiness (the rate limiter fails open), /metrics is on
+	// a listener of its own and /openapi.json is the merged document (httpapi.Setup). The server
+	// accepts bodies up to the largest route limit; gateway.BodyLimits holds each route to its own.
 	common := cfg.Common
 	common.BodyLimitBytes = gateway.NewBodyLimits(cfg.BodyLimitBytes, cfg.BulkBodyLimitBytes).Max()
-	svc, err := service.New(service.Options{
-		Name: "gateway", Title: "obsops", Addr: cfg.Addr, MetricsAddr: cfg.MetricsAddr, Common: common,
+	svc, err := service.NewCore(service.Options{
+		Name: "gateway", Title: "obsops", Addr: cfg.Addr, Common: common,
 		Build: service.Build{Version: version, Commit: commit},
 		Edge:  true, TrustedProxies: cfg.TrustedProxies, ProxyHeader: cfg.ProxyHeader,
-		RedisOptional: true, // the rate limiter fails open
-		NoOpenAPI:     true, // /openapi.json is the merged document
 	})
 	if err != nil {
 		return err

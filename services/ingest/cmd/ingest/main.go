@@ -11,6 +11,7 @@ import (
 	"github.com/obsops/obsops/migrations"
 	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/pkg/config"
+	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/pkg/service"
 	"github.com/obsops/obsops/services/ingest"
 	"github.com/obsops/obsops/services/ingest/admin"
@@ -46,10 +47,13 @@ func run(ctx context.Context) error {
 	common.BodyLimitBytes = max(cfg.BodyLimitBytes, cfg.BulkBodyLimitBytes)
 	svc, err := service.New(service.Options{
 		Name: "ingest", Title: "obsops ingest", Addr: cfg.Addr, Common: common,
-		Description:  "Executed obs units, raw data files and raw data packages; critical writes are buffered.",
-		Build:        service.Build{Version: version, Commit: commit},
-		UsesDatabase: true, ExpectedMigration: migrations.Latest(),
+		Description: "Executed obs units, raw data files and raw data packages; critical writes are buffered.",
+		Build:       service.Build{Version: version, Commit: commit},
 	})
+	if err != nil {
+		return err
+	}
+	db, err := database.Attach(svc, migrations.Latest())
 	if err != nil {
 		return err
 	}
@@ -62,16 +66,16 @@ func run(ctx context.Context) error {
 		}
 		httpapi.Register(svc.API, &httpapi.Handlers{
 			Auth:   authn.NewRemote(cfg.Config, cfg.AuthtokenURL, svc.Redis, svc.Log),
-			Buffer: buf, Store: &postgres.Store{DB: svc.DB, Status: status},
+			Buffer: buf, Store: &postgres.Store{DB: db, Status: status},
 			Site: cfg.SiteName, IdempotencyTTL: cfg.IdempotencyTTL, RetryAfter: cfg.RetryAfter,
 			BodyLimit: int64(cfg.BodyLimitBytes), BulkBodyLimit: int64(cfg.BulkBodyLimitBytes),
 			Metrics: httpapi.NewMetrics(svc.Metrics),
 		})
 	}
 	if *role != ingest.RoleAPI {
-		mainDB := svc.DB
+		mainDB := db
 		if cfg.MainDB() != cfg.DatabaseURL {
-			if mainDB, err = service.OpenDB(cfg.MainDB(), cfg.DBMaxConns); err != nil {
+			if mainDB, err = database.Open(cfg.MainDB(), cfg.DBMaxConns); err != nil {
 				return err
 			}
 		}
@@ -86,7 +90,7 @@ func run(ctx context.Context) error {
 		svc.AddReadiness("worker", func(context.Context) error { return srv.Ping() })
 		svc.OnShutdown("worker", func(context.Context) error {
 			srv.Shutdown()
-			if mainDB != svc.DB {
+			if mainDB != db {
 				return mainDB.Close()
 			}
 			return nil

@@ -11,6 +11,7 @@ import (
 	"github.com/obsops/obsops/migrations"
 	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/pkg/config"
+	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/pkg/service"
 	"github.com/obsops/obsops/services/site"
 	"github.com/obsops/obsops/services/site/httpapi"
@@ -27,14 +28,17 @@ func run(ctx context.Context) error {
 	}
 	svc, err := service.New(service.Options{
 		Name: "site", Title: "obsops site", Addr: cfg.Addr, Common: cfg.Common,
-		Build:        service.Build{Version: version, Commit: commit},
-		UsesDatabase: true, ExpectedMigration: migrations.Latest(),
+		Build: service.Build{Version: version, Commit: commit},
 	})
 	if err != nil {
 		return err
 	}
+	db, err := database.Attach(svc, migrations.Latest())
+	if err != nil {
+		return err
+	}
 	inspector := asynq.NewInspectorFromRedisClient(svc.Redis)
-	buffers := &site.BufferInspector{Inspector: inspector, Redis: svc.Redis, Site: cfg.SiteName, SiteType: cfg.SiteType, MainDB: svc.DB.PingContext}
+	buffers := &site.BufferInspector{Inspector: inspector, Redis: svc.Redis, Site: cfg.SiteName, SiteType: cfg.SiteType, MainDB: db.PingContext}
 	services := cfg.Upstreams.ByService()
 	delete(services, "site")
 	httpapi.Register(svc.API, &httpapi.Handlers{
@@ -42,11 +46,14 @@ func run(ctx context.Context) error {
 		Info: site.NewInfo(&cfg, version, commit),
 		Health: &site.Checker{
 			Site:       cfg.SiteName,
-			Database:   svc.DB.PingContext,
+			Database:   db.PingContext,
 			Redis:      func(ctx context.Context) error { return svc.Redis.Ping(ctx).Err() },
 			Services:   services,
 			HTTP:       &http.Client{Timeout: 3 * time.Second},
 			PerTimeout: 2 * time.Second,
+			CacheFor:   time.Second,
+			Log:        svc.Log,
+			Up:         site.NewComponentGauge(svc.Metrics),
 			Buffer:     buffers.Stats,
 		},
 		Buffers: buffers,

@@ -7,6 +7,7 @@ import (
 	"github.com/obsops/obsops/migrations"
 	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/pkg/config"
+	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/pkg/service"
 	"github.com/obsops/obsops/services/transfer"
 	"github.com/obsops/obsops/services/transfer/httpapi"
@@ -23,10 +24,12 @@ func run(ctx context.Context) error {
 	}
 	svc, err := service.New(service.Options{
 		Name: "transfer", Title: "obsops transfer", Description: "Data transfer, unpacking, archiving and staging operations.", Addr: cfg.Addr, Common: cfg.Common,
-		Build:        service.Build{Version: version, Commit: commit},
-		UsesDatabase: true, ExpectedMigration: migrations.Latest(),
+		Build: service.Build{Version: version, Commit: commit},
 	})
 	if err != nil {
+		return err
+	}
+	if _, err := database.Attach(svc, migrations.Latest()); err != nil {
 		return err
 	}
 	auth := authn.NewRemote(cfg.Config, cfg.AuthtokenURL, svc.Redis, svc.Log)

@@ -1,0 +1,47 @@
+// Package contract is the one home of the names that cross service boundaries: what one
+// service writes and another reads (queues, pub/sub channels), the routes whose meaning several
+// services share (the buffered operations, internal paths). A name used on both sides of a
+// boundary is spelled once, here, so the two sides cannot drift apart.
+package contract
+
+// IngestQueue is the asynq queue of the critical-write buffer: ingest's API enqueues into it,
+// ingest's workers drain it, the site service reports it in /buffer-stats.
+const IngestQueue = "ingest"
+
+// IngestLastApplyKey is the Redis key where ingest workers record (unix milliseconds) their last
+// commit to the main database; the site service reports it in /buffer-stats and /health.
+const IngestLastApplyKey = "ingest:stats:last_apply"
+
+// TransferOverviewChannel is the Redis pub/sub channel on which every transfer replica
+// publishes the overview updates it makes, so that every replica's WebSocket clients see them.
+const TransferOverviewChannel = "ops:transfer:overview"
+
+// InternalPrefix begins the paths services offer each other and never the public: the gateway
+// refuses everything under it (any letter case).
+const InternalPrefix = "/internal"
+
+// TokenVerifyPath is authtoken's internal route that verifies an API token for another
+// service (pkg/authn's remote verifier calls it).
+const TokenVerifyPath = InternalPrefix + "/tokens/verify"
+
+// Operation is one HTTP route: a method and a path template.
+type Operation struct {
+	Method string `json:"method"`
+	Path   string `json:"path"`
+}
+
+// String is the route as "METHOD /path".
+func (o Operation) String() string { return o.Method + " " + o.Path }
+
+// BufferedOperations are the critical writes (SPEC §1, DESIGN §4): ingest buffers them through
+// IngestQueue so an observatory keeps recording while the main database is out of reach; the
+// site service announces them in /api/site/info.
+func BufferedOperations() []Operation {
+	return []Operation{
+		{"POST", "/executed_obs_units/start"},
+		{"PUT", "/executed_obs_units/{id}/finish"},
+		{"POST", "/raw_data_files/"},
+		{"POST", "/raw_data_files/bulk"},
+		{"POST", "/raw_data_package/"},
+	}
+}

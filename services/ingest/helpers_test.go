@@ -36,6 +36,12 @@ func newEnv(t *testing.T, extra map[string]string) *env {
 		vars[k] = v
 	}
 	s := testenv.StartSuite(t, testenv.SuiteOptions{Env: vars, Skip: []string{"transfer", "catalog"}})
+	return envFor(t, s)
+}
+
+// envFor seeds a planned obs unit and creates the instrument's service token in suite s.
+func envFor(t *testing.T, s *testenv.Suite) *env {
+	t.Helper()
 	db, err := sql.Open("postgres", s.DatabaseURL)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })

@@ -34,7 +34,7 @@ func TestNormalizeChecksum(t *testing.T) {
 
 func TestDecodeNamesTheField(t *testing.T) {
 	cases := map[string]string{
-		`{"executed_obs_unit_id":"x"}`:     "body.executed_obs_unit_id",
+		`{"executed_obs_unit_id":"x"}`:      "body.executed_obs_unit_id",
 		`{"instrument_module_id":"eleven"}`: "body.instrument_module_id",
 		`{"size_bytes":1e3}`:                "body.size_bytes",
 		`{"path":7}`:                        "body.path",

@@ -183,3 +183,9 @@ func (e *env) count(t *testing.T, query string, args ...any) int {
 	require.NoError(t, e.db.QueryRow(query, args...).Scan(&n))
 	return n
 }
+
+func stringsReader(s string) io.Reader { return strings.NewReader(s) }
+
+func jsonDecode(r io.Reader, v any) error { return json.NewDecoder(r).Decode(v) }
+
+func drain(r io.Reader) { _, _ = io.Copy(io.Discard, r) }

@@ -282,6 +282,15 @@ run_bench() {
 	return $status
 }
 
+# run_chaos runs the long fault tests (TestChaos*, skipped unless OPS_CHAOS=1): PostgreSQL stopped
+# for 60 s (a private cluster of the test's own), the worker↔PostgreSQL link dropping all traffic
+# for 2 minutes (toxiproxy), Redis out of memory. OPS_CHAOS_SECONDS shortens the faults.
+run_chaos() {
+	test_database
+	export OPS_CHAOS=1
+	(cd services/ingest && go test -run "${OPS_CHAOS_RUN:-^TestChaos}" -v -count=1 -timeout 30m .)
+}
+
 case "${1:-}" in
 deps) deps ;;
 infra-up) deps; infra_up ;;
@@ -292,6 +301,7 @@ down) down ;;
 logs) mkdir -p "$STATE/logs"; tail -n 50 -F "$STATE"/logs/*.log ;;
 test) run_tests ;;
 bench) run_bench ;;
+chaos) run_chaos ;;
 env) write_env; cat "$STATE/env" ;;
-*) die "usage: $0 deps|infra-up|infra-down|pg-dir|up|down|logs|test|bench|env" ;;
+*) die "usage: $0 deps|infra-up|infra-down|pg-dir|up|down|logs|test|bench|chaos|env" ;;
 esac

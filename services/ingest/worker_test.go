@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/obsops/obsops/pkg/testenv"
-	"github.com/obsops/obsops/services/site"
 )
 
 // ingestProc starts one more ingest process of the suite with role and extra settings, on its
@@ -55,11 +54,20 @@ func (e *env) receipt(t *testing.T, tx string) (state string, attempts int, last
 	return rc.State, rc.Attempts, rc.LastError
 }
 
-func (e *env) bufferStats(t *testing.T) site.BufferStats {
+// bufferStats is the part of the site service's /buffer-stats these tests read.
+type bufferStats struct {
+	Archived    int        `json:"archived"`
+	LastApplyAt *time.Time `json:"last_apply_at"`
+	DeadLetters []struct {
+		Error string `json:"error"`
+	} `json:"dead_letters"`
+}
+
+func (e *env) bufferStats(t *testing.T) bufferStats {
 	t.Helper()
 	r := doURL(t, e.c, http.MethodGet, e.s.GatewayURL+"/buffer-stats", "", nil)
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-	var st site.BufferStats
+	var st bufferStats
 	r.json(t, &st)
 	return st
 }

@@ -228,7 +228,7 @@ const MaxRetry = 25
 
 // TaskTimeout bounds one attempt to apply a task (a hung database connection is given up and
 // the task retried).
-const TaskTimeout = 2 * time.Minute
+const TaskTimeout = time.Minute
 
 // releaseHeld removes the entries Hold wrote for a write that could not be enqueued (best effort,
 // with a fresh deadline: the request's may be spent).

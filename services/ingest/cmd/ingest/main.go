@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/obsops/obsops/migrations"
 	"github.com/obsops/obsops/pkg/authn"
@@ -73,11 +74,11 @@ func run(ctx context.Context) error {
 		})
 	}
 	if *role != ingest.RoleAPI {
-		mainDB := db
-		if cfg.MainDB() != cfg.DatabaseURL {
-			if mainDB, err = database.Open(cfg.MainDB(), cfg.DBMaxConns); err != nil {
-				return err
-			}
+		// The worker's own pool on the main database, with I/O deadlines (a WAN that drops
+		// traffic must not hang its connections).
+		mainDB, err := postgres.OpenWorkerDB(cfg.MainDB(), cfg.DBMaxConns, 30*time.Second)
+		if err != nil {
+			return err
 		}
 		h := &worker.Handler{
 			Apply:  &postgres.Applier{DB: mainDB, BatchRows: 5000},
@@ -90,10 +91,7 @@ func run(ctx context.Context) error {
 		svc.AddReadiness("worker", func(context.Context) error { return srv.Ping() })
 		svc.OnShutdown("worker", func(context.Context) error {
 			srv.Shutdown()
-			if mainDB != db {
-				return mainDB.Close()
-			}
-			return nil
+			return mainDB.Close()
 		})
 	}
 	return svc.Run(ctx)

@@ -145,10 +145,23 @@ write_env() {
 	} >"$STATE/env"
 }
 
+# service_running NAME: the process in .local/pids/NAME.pid is alive and still runs bin/NAME (after
+# a crash the pid may belong to another program by now; a rebuilt binary shows as "(deleted)").
+service_running() {
+	local pidfile="$STATE/pids/$1.pid" pid exe
+	[ -f "$pidfile" ] || return 1
+	pid=$(cat "$pidfile")
+	kill -0 "$pid" 2>/dev/null || return 1
+	exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || return 0 # no /proc: trust the pid
+	[ "${exe% (deleted)}" = "$ROOT/bin/$1" ]
+}
+
+# start_service NAME ARGS... starts bin/NAME unless it runs: `make up` restarts what died and
+# leaves what runs alone (operators and the fault tests rely on it).
 start_service() {
 	local name=$1; shift
 	local pidfile="$STATE/pids/$name.pid"
-	if [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+	if service_running "$name"; then
 		log "$name already running (pid $(cat "$pidfile"))"
 		return
 	fi

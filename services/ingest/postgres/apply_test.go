@@ -146,3 +146,22 @@ func TestApplyClassifiesErrors(t *testing.T) {
 	require.Error(t, err)
 	require.False(t, errors.As(err, &pe), "an outage is not permanent: %v", err)
 }
+
+// TestProgramWithExecutionsCannotBeDeleted checks the schema contract the catalog's 409 rests
+// on: deleting a program (cascading to its obs units) that has executed observations fails with
+// SQLSTATE 23503, while one without executions is deleted.
+// TODO(catalog routes on main): also assert DELETE /observing_program/{id} answers 409.
+func TestProgramWithExecutionsCannotBeDeleted(t *testing.T) {
+	db := openDB(t)
+	ou := seedObsUnit(t, db)
+	_, err := (&postgres.Applier{DB: db}).ApplyStart(t.Context(), ingest.StartTask{Envelope: ingest.Envelope{TxID: ingest.NewID()},
+		Start: ingest.Start{ID: ingest.NewID(), ObsUnitID: ou, StartTime: time.Now(), Site: "FYST", Meta: json.RawMessage(`{}`)}})
+	require.NoError(t, err)
+	_, err = db.Exec(`DELETE FROM observing_programs WHERE short_name = 'p'`)
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "23503")
+	_, err = db.Exec(`TRUNCATE executed_obs_units`)
+	require.NoError(t, err)
+	_, err = db.Exec(`DELETE FROM observing_programs WHERE short_name = 'p'`)
+	require.NoError(t, err)
+}

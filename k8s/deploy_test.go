@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -55,6 +56,11 @@ type composeFile struct {
 	Name     string                    `json:"name"`
 	Services map[string]composeService `json:"services"`
 	Volumes  map[string]*struct{}      `json:"volumes"`
+	Networks map[string]composeNetwork `json:"networks"`
+}
+
+type composeNetwork struct {
+	Internal bool `json:"internal,omitempty"`
 }
 
 type composeService struct {
@@ -67,6 +73,7 @@ type composeService struct {
 	Healthcheck     *composeHealthcheck          `json:"healthcheck,omitempty"`
 	Ports           []string                     `json:"ports,omitempty"`
 	Volumes         []string                     `json:"volumes,omitempty"`
+	Networks        []string                     `json:"networks,omitempty"`
 	Restart         string                       `json:"restart,omitempty"`
 	ReadOnly        bool                         `json:"read_only,omitempty"`
 	Tmpfs           []string                     `json:"tmpfs,omitempty"`
@@ -213,9 +220,13 @@ func TestComposeFile(t *testing.T) {
 		if err != nil || drain == 0 || timeout == 0 || grace <= drain+timeout {
 			t.Errorf("%s: stop_grace_period %q must exceed OPS_SHUTDOWN_DRAIN %s + OPS_SHUTDOWN_TIMEOUT %s", name, s.StopGracePeriod, drain, timeout)
 		}
-		// The services see the gateway at its compose-network address, never at loopback.
-		if name != "gateway" && !strings.Contains(s.Environment["OPS_TRUSTED_GATEWAYS"], "172.16.0.0/12") {
-			t.Errorf("%s: OPS_TRUSTED_GATEWAYS=%q must include Docker's networks (172.16.0.0/12)", name, s.Environment["OPS_TRUSTED_GATEWAYS"])
+		// Every service believes a forwarded client address only with the internal secret,
+		// read from the shared volume.
+		if f := s.Environment["OPS_INTERNAL_SECRET_FILE"]; f == "" || !slices.Contains(s.Volumes, "internal-secret:"+path.Dir(f)+":ro") {
+			t.Errorf("%s: OPS_INTERNAL_SECRET_FILE=%q must be in the internal-secret volume, mounted read-only (volumes %v)", name, f, s.Volumes)
+		}
+		if _, set := s.Environment["OPS_TRUSTED_GATEWAYS"]; set {
+			t.Errorf("%s: OPS_TRUSTED_GATEWAYS is gone: a private source address proves nothing", name)
 		}
 		// The services reach each other by compose service name.
 		for _, up := range []string{"AUTHTOKEN", "TRANSFER", "CATALOG", "INGEST", "SITE"} {
@@ -243,6 +254,35 @@ func TestComposeFile(t *testing.T) {
 	}
 	if gw := cf.Services["gateway"]; !slices.ContainsFunc(gw.Ports, func(p string) bool { return strings.HasSuffix(p, "8080:8080") }) {
 		t.Errorf("gateway ports %v: want 8080 published", gw.Ports)
+	}
+	if s := cf.Services["internal-secret"]; s.Restart != "no" || !slices.Contains(s.Volumes, "internal-secret:/secret") {
+		t.Errorf("internal-secret: want a one-shot generator of the internal-secret volume, got %+v", s)
+	}
+
+	// Networks: everything on an internal network (no way in or out); only the gateway is
+	// published, and only it and authtoken (its way to the identity provider) are on another.
+	if !cf.Networks["internal"].Internal {
+		t.Errorf("network internal must be internal: true")
+	}
+	for name, s := range cf.Services {
+		if !slices.Contains(s.Networks, "internal") {
+			t.Errorf("%s: networks %v, want the internal network", name, s.Networks)
+		}
+		for _, n := range s.Networks {
+			net, ok := cf.Networks[n]
+			if !ok {
+				t.Errorf("%s: network %s is not declared", name, n)
+			}
+			if !net.Internal && name != "gateway" && name != "authtoken" {
+				t.Errorf("%s is on the non-internal network %s: only the gateway (and authtoken, for the identity provider) may be", name, n)
+			}
+		}
+		if len(s.Ports) > 0 && name != "gateway" {
+			t.Errorf("%s publishes %v: only the gateway is published", name, s.Ports)
+		}
+	}
+	if gw := cf.Services["gateway"]; !slices.ContainsFunc(gw.Networks, func(n string) bool { return !cf.Networks[n].Internal }) {
+		t.Errorf("gateway networks %v: its published port needs a non-internal network", gw.Networks)
 	}
 }
 

@@ -36,7 +36,7 @@ var overlays = []overlay{
 	{dir: "overlays/dev", namespace: "obsops-dev", imageTag: "dev", minReplicas: 1,
 		externalSecrets: []string{"obsops-authtoken"}},
 	{dir: "overlays/prod", namespace: "obsops", imageTag: "0.1.0", minReplicas: 2,
-		externalSecrets: []string{"obsops-authtoken", "obsops-database"}},
+		externalSecrets: []string{"obsops-authtoken", "obsops-database", "obsops-internal"}},
 }
 
 // The workloads of the suite: every service's Deployment, and its HTTP port.
@@ -704,8 +704,13 @@ func TestReferencesResolve(t *testing.T) {
 		}
 		for name, d := range r.deployments {
 			env := r.env(t, &d.Spec.Template.Spec.Containers[0])
+			// Every service and the gateway share the internal secret, which alone lets a
+			// request name the client address (OPS_TRUSTED_GATEWAYS is gone).
+			if env["OPS_INTERNAL_SECRET_FILE"] == "" || env["OPS_TRUSTED_GATEWAYS"] != "" {
+				t.Errorf("Deployment %s: want OPS_INTERNAL_SECRET_FILE from Secret obsops-internal and no OPS_TRUSTED_GATEWAYS", name)
+			}
 			for k := range env {
-				if k == "OPS_DATABASE_URL" || k == "OPS_REDIS_URL" || k == "OPS_JWT_SIGNING_KEY" || k == "OPS_OIDC_CLIENT_SECRET" {
+				if k == "OPS_DATABASE_URL" || k == "OPS_REDIS_URL" || k == "OPS_JWT_SIGNING_KEY" || k == "OPS_OIDC_CLIENT_SECRET" || k == "OPS_INTERNAL_SECRET" {
 					t.Errorf("Deployment %s: secret %s in a plain env var, mount it and use %s_FILE", name, k, k)
 				}
 			}

@@ -117,6 +117,17 @@ infra_down() {
 	fi
 }
 
+# internal_secret prints the path of the local stack's internal secret (OPS_INTERNAL_SECRET),
+# generating 32 random bytes (hex) the first time.
+internal_secret() {
+	local f="$STATE/keys/internal-secret"
+	if [ ! -s "$f" ]; then
+		mkdir -p "$STATE/keys"
+		(umask 077; head -c 32 /dev/urandom | od -An -v -tx1 | tr -d ' \n' >"$f")
+	fi
+	printf '%s' "$f"
+}
+
 # write_env writes the environment every service of `up` runs with (and admins source), each
 # value quoted for the shell (a database URL may hold '&', the checkout path a space).
 write_env() {
@@ -135,6 +146,10 @@ write_env() {
 		kv OPS_INGEST_ADDR "127.0.0.1:8084"
 		kv OPS_SITE_ADDR "127.0.0.1:8085"
 		kv OPS_JWT_SIGNING_KEY_FILE "$STATE/keys/jwt-signing.pem"
+		# The gateway proves with it that the client address it forwards is genuine (README:
+		# "Client addresses and the internal secret"); generated once, kept with the keys.
+		if [ -n "${OPS_INTERNAL_SECRET:-}" ]; then kv OPS_INTERNAL_SECRET "$OPS_INTERNAL_SECRET"
+		else kv OPS_INTERNAL_SECRET_FILE "${OPS_INTERNAL_SECRET_FILE:-$(internal_secret)}"; fi
 		# Login through the local development identity provider (bin/devidp, deploy/devidp/README.md).
 		kv OPS_OIDC_ISSUER "http://127.0.0.1:9998"
 		kv OPS_OIDC_CLIENT_ID "obsops-dev"

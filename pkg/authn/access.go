@@ -73,6 +73,11 @@ func Access() map[string]Rule {
 		"GET /api/tokens/{id}/usage":       AnyUser(),
 		"POST /api/tokens/{id}/regenerate": AnyUser(),
 
+		// User administration (DESIGN §5)
+		"GET /api/users":      admin,
+		"GET /api/users/{id}": admin,
+		"PUT /api/users/{id}": admin,
+
 		// Site information (SPEC §4.5): public monitoring
 		"GET /api/site/info": Anonymous(),
 		"GET /health":        Anonymous(),

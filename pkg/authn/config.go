@@ -14,7 +14,7 @@ type Config struct {
 	JWTIssuer     string        `env:"OPS_JWT_ISSUER" envDefault:"obsops"`
 	JWTAudience   string        `env:"OPS_JWT_AUDIENCE" envDefault:"obsops"`
 	JWTLeeway     time.Duration `env:"OPS_JWT_LEEWAY" envDefault:"30s"`
-	FailureLimit  int           `env:"OPS_AUTH_FAILURE_LIMIT" envDefault:"20"`
+	FailureLimit  int           `env:"OPS_AUTH_FAILURE_LIMIT" envDefault:"100"`
 	FailureWindow time.Duration `env:"OPS_AUTH_FAILURE_WINDOW" envDefault:"1m"`
 }
 
@@ -36,15 +36,21 @@ func (c *Config) Validate() error {
 }
 
 // NewRemote builds the Authenticator of a service other than authtoken: JWTs are verified
-// locally against authtoken's JWKS, API tokens at authtoken.
-func NewRemote(c Config, authtokenURL string, rdb redis.UniversalClient, log *slog.Logger) *Authenticator {
-	return New(c, NewJWKSCache(authtokenURL+"/.well-known/jwks.json"), NewRemoteTokens(authtokenURL), rdb, log)
+// locally against authtoken's JWKS, API tokens at authtoken, to which the service proves itself
+// with internalSecret (OPS_INTERNAL_SECRET).
+func NewRemote(c Config, authtokenURL, internalSecret string, rdb redis.UniversalClient, log *slog.Logger) *Authenticator {
+	return New(c, NewJWKSCache(authtokenURL+"/.well-known/jwks.json"), NewRemoteTokens(authtokenURL, internalSecret), rdb, log)
 }
 
 // New builds an Authenticator from its parts (authtoken passes its own keys and verifier).
+// With Redis, session JWTs are also checked against the user directory (revocation.go).
 func New(c Config, keys KeySource, tokens TokenVerifier, rdb redis.UniversalClient, log *slog.Logger) *Authenticator {
+	var directory *Directory
+	if rdb != nil {
+		directory = NewDirectory(rdb, log)
+	}
 	return &Authenticator{
-		JWT:           &JWTVerifier{Keys: keys, Issuer: c.JWTIssuer, Audience: c.JWTAudience, Leeway: c.JWTLeeway},
+		JWT:           &JWTVerifier{Keys: keys, Issuer: c.JWTIssuer, Audience: c.JWTAudience, Leeway: c.JWTLeeway, Users: directory},
 		Tokens:        tokens,
 		Redis:         rdb,
 		FailureLimit:  c.FailureLimit,

@@ -205,17 +205,27 @@ func (c *JWKSCache) fetch(ctx context.Context) (map[string]ed25519.PublicKey, er
 
 // JWTVerifier checks session JWTs with a pinned algorithm (EdDSA), issuer and audience, a
 // required expiry and a small leeway for clock skew.
+//
+// The user is identified by uid, the immutable user id: ownership, audit and the user
+// directory key on it. sub (the username, for people and logs) must name the same user, which
+// the directory checks; a JWT whose uid and sub disagree is refused.
 type JWTVerifier struct {
 	Keys     KeySource
 	Issuer   string
 	Audience string
 	Leeway   time.Duration
+	// Users, when set, refuses JWTs of users that are unknown, disabled or whose sessions
+	// were revoked after the JWT was issued, and drops roles taken away since (see Directory).
+	Users *Directory
 }
 
 // Verify parses and validates raw and returns the caller it names.
 func (v *JWTVerifier) Verify(ctx context.Context, raw string) (*Principal, error) {
 	var claims Claims
 	_, err := jwt.ParseWithClaims(raw, &claims, func(t *jwt.Token) (any, error) {
+		if _, ok := t.Header["crit"]; ok { // RFC 7515 §4.1.11: no extension is understood here
+			return nil, errors.New("crit header present")
+		}
 		kid, _ := t.Header["kid"].(string)
 		if kid == "" {
 			return nil, errors.New("missing kid")
@@ -232,9 +242,16 @@ func (v *JWTVerifier) Verify(ctx context.Context, raw string) (*Principal, error
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidCredential, err)
 	}
-	if claims.Subject == "" || claims.UID <= 0 {
-		return nil, fmt.Errorf("%w: missing sub or uid", ErrInvalidCredential)
+	if claims.Subject == "" || claims.UID <= 0 || claims.IssuedAt == nil {
+		return nil, fmt.Errorf("%w: missing sub, uid or iat", ErrInvalidCredential)
+	}
+	roles := claims.Roles
+	if v.Users != nil {
+		iat := claims.IssuedAt.Time
+		if roles, err = v.Users.Check(ctx, claims.UID, claims.Subject, &iat, claims.Roles); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalidCredential, err)
+		}
 	}
 	exp := claims.ExpiresAt.UTC() // present: WithExpirationRequired
-	return &Principal{UserID: claims.UID, Username: claims.Subject, Roles: claims.Roles, Method: MethodJWT, ExpiresAt: &exp}, nil
+	return &Principal{UserID: claims.UID, Username: claims.Subject, Roles: roles, Method: MethodJWT, ExpiresAt: &exp}, nil
 }

@@ -96,7 +96,17 @@ func TestJWTVerifierRejectsAttacks(t *testing.T) {
 		// header and signature of one token, payload of another
 		return good[:indexDot(good)] + evil[indexDot(evil):lastDot(evil)] + good[lastDot(good):]
 	}
+	crit := func() string { // RFC 7515 §4.1.11: an extension this verifier does not understand
+		tok := jwt.NewWithClaims(jwt.SigningMethodEdDSA, validClaims())
+		tok.Header["kid"] = s.kid()
+		tok.Header["crit"] = []string{"exp"}
+		str, err := tok.SignedString(s.priv)
+		require.NoError(t, err)
+		return str
+	}
 	cases := map[string]string{
+		"crit header":        crit(),
+		"missing iat":        s.sign(t, with(func(c jwt.MapClaims) { delete(c, "iat") })),
 		"alg none":           none(),
 		"HS256 with pub key": hs256(),
 		"expired":            s.sign(t, with(func(c jwt.MapClaims) { c["exp"] = time.Now().Add(-time.Minute).Unix() })),

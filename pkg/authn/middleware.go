@@ -28,13 +28,21 @@ const (
 )
 
 // Authenticator applies Rules to requests. One is built per service at start.
+//
+// Failed credentials are budgeted per client address (see Budget): a request whose credential
+// does not verify counts one failure of its address, and once the address has used up its
+// budget such requests get 429 with Retry-After instead of 401. The credential of every request
+// is still checked, and only through cheap, bounded paths (a JWT's signature locally, an API
+// token by one lookup), so a credential that verifies is served whatever other clients at the
+// same address did (an observatory's instruments share one address). The Redis state is one
+// counter per client address, never one per presented credential.
 type Authenticator struct {
 	JWT    *JWTVerifier
 	Tokens TokenVerifier
-	// Redis counts failed authentications per client address; nil disables the limit.
+	// Redis counts failed authentications per client address; nil disables the budget.
 	Redis redis.UniversalClient
 	// FailureLimit is how many failed authentications one address may make per FailureWindow
-	// before it gets 429 without its credentials being looked at.
+	// before its failures are answered 429.
 	FailureLimit  int
 	FailureWindow time.Duration
 	Log           *slog.Logger
@@ -45,6 +53,8 @@ type Failure struct {
 	Problem    *problem.Problem
 	Challenge  string // WWW-Authenticate value, if any
 	RetryAfter int    // seconds, for 429
+	// Verified is set when the credential itself verified and only the rule refused it (403).
+	Verified bool
 }
 
 func fail(status int, typ, detail, challenge string) *Failure {
@@ -52,6 +62,11 @@ func fail(status int, typ, detail, challenge string) *Failure {
 	p.Type = typ
 	return &Failure{Problem: p, Challenge: challenge}
 }
+
+// VerifiedHeader is set on a response to a request whose credential verified (whatever the
+// rule then decided). The gateway uses it to give that credential a rate-limit budget of its own
+// (a credential that never verified shares its address's), and removes it from the answer.
+const VerifiedHeader = service.CredentialVerifiedHeader
 
 // Authenticate checks the Authorization header of a request from clientIP against rule.
 // It returns the caller (nil on anonymous routes) or the failure to answer with.
@@ -61,11 +76,10 @@ func (a *Authenticator) Authenticate(ctx context.Context, authorization, clientI
 	}
 	cred, ok := bearer(authorization)
 	if !ok {
-		return nil, fail(http.StatusUnauthorized, ProblemUnauthorized, "a bearer credential (session JWT or API token) is required", `Bearer realm="obsops"`)
-	}
-	if retry := a.blocked(ctx, clientIP); retry > 0 {
-		f := fail(http.StatusTooManyRequests, ProblemTooManyAttempts, "too many failed authentication attempts from this address; retry later", "")
-		f.RetryAfter = retry
+		f := fail(http.StatusUnauthorized, ProblemUnauthorized, "a bearer credential (session JWT or API token) is required", `Bearer realm="obsops"`)
+		if strings.TrimSpace(authorization) != "" { // something was presented, and it is no credential
+			return nil, a.failed(ctx, clientIP, f)
+		}
 		return nil, f
 	}
 	if LooksLikeAPIToken(cred) {
@@ -79,19 +93,19 @@ func (a *Authenticator) apiToken(ctx context.Context, cred, clientIP string, rul
 		return nil, fail(http.StatusForbidden, ProblemForbidden, "API tokens are not accepted here: sign in for a session JWT", "")
 	}
 	if !WellFormedAPIToken(cred) {
-		a.recordFailure(ctx, clientIP)
-		return nil, fail(http.StatusUnauthorized, ProblemUnauthorized, "malformed API token", `Bearer realm="obsops", error="invalid_token"`)
+		return nil, a.failed(ctx, clientIP, fail(http.StatusUnauthorized, ProblemUnauthorized, "malformed API token", `Bearer realm="obsops", error="invalid_token"`))
 	}
 	p, err := a.Tokens.VerifyToken(ctx, VerifyRequest{Token: cred, Scopes: rule.Scopes, ClientIP: clientIP})
 	var scopeErr *InsufficientScopeError
 	switch {
 	case errors.Is(err, ErrInvalidCredential):
-		a.recordFailure(ctx, clientIP)
-		return nil, fail(http.StatusUnauthorized, ProblemUnauthorized, "API token unknown, revoked or expired", `Bearer realm="obsops", error="invalid_token"`)
+		return nil, a.failed(ctx, clientIP, fail(http.StatusUnauthorized, ProblemUnauthorized, "API token unknown, revoked or expired", `Bearer realm="obsops", error="invalid_token"`))
 	case errors.As(err, &scopeErr):
-		return nil, fail(http.StatusForbidden, ProblemInsufficientScope,
+		f := fail(http.StatusForbidden, ProblemInsufficientScope,
 			"API token lacks scope(s): "+strings.Join(scopeErr.Missing, ", "),
 			`Bearer realm="obsops", error="insufficient_scope", scope="`+strings.Join(rule.Scopes, " ")+`"`)
+		f.Verified = true
+		return nil, f
 	case err != nil:
 		if a.Log != nil {
 			a.Log.Error("token verification unavailable", "error", err)
@@ -99,7 +113,9 @@ func (a *Authenticator) apiToken(ctx context.Context, cred, clientIP string, rul
 		return nil, fail(http.StatusServiceUnavailable, "about:blank", "token verification is unavailable; retry shortly", "")
 	}
 	if len(rule.TokenRoles) > 0 && !p.HasRole(rule.TokenRoles...) {
-		return nil, fail(http.StatusForbidden, ProblemForbidden, "needs an API token of a user with role "+strings.Join(rule.TokenRoles, " or "), "")
+		f := fail(http.StatusForbidden, ProblemForbidden, "needs an API token of a user with role "+strings.Join(rule.TokenRoles, " or "), "")
+		f.Verified = true
+		return nil, f
 	}
 	return p, nil
 }
@@ -110,14 +126,15 @@ func (a *Authenticator) jwt(ctx context.Context, cred, clientIP string, rule Rul
 	}
 	p, err := a.JWT.Verify(ctx, cred)
 	if err != nil {
-		a.recordFailure(ctx, clientIP)
 		if a.Log != nil {
-			a.Log.Info("jwt rejected", "client", clientIP, "reason", err.Error())
+			a.Log.Debug("jwt rejected", "client", clientIP, "reason", err.Error())
 		}
-		return nil, fail(http.StatusUnauthorized, ProblemUnauthorized, "session JWT invalid or expired", `Bearer realm="obsops", error="invalid_token"`)
+		return nil, a.failed(ctx, clientIP, fail(http.StatusUnauthorized, ProblemUnauthorized, "session JWT invalid or expired", `Bearer realm="obsops", error="invalid_token"`))
 	}
 	if len(rule.JWTRoles) > 0 && !p.HasRole(rule.JWTRoles...) {
-		return nil, fail(http.StatusForbidden, ProblemForbidden, "requires role "+strings.Join(rule.JWTRoles, " or "), "")
+		f := fail(http.StatusForbidden, ProblemForbidden, "requires role "+strings.Join(rule.JWTRoles, " or "), "")
+		f.Verified = true
+		return nil, f
 	}
 	return p, nil
 }
@@ -131,51 +148,61 @@ func bearer(h string) (string, bool) {
 	return cred, cred != "" && len(cred) <= 8192
 }
 
+// failed counts a failed authentication of clientIP and returns what to answer: f (a 401)
+// within the budget, 429 with Retry-After beyond it.
+func (a *Authenticator) failed(ctx context.Context, clientIP string, f *Failure) *Failure {
+	retry := a.budget().Fail(ctx, clientIP)
+	if retry == 0 {
+		return f
+	}
+	tm := fail(http.StatusTooManyRequests, ProblemTooManyAttempts, "too many failed authentication attempts from this address; retry later (a valid credential is still accepted)", "")
+	tm.RetryAfter = retry
+	return tm
+}
+
+func (a *Authenticator) budget() Budget {
+	return Budget{Redis: a.Redis, Limit: a.FailureLimit, Window: a.FailureWindow}
+}
+
 // limiterTimeout bounds the failed-attempt bookkeeping, so a Redis outage costs a request at
 // most this much instead of go-redis's dial retries.
 const limiterTimeout = 150 * time.Millisecond
 
-func (a *Authenticator) failureKey(ip string) string { return "ops:authfail:" + ip }
+// FailureKeyPrefix prefixes the Redis key of an address's failure counter; the rest is
+// service.AddressKey of the address (so one key per IPv4 address or IPv6 /64, never more).
+const FailureKeyPrefix = "ops:authfail:"
 
-// blocked returns the seconds to wait when ip has used up its failed attempts, else 0.
-// Redis trouble fails open: the limit protects against guessing, it must not lock everyone out.
-func (a *Authenticator) blocked(ctx context.Context, ip string) int {
-	if a.Redis == nil || a.FailureLimit <= 0 || ip == "" {
-		return 0
-	}
-	ctx, cancel := context.WithTimeout(ctx, limiterTimeout)
-	defer cancel()
-	pipe := a.Redis.Pipeline()
-	count := pipe.Get(ctx, a.failureKey(ip))
-	ttl := pipe.TTL(ctx, a.failureKey(ip))
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return 0
-	}
-	n, _ := count.Int()
-	if n < a.FailureLimit {
-		return 0
-	}
-	secs := int(ttl.Val().Seconds())
-	if secs < 1 {
-		secs = 1
-	}
-	return secs
+// Budget is the failed-credential budget of client addresses: Limit failures per Window, counted
+// in Redis in one key per address (service.AddressKey) that expires with its window.
+type Budget struct {
+	Redis  redis.UniversalClient // nil: no budget
+	Limit  int                   // 0: no budget
+	Window time.Duration
 }
 
-func (a *Authenticator) recordFailure(ctx context.Context, ip string) {
-	if a.Redis == nil || a.FailureLimit <= 0 || ip == "" {
-		return
+// Fail counts one failed authentication of ip and returns 0 while the address is within its
+// budget, else the seconds until the window ends (for Retry-After). One Redis round trip; an
+// address over its budget adds no key (its counter exists). Redis trouble fails open (0): the
+// budget protects against guessing, it must not lock everyone out.
+func (b Budget) Fail(ctx context.Context, ip string) int {
+	if b.Redis == nil || b.Limit <= 0 || ip == "" {
+		return 0
 	}
-	window := a.FailureWindow
+	window := b.Window
 	if window <= 0 {
 		window = time.Minute
 	}
+	key := FailureKeyPrefix + service.AddressKey(ip)
 	ctx, cancel := context.WithTimeout(ctx, limiterTimeout)
 	defer cancel()
-	pipe := a.Redis.Pipeline()
-	pipe.Incr(ctx, a.failureKey(ip))
-	pipe.ExpireNX(ctx, a.failureKey(ip), window)
-	_, _ = pipe.Exec(ctx)
+	pipe := b.Redis.Pipeline()
+	n := pipe.Incr(ctx, key)
+	pipe.ExpireNX(ctx, key, window)
+	ttl := pipe.PTTL(ctx, key)
+	if _, err := pipe.Exec(ctx); err != nil || n.Val() <= int64(b.Limit) {
+		return 0
+	}
+	return max(1, int((ttl.Val()+time.Second-1)/time.Second))
 }
 
 // Protect returns op guarded by rule: the middleware runs before the handler, and the OpenAPI
@@ -188,6 +215,9 @@ func (a *Authenticator) Protect(op huma.Operation, rule Rule) huma.Operation {
 	op.Middlewares = append(op.Middlewares, func(ctx huma.Context, next func(huma.Context)) {
 		ip := service.ClientIP(humafiber.UnwrapV2(ctx))
 		p, f := a.Authenticate(ctx.Context(), ctx.Header("Authorization"), ip, rule)
+		if p != nil || f != nil && f.Verified {
+			ctx.SetHeader(VerifiedHeader, "1")
+		}
 		if f != nil {
 			writeHuma(ctx, f)
 			return
@@ -203,6 +233,7 @@ func (a *Authenticator) Protect(op huma.Operation, rule Rule) huma.Operation {
 	}
 	op.Responses["401"] = &huma.Response{Description: "No valid credential (see WWW-Authenticate)."}
 	op.Responses["403"] = &huma.Response{Description: "Authenticated but not allowed: " + describe(rule) + "."}
+	op.Responses["429"] = &huma.Response{Description: "The credential did not verify and this client address has used up its budget of failed authentications (see Retry-After); a valid credential is still served."}
 	op.Description = strings.TrimSpace(op.Description + "\n\nAccess: " + describe(rule) + ".")
 	return op
 }
@@ -216,6 +247,9 @@ func (a *Authenticator) Fiber(rule Rule) fiber.Handler {
 			authz = "Bearer " + c.Query("token")
 		}
 		p, f := a.Authenticate(c.UserContext(), authz, service.ClientIP(c), rule)
+		if p != nil || f != nil && f.Verified {
+			c.Set(VerifiedHeader, "1")
+		}
 		if f != nil {
 			if f.Challenge != "" {
 				c.Set(fiber.HeaderWWWAuthenticate, f.Challenge)

@@ -3,6 +3,7 @@ package authn_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -77,34 +78,51 @@ func TestRulesForJWTs(t *testing.T) {
 	}
 }
 
+// TestFailedAuthenticationsAreLimitedPerAddress: failures count per address (one Redis key per
+// address); beyond the budget they get 429 with Retry-After, but a valid credential from that
+// address is still served, and verified credentials never count.
 func TestFailedAuthenticationsAreLimitedPerAddress(t *testing.T) {
 	s := newSigner(t)
 	rdb := testenv.Redis(t).Client()
 	a := authenticator(s, rdb, 3)
 	ctx := context.Background()
-	bad := "Bearer not-a-jwt"
 	for i := range 3 {
-		_, f := a.Authenticate(ctx, bad, "198.51.100.7", authn.AnyUser())
+		_, f := a.Authenticate(ctx, fmt.Sprintf("Bearer not-a-jwt-%d", i), "198.51.100.7", authn.AnyUser())
 		require.Equal(t, 401, f.Problem.Status, "attempt %d", i+1)
 	}
-	_, f := a.Authenticate(ctx, bad, "198.51.100.7", authn.AnyUser())
-	require.Equal(t, 429, f.Problem.Status)
-	require.Greater(t, f.RetryAfter, 0)
-	require.LessOrEqual(t, f.RetryAfter, 60)
+	for _, bad := range []string{"Bearer not-a-jwt", "Basic YWxpY2U6eA==", "Bearer ops_api_token_short"} {
+		_, f := a.Authenticate(ctx, bad, "198.51.100.7", authn.UserOrScopes("read:data"))
+		require.Equal(t, 429, f.Problem.Status, bad)
+		require.Equal(t, authn.ProblemTooManyAttempts, f.Problem.Type)
+		require.Greater(t, f.RetryAfter, 0)
+		require.LessOrEqual(t, f.RetryAfter, 60)
+	}
+	_, f := a.Authenticate(ctx, "", "198.51.100.7", authn.AnyUser())
+	require.Equal(t, 401, f.Problem.Status, "no credential at all is not a failed one")
 
-	// Even a valid credential waits out the block from that address; other addresses are unaffected.
+	// A valid credential from that address is served; other addresses are unaffected.
 	good := "Bearer " + s.sign(t, validClaims())
-	_, f = a.Authenticate(ctx, good, "198.51.100.7", authn.AnyUser())
-	require.Equal(t, 429, f.Problem.Status)
-	p, f := a.Authenticate(ctx, good, "198.51.100.8", authn.AnyUser())
+	p, f := a.Authenticate(ctx, good, "198.51.100.7", authn.AnyUser())
 	require.Nil(t, f)
 	require.Equal(t, "alice", p.Username)
+	_, f = a.Authenticate(ctx, "Bearer not-a-jwt", "198.51.100.8", authn.AnyUser())
+	require.Equal(t, 401, f.Problem.Status)
 
 	// Successful authentications do not count.
 	for range 10 {
 		_, f := a.Authenticate(ctx, good, "198.51.100.9", authn.AnyUser())
 		require.Nil(t, f)
 	}
+	require.Zero(t, rdb.Exists(ctx, authn.FailureKeyPrefix+"198.51.100.9").Val())
+
+	// One key per address; an IPv6 host counts by its /64.
+	for i := range 5 {
+		_, f := a.Authenticate(ctx, "Bearer x", fmt.Sprintf("2001:db8:1:2::%x", i+1), authn.AnyUser())
+		require.NotNil(t, f)
+	}
+	keys, err := rdb.Keys(ctx, authn.FailureKeyPrefix+"*").Result()
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{authn.FailureKeyPrefix + "198.51.100.7", authn.FailureKeyPrefix + "198.51.100.8", authn.FailureKeyPrefix + "2001:db8:1:2::/64"}, keys)
 }
 
 func TestFailureLimitFailsOpenWithoutRedis(t *testing.T) {

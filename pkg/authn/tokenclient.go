@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/obsops/obsops/pkg/contract"
+	"github.com/obsops/obsops/pkg/service"
 )
 
 // ErrInvalidCredential means the presented credential is unknown, inactive, expired, malformed
@@ -51,11 +52,15 @@ type VerifyFailure struct {
 type RemoteTokens struct {
 	BaseURL string
 	HTTP    *http.Client
+	// Secret is the suite's internal secret (OPS_INTERNAL_SECRET): with it authtoken believes
+	// the client_ip of a verification and leaves the failure budget to this service.
+	Secret string
 }
 
-// NewRemoteTokens returns a verifier calling the authtoken service at baseURL.
-func NewRemoteTokens(baseURL string) *RemoteTokens {
-	return &RemoteTokens{BaseURL: baseURL, HTTP: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+// NewRemoteTokens returns a verifier calling the authtoken service at baseURL with the internal
+// secret.
+func NewRemoteTokens(baseURL, secret string) *RemoteTokens {
+	return &RemoteTokens{BaseURL: baseURL, Secret: secret, HTTP: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
 		MaxIdleConns: 256, MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second,
 	}}}
 }
@@ -71,6 +76,9 @@ func (r *RemoteTokens) VerifyToken(ctx context.Context, req VerifyRequest) (*Pri
 		return nil, err
 	}
 	hreq.Header.Set("Content-Type", "application/json")
+	if r.Secret != "" {
+		hreq.Header.Set(service.InternalSecretHeader, r.Secret)
+	}
 	resp, err := r.HTTP.Do(hreq)
 	if err != nil {
 		return nil, fmt.Errorf("verify token at authtoken: %w", err)
@@ -85,7 +93,9 @@ func (r *RemoteTokens) VerifyToken(ctx context.Context, req VerifyRequest) (*Pri
 		}
 		p.Method = MethodAPIToken
 		return &p, nil
-	case http.StatusUnauthorized:
+	case http.StatusUnauthorized, http.StatusTooManyRequests:
+		// 429: this service did not prove itself with the internal secret and its own address
+		// is over its failure budget at authtoken; the token did not verify either way.
 		return nil, ErrInvalidCredential
 	case http.StatusForbidden:
 		var f VerifyFailure

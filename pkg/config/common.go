@@ -20,10 +20,11 @@ type Common struct {
 	ShutdownTimeout time.Duration `env:"OPS_SHUTDOWN_TIMEOUT" envDefault:"15s"`
 	SiteName        string        `env:"OPS_SITE_NAME" envDefault:"FYST"`
 	SiteType        string        `env:"OPS_SITE_TYPE" envDefault:"main"`
-	// TrustedGateways are the addresses or CIDR ranges the gateway connects from; only from them
-	// is the gateway's X-Real-IP taken as the client address (token last-used IP, failed-login
-	// limits). The gateway itself uses OPS_TRUSTED_PROXIES instead.
-	TrustedGateways []string `env:"OPS_TRUSTED_GATEWAYS" envSeparator:"," envDefault:"127.0.0.0/8,::1"`
+	// InternalSecret is shared by the gateway and every service: the gateway sends it with each
+	// forwarded request and services with their internal calls (token verification). Only a
+	// request carrying it may name the client address (X-Real-IP, a verification's client_ip);
+	// without it the connection's own address counts. Empty: nothing is trusted to name one.
+	InternalSecret string `env:"OPS_INTERNAL_SECRET"`
 }
 
 // Validate checks the shared settings.
@@ -48,11 +49,9 @@ func (c *Common) Validate() error {
 	if c.BodyLimitBytes < 1024 {
 		return &Invalid{Var: "OPS_BODY_LIMIT_BYTES", Reason: "must be at least 1024"}
 	}
-	gateways, err := Networks("OPS_TRUSTED_GATEWAYS", c.TrustedGateways)
-	if err != nil {
-		return err
+	if c.InternalSecret != "" && len(c.InternalSecret) < 32 {
+		return &Invalid{Var: "OPS_INTERNAL_SECRET", Reason: "must be at least 32 characters (e.g. openssl rand -hex 32)"}
 	}
-	c.TrustedGateways = gateways
 	if c.ShutdownDrain < 0 || c.ShutdownTimeout <= 0 {
 		return &Invalid{Var: "OPS_SHUTDOWN_TIMEOUT", Reason: "drain must be >= 0 and timeout > 0"}
 	}

@@ -3,6 +3,7 @@ package config_test
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,21 +69,26 @@ func TestUpstreamsValidate(t *testing.T) {
 	require.EqualError(t, config.Load(&u), `OPS_SITE_URL: invalid value "ftp": must be one of http, https`)
 }
 
-// TestTrustedGatewaysList: OPS_TRUSTED_GATEWAYS entries are trimmed (a space after the comma is
-// common) and empty ones dropped, as for the gateway's OPS_TRUSTED_PROXIES; a bad entry is refused
-// naming the variable.
-func TestTrustedGatewaysList(t *testing.T) {
-	t.Setenv("OPS_TRUSTED_GATEWAYS", "10.0.0.0/8, fc00::/7 ,192.168.1.1,")
+// TestInternalSecret: OPS_INTERNAL_SECRET may be empty (nothing may name the client), but a set
+// one must be long enough not to be guessed; it may come from a file like any variable.
+func TestInternalSecret(t *testing.T) {
 	var c sample
 	require.NoError(t, config.Load(&c))
-	require.Equal(t, []string{"10.0.0.0/8", "fc00::/7", "192.168.1.1"}, c.TrustedGateways)
+	require.Empty(t, c.InternalSecret)
 
-	t.Setenv("OPS_TRUSTED_GATEWAYS", "10.0.0.0/8, gateway.local")
+	t.Setenv("OPS_INTERNAL_SECRET", "short")
 	err := config.Load(&sample{})
-	require.EqualError(t, err, `OPS_TRUSTED_GATEWAYS: invalid address or CIDR range "gateway.local"`)
 	var inv *config.Invalid
 	require.ErrorAs(t, err, &inv)
-	require.Equal(t, "OPS_TRUSTED_GATEWAYS", inv.Var)
+	require.Equal(t, "OPS_INTERNAL_SECRET", inv.Var)
+
+	file := filepath.Join(t.TempDir(), "secret")
+	require.NoError(t, os.WriteFile(file, []byte(strings.Repeat("ab", 32)+"\n"), 0o600))
+	t.Setenv("OPS_INTERNAL_SECRET", "")
+	os.Unsetenv("OPS_INTERNAL_SECRET")
+	t.Setenv("OPS_INTERNAL_SECRET_FILE", file)
+	require.NoError(t, config.Load(&c))
+	require.Equal(t, strings.Repeat("ab", 32), c.InternalSecret)
 }
 
 func TestNetworks(t *testing.T) {

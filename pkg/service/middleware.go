@@ -1,12 +1,14 @@
 package service
 
 import (
+	"crypto/subtle"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/netip"
 	"runtime/debug"
 	"strconv"
 	"sync"
@@ -22,9 +24,9 @@ import (
 
 // requestInfo is what the chassis works out once per request for every later use.
 type requestInfo struct {
-	id           string
-	client       string // the client address (c.IP())
-	trustedProxy bool   // the connection comes from a trusted proxy
+	id      string
+	client  string // the client address (ClientIP)
+	trusted bool   // the caller may name the client (Trusted)
 }
 
 const requestInfoKey = "obsops.request"
@@ -45,42 +47,77 @@ func RequestID(c *fiber.Ctx) string {
 	return ""
 }
 
-// ClientIP is c.IP() worked out once per request by the chassis (c.IP() parses and formats the
-// address anew on every call); outside the chassis it is c.IP().
+// ClientIP is the client address the chassis' ClientAddressFunc worked out for this request:
+// what failed-credential budgets, rate limits, token usage and access logs use. Outside the
+// chassis it is the connection's address.
 func ClientIP(c *fiber.Ctx) string {
 	if ri := requestInfoOf(c); ri != nil {
 		return ri.client
 	}
-	return c.IP()
+	return c.Context().RemoteIP().String()
 }
 
-// FromTrustedProxy is c.IsProxyTrusted(), worked out once per request by the chassis.
-func FromTrustedProxy(c *fiber.Ctx) bool {
+// Trusted reports whether the caller was trusted to name the client (see ClientAddressFunc):
+// at the gateway a configured proxy in front of it; behind the gateway a caller that presented
+// the internal secret (the gateway, or another obsops service).
+func Trusted(c *fiber.Ctx) bool {
 	if ri := requestInfoOf(c); ri != nil {
-		return ri.trustedProxy
+		return ri.trusted
 	}
-	return c.IsProxyTrusted()
+	return false
 }
 
-// identify works out who is calling and the request's id, once per request. The client address
-// is c.IP(); when a trusted proxy did not name the client (a direct call from a trusted address)
-// it is the connection's address, also for later c.IP() calls (Fiber would answer with an empty
-// string). With no trusted proxies configured (the gateway's default) nothing is trusted and
-// Fiber's check, which formats the address once more, is skipped. A well-formed incoming
-// X-Request-ID is kept (so one id follows a request through the gateway into the services),
-// otherwise a new one is made; either way it is passed on (the response echo is set by
-// trackRequests, once the response is final).
-func identify(c *fiber.Ctx, proxyHeader string, anyTrusted bool) *requestInfo {
-	ri := &requestInfo{trustedProxy: anyTrusted && c.IsProxyTrusted()}
-	remote := c.Context().RemoteIP()
-	if ri.trustedProxy && proxyHeader != "" {
-		if c.Get(proxyHeader) == "" {
-			c.Request().Header.Set(proxyHeader, remote.String())
+// ClientAddressFunc works out, once per request, the client address and whether the caller
+// was trusted to name it. It may rewrite the request's headers (InternalClient removes the
+// secret it checked).
+type ClientAddressFunc func(c *fiber.Ctx) (client string, trusted bool)
+
+// InternalSecretHeader carries the suite's internal secret (OPS_INTERNAL_SECRET) from the
+// gateway to the services and between services. A client never gets to send it: the gateway
+// replaces it on every request it forwards.
+const InternalSecretHeader = "X-Obsops-Internal-Secret"
+
+// CredentialVerifiedHeader is set by a service on its answer to a request whose credential
+// verified (whatever the route then decided; pkg/authn sets it). The gateway gives such a
+// credential a rate-limit budget of its own, and removes the header from the answer.
+const CredentialVerifiedHeader = "X-Obsops-Credential-Verified"
+
+// ForwardedClientHeader is where the gateway names the client to the services.
+const ForwardedClientHeader = "X-Real-IP"
+
+// InternalClient is the client-address rule of a service behind the gateway. A request that
+// carries the internal secret (compared in constant time) comes from the gateway or another
+// service: its X-Real-IP, when it is an IP address, is the client. Any other request — a
+// spoofed X-Real-IP from a pod or a container on the same network included — is its
+// connection's address. With an empty secret nothing is trusted. The secret header is removed
+// once checked, so no handler, log or onward call sees it.
+func InternalClient(secret string) ClientAddressFunc {
+	want := []byte(secret)
+	return func(c *fiber.Ctx) (string, bool) {
+		h := &c.Request().Header
+		got := h.Peek(InternalSecretHeader)
+		if len(got) == 0 {
+			return c.Context().RemoteIP().String(), false
 		}
-		ri.client = c.IP()
-	} else {
-		ri.client = remote.String()
+		ok := len(want) > 0 && subtle.ConstantTimeCompare(got, want) == 1
+		h.Del(InternalSecretHeader)
+		if !ok {
+			return c.Context().RemoteIP().String(), false
+		}
+		if addr, err := netip.ParseAddr(string(h.Peek(ForwardedClientHeader))); err == nil {
+			return addr.Unmap().String(), true
+		}
+		return c.Context().RemoteIP().String(), true
 	}
+}
+
+// identify works out who is calling (clientAddress) and the request's id, once per request. A
+// well-formed incoming X-Request-ID is kept (so one id follows a request through the gateway
+// into the services), otherwise a new one is made; either way it is passed on (the response
+// echo is set by trackRequests, once the response is final).
+func identify(c *fiber.Ctx, clientAddress ClientAddressFunc) *requestInfo {
+	ri := &requestInfo{}
+	ri.client, ri.trusted = clientAddress(c)
 	ri.id = c.Get(RequestIDHeader)
 	if !validRequestID(ri.id) {
 		ri.id = newRequestID()
@@ -214,11 +251,11 @@ func (m *httpMetrics) observe(method, route string, status int, elapsed time.Dur
 // upstream's answer, or resetting it for its 502) and after the error handler. The one answer it
 // never sees is the server's own to a request rejected before routing (413 for an oversize body,
 // 431), which Fiber renders with the error handler alone.
-func trackRequests(proxyHeader string, anyTrusted bool, log *slog.Logger, service string, out *logWriter, m *httpMetrics) fiber.Handler {
+func trackRequests(clientAddress ClientAddressFunc, log *slog.Logger, service string, out *logWriter, m *httpMetrics) fiber.Handler {
 	svc, _ := json.Marshal(service)
 	lines := sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 	return func(c *fiber.Ctx) error {
-		ri := identify(c, proxyHeader, anyTrusted)
+		ri := identify(c, clientAddress)
 		start := c.Context().Time() // when the server began handling the request
 		if start.IsZero() {
 			start = time.Now()
@@ -284,4 +321,19 @@ func metricsHandler(reg *prometheus.Registry) fiber.Handler {
 		h(c.Context())
 		return nil
 	}
+}
+
+// AddressKey is the part of a client address that budgets and rate limits count by: an IPv4
+// address itself, an IPv6 address's /64 (one host usually holds a whole /64, and counting its
+// addresses one by one would give it 2^64 budgets and as many Redis keys).
+func AddressKey(ip string) string {
+	addr, err := netip.ParseAddr(ip)
+	if err != nil {
+		return ip
+	}
+	addr = addr.Unmap()
+	if addr.Is4() {
+		return addr.String()
+	}
+	return netip.PrefixFrom(addr, 64).Masked().String()
 }

@@ -45,12 +45,10 @@ type Options struct {
 	Addr        string        // listen address, host:port
 	Common      config.Common // the shared OPS_* settings
 	Build       Build         // reported in logs, /readyz and the OpenAPI info
-	// Edge marks the public entry point (the gateway): it trusts only TrustedProxies (an ingress)
-	// and their ProxyHeader for the client address. Every other service trusts the gateway
-	// (Common.TrustedGateways) and the X-Real-IP header it sets.
-	Edge           bool
-	TrustedProxies []string // with Edge: addresses and CIDR ranges of the proxies in front
-	ProxyHeader    string   // with Edge: the header those proxies name the client in
+	// ClientAddress works out who is calling, once per request (see ClientAddressFunc). nil:
+	// the rule of a service behind the gateway, InternalClient(Common.InternalSecret). The
+	// gateway passes its own rule (proxies in front of it).
+	ClientAddress ClientAddressFunc
 }
 
 // Service is a running obsops service and the dependencies it owns.
@@ -137,25 +135,25 @@ func NewCore(opts Options) (*Service, error) {
 	s.Redis = redis.NewClient(ropts)
 	s.OnClose("redis", func(context.Context) error { return s.Redis.Close() })
 
-	if !opts.Edge {
-		opts.TrustedProxies, opts.ProxyHeader = opts.Common.TrustedGateways, "X-Real-IP"
+	if opts.ClientAddress == nil {
+		opts.ClientAddress = InternalClient(opts.Common.InternalSecret)
 	}
 	problem.InstallHuma()
 	s.App = fiber.New(fiber.Config{
-		AppName:                 opts.Name,
-		DisableStartupMessage:   true,
-		BodyLimit:               opts.Common.BodyLimitBytes,
-		ErrorHandler:            problem.ErrorHandler,
-		ReadTimeout:             30 * time.Second,
-		WriteTimeout:            30 * time.Second,
-		IdleTimeout:             2 * time.Minute,
+		AppName:               opts.Name,
+		DisableStartupMessage: true,
+		BodyLimit:             opts.Common.BodyLimitBytes,
+		ErrorHandler:          problem.ErrorHandler,
+		ReadTimeout:           30 * time.Second,
+		WriteTimeout:          30 * time.Second,
+		IdleTimeout:           2 * time.Minute,
+		// Fiber trusts no proxy: c.IP() and c.Protocol() describe the connection itself. Who the
+		// client is, is ClientAddress's to say (ClientIP).
 		EnableTrustedProxyCheck: true,
-		TrustedProxies:          opts.TrustedProxies,
-		ProxyHeader:             opts.ProxyHeader,
 	})
 	metrics := newHTTPMetrics(s.Metrics)
 	s.App.Server().ErrorHandler = rejectRequest(log, opts.Common.BodyLimitBytes, metrics)
-	s.App.Use(trackRequests(opts.ProxyHeader, len(opts.TrustedProxies) > 0, log, opts.Name, logs, metrics),
+	s.App.Use(trackRequests(opts.ClientAddress, log, opts.Name, logs, metrics),
 		recoverPanics(log))
 	s.App.Get("/healthz", s.liveness)
 	s.App.Get("/readyz", s.readiness)

@@ -49,7 +49,7 @@ func start(t *testing.T, expectedMigration int64, redisURL string, drain time.Du
 		Common: config.Common{
 			DatabaseURL: testenv.Database(t), DBMaxConns: 4, RedisURL: redisURL, LogLevel: "error",
 			BodyLimitBytes: 4096, ShutdownDrain: drain, ShutdownTimeout: 5 * time.Second,
-			TrustedGateways: []string{"127.0.0.0/8"},
+			InternalSecret: testSecret,
 		},
 	})
 	require.NoError(t, err)
@@ -84,7 +84,9 @@ func start(t *testing.T, expectedMigration int64, redisURL string, drain time.Du
 		time.Sleep(300 * time.Millisecond)
 		return c.SendString("done")
 	})
-	svc.App.Get("/ip", func(c *fiber.Ctx) error { return c.SendString(c.IP()) })
+	svc.App.Get("/ip", func(c *fiber.Ctx) error {
+		return c.SendString(service.ClientIP(c) + " " + c.Get(service.InternalSecretHeader))
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- svc.Run(ctx) }()
@@ -205,21 +207,53 @@ func TestGracefulShutdownDrainsInFlightRequests(t *testing.T) {
 	require.Error(t, err, "the listener is closed after shutdown")
 }
 
-func TestClientAddressComesFromTheTrustedGateway(t *testing.T) {
-	base, _, _ := start(t, migrations.Latest(), testenv.Redis(t).URL, 0)
-	req, _ := http.NewRequest("GET", base+"/ip", nil)
-	req.Header.Set("X-Real-IP", "203.0.113.9") // as the gateway sets it; the test connects from loopback
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	require.Equal(t, "203.0.113.9", string(b))
+// testSecret is the internal secret of the chassis services these tests start.
+var testSecret = strings.Repeat("s3cr3t", 6)
 
-	resp, err = http.Get(base + "/ip") // a direct call: the connection's own address
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, _ = io.ReadAll(resp.Body)
-	require.Equal(t, "127.0.0.1", string(b))
+// TestClientAddressOnlyFromTheInternalSecret: X-Real-IP names the client only on a request that
+// carries the internal secret (the gateway's); a spoofed one — from loopback, a private address
+// or with a wrong secret — is ignored and the connection's address counts. The secret never
+// reaches a handler.
+func TestClientAddressOnlyFromTheInternalSecret(t *testing.T) {
+	base, _, _ := start(t, migrations.Latest(), testenv.Redis(t).URL, 0)
+	ip := func(hdr map[string]string) string {
+		req, _ := http.NewRequest("GET", base+"/ip", nil)
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	require.Equal(t, "127.0.0.1 ", ip(nil), "a direct call: the connection's own address")
+	require.Equal(t, "127.0.0.1 ", ip(map[string]string{"X-Real-IP": "203.0.113.9"}), "spoofed without the secret: ignored")
+	require.Equal(t, "127.0.0.1 ", ip(map[string]string{"X-Real-IP": "203.0.113.9", service.InternalSecretHeader: testSecret + "x"}), "wrong secret")
+	require.Equal(t, "127.0.0.1 ", ip(map[string]string{"X-Real-IP": "203.0.113.9", service.InternalSecretHeader: testSecret[:len(testSecret)-1]}), "prefix of the secret")
+	require.Equal(t, "203.0.113.9 ", ip(map[string]string{"X-Real-IP": "203.0.113.9", service.InternalSecretHeader: testSecret}), "with the secret: honoured, and the secret is not passed to the handler")
+	require.Equal(t, "2001:db8::1 ", ip(map[string]string{"X-Real-IP": "2001:db8::1", service.InternalSecretHeader: testSecret}))
+	require.Equal(t, "127.0.0.1 ", ip(map[string]string{"X-Real-IP": "not an address", service.InternalSecretHeader: testSecret}), "a malformed forwarded address is not used")
+}
+
+// TestNoSecretTrustsNobody: a service without OPS_INTERNAL_SECRET takes nobody's word for the
+// client address, not even a request sending an empty secret.
+func TestNoSecretTrustsNobody(t *testing.T) {
+	f := service.InternalClient("")
+	app := fiber.New()
+	app.Get("/", func(c *fiber.Ctx) error {
+		client, trusted := f(c)
+		return c.SendString(client + " " + map[bool]string{true: "trusted", false: "untrusted"}[trusted])
+	})
+	for _, secret := range []string{"", "anything"} {
+		req, _ := http.NewRequest("GET", "http://probe/", nil)
+		req.Header.Set("X-Real-IP", "203.0.113.9")
+		req.Header.Set(service.InternalSecretHeader, secret)
+		resp, err := app.Test(req)
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		require.Equal(t, "0.0.0.0 untrusted", string(b))
+	}
 }
 
 // TestCoreHasOnlyTheCore: NewCore serves no /metrics and no /openapi.json (the gateway brings
@@ -227,7 +261,7 @@ func TestClientAddressComesFromTheTrustedGateway(t *testing.T) {
 func TestCoreHasOnlyTheCore(t *testing.T) {
 	addr := testenv.FreeAddr(t)
 	svc, err := service.NewCore(service.Options{
-		Name: "edge", Title: "edge", Addr: addr, Edge: true,
+		Name: "edge", Title: "edge", Addr: addr,
 		Common: config.Common{RedisURL: "redis://" + testenv.FreeAddr(t) + "/0", DBMaxConns: 1, LogLevel: "error",
 			BodyLimitBytes: 4096, ShutdownTimeout: 5 * time.Second},
 	})

@@ -55,6 +55,8 @@ func StartSuite(t testing.TB, opts SuiteOptions) *Suite {
 		"OPS_SHUTDOWN_DRAIN":       "0s",
 		"OPS_SHUTDOWN_TIMEOUT":     "5s",
 		"OPS_LOG_LEVEL":            "info",
+		// The gateway proves with it that the client address it forwards is the real one.
+		"OPS_INTERNAL_SECRET": randomHex(32),
 	}
 	for _, name := range SuiteServices() {
 		s.Env["OPS_"+strings.ToUpper(name)+"_ADDR"] = FreeAddr(t)

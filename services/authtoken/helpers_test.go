@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +36,16 @@ func noRedirects() *http.Client {
 		Timeout:       10 * time.Second,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
+}
+
+// browser is a client that keeps cookies like a browser and shows redirects instead of
+// following them.
+func browser(t *testing.T) *http.Client {
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	c := noRedirects()
+	c.Jar = jar
+	return c
 }
 
 // response is an HTTP answer read in full.

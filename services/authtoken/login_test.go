@@ -158,7 +158,7 @@ func TestLoginEndToEnd(t *testing.T) {
 		"OPS_OIDC_REDIRECT_URL":  s.GatewayURL + "/idp/callback",
 		"OPS_BOOTSTRAP_ADMINS":   "carol, alice",
 	})
-	f := &loginFlow{suite: s, idp: idp, browser: noRedirects()}
+	f := &loginFlow{suite: s, idp: idp, browser: browser(t)}
 	// The steps build on each other: stop at the first that fails.
 	step := func(name string, fn func(t *testing.T)) {
 		if !t.Run(name, fn) {
@@ -239,6 +239,47 @@ func TestLoginEndToEnd(t *testing.T) {
 		require.Nil(t, m.Token)
 		require.NotNil(t, m.ExpiresAt)
 		require.True(t, aliceLogin.ExpiresAt.Equal(*m.ExpiresAt))
+	})
+
+	step("the login is bound to the browser by a short-lived HttpOnly SameSite=Lax cookie", func(t *testing.T) {
+		other := browser(t)
+		r := get(t, other, s.GatewayURL+"/idp/login", "")
+		require.Equal(t, http.StatusFound, r.Status)
+		var c *http.Cookie
+		for _, ck := range (&http.Response{Header: r.Header}).Cookies() {
+			if ck.Name == "obsops_login" {
+				c = ck
+			}
+		}
+		require.NotNil(t, c, "Set-Cookie: %v", r.Header.Values("Set-Cookie"))
+		require.True(t, c.HttpOnly)
+		require.Equal(t, http.SameSiteLaxMode, c.SameSite)
+		require.Equal(t, "/idp/callback", c.Path, "sent to the callback only")
+		require.Equal(t, 600, c.MaxAge, "lives as long as the state")
+		require.False(t, c.Secure, "the public URL here is http")
+		loc, err := url.Parse(r.Header.Get("Location"))
+		require.NoError(t, err)
+		require.NotContains(t, c.Value, loc.Query().Get("state"), "the cookie holds a hash of the state, not the state")
+	})
+
+	step("login CSRF: a callback without the browser's cookie is refused (400)", func(t *testing.T) {
+		cb := f.authorize(t, f.begin(t), alice)
+		r := get(t, noRedirects(), cb.String(), "") // a browser that never started this login
+		require.Equal(t, http.StatusBadRequest, r.Status, "body: %s", r.Body)
+		require.Contains(t, problemDetail(t, r), "did not start the login")
+		r = get(t, f.browser, cb.String(), "")
+		require.Equal(t, http.StatusBadRequest, r.Status, "the refused callback spent its state")
+	})
+
+	step("login CSRF: an attacker's callback in the victim's browser is refused (403)", func(t *testing.T) {
+		attacker := &loginFlow{suite: s, idp: idp, browser: browser(t)}
+		planted := attacker.authorize(t, attacker.begin(t), person{sub: "sub-mallory", username: "mallory"})
+		f.begin(t) // the victim has a login cookie of their own
+		r := get(t, f.browser, planted.String(), "")
+		require.Equal(t, http.StatusForbidden, r.Status, "body: %s", r.Body)
+		require.Contains(t, problemDetail(t, r), "another browser")
+		r = get(t, attacker.browser, planted.String(), "")
+		require.Equal(t, http.StatusBadRequest, r.Status, "and the planted state is spent")
 	})
 
 	step("reused state: 400", func(t *testing.T) {

@@ -248,6 +248,8 @@ func TestOnlySuccessfulVerificationsCount(t *testing.T) {
 func TestUsageFallsBackToPostgresWithoutRedis(t *testing.T) {
 	env := tokentest.New(t)
 	s := env.Service()
+	clock := tokentest.NewClock()
+	s.Clock, env.Cache.Clock = clock.Now, clock.Now
 	alice := env.User(t, "alice")
 	tok := mustCreate(t, s, alice, authtoken.TokenSpec{Name: "x"})
 	ctx := context.Background()
@@ -268,11 +270,20 @@ func TestUsageFallsBackToPostgresWithoutRedis(t *testing.T) {
 	}
 	env.Redis.Start() // AOF brings back the pending use
 	// The service's client reconnects first (its pooled connections died with the server), so
-	// that a slow dial on a loaded machine does not count as Redis failing again.
-	for env.RDB.Ping(ctx).Err() != nil {
+	// that a slow dial on a loaded machine does not count as Redis failing again; the usage read
+	// sees the use that the AOF brought back once Redis answers the service again.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		u, err := s.Usage(ctx, alice, tok.ID)
+		if err == nil && u.PendingUses == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("usage after Redis restarted %+v, %v: want the pending use restored from the AOF", u, err)
+		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	time.Sleep(1200 * time.Millisecond) // Redis is skipped for a second after a failure
+	clock.Advance(1200 * time.Millisecond) // Redis is skipped for a second after a failure
 	if _, err := verify(s, tok.Secret); err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,14 @@
 package authtoken
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
 	"time"
+
+	"github.com/obsops/obsops/pkg/authn"
 )
 
 // User is a person who logged in through the identity provider, or a service account.
@@ -12,10 +18,12 @@ type User struct {
 	Email       string     `json:"email,omitempty" db:"email"`
 	DisplayName string     `json:"display_name,omitempty" db:"display_name"`
 	IsService   bool       `json:"is_service_account" db:"is_service"`
-	IsActive    bool       `json:"is_active" db:"is_active"`
-	Roles       []string   `json:"roles" db:"-"`
+	IsActive    bool       `json:"is_active" db:"is_active" doc:"False once disabled: no credential of the user verifies anywhere (within 5 s)."`
+	Roles       []string   `json:"roles" db:"-" doc:"Roles held now: admin, observer, viewer, service."`
 	CreatedAt   time.Time  `json:"created_at" db:"created_at"`
 	LastLoginAt *time.Time `json:"last_login_at,omitempty" db:"last_login_at"`
+	// SessionsValidAfter: session JWTs issued before it are refused (set when disabled).
+	SessionsValidAfter *time.Time `json:"sessions_valid_after,omitempty" db:"sessions_valid_after" doc:"Session JWTs issued before this instant are refused (set when the user was disabled)."`
 }
 
 // ErrNotFound means the requested record does not exist (or is not the caller's to see).
@@ -24,6 +32,9 @@ var ErrNotFound = errors.New("not found")
 // ErrIdentityConflict means a login's username already belongs to another identity-provider
 // account (another issuer or subject).
 var ErrIdentityConflict = errors.New("username belongs to another identity-provider account")
+
+// ErrLastAdmin means a change would leave no active admin.
+var ErrLastAdmin = errors.New("the last active admin cannot be disabled or lose the admin role")
 
 // ValidUsername reports whether name can be a username: 1–255 printable characters without
 // spaces or control characters.
@@ -37,4 +48,221 @@ func ValidUsername(name string) bool {
 		}
 	}
 	return true
+}
+
+// Audit actions of user changes (user_audit.action).
+const (
+	AuditDisable  = "disable"
+	AuditEnable   = "enable"
+	AuditSetRoles = "set_roles"
+	// AuditGrantRoles: roles added by login (bootstrap admins, viewer for a new user), the
+	// admin command line or service-token creation.
+	AuditGrantRoles = "grant_roles"
+)
+
+// UserListQuery selects a page of users.
+type UserListQuery struct {
+	Q      string // part of the username, email or display name (case-insensitive)
+	Role   string // only users holding this role
+	Active *bool  // only active (true) or disabled (false) users
+	Limit  int
+	Offset int
+}
+
+// UserChanges are what a user update sets; a nil field stays as it is.
+type UserChanges struct {
+	Roles  *[]string // the complete new role set
+	Active *bool
+}
+
+// UserStore keeps users and their roles (package postgres).
+type UserStore interface {
+	ByID(ctx context.Context, id int64) (User, error)
+	ByUsername(ctx context.Context, name string) (User, error)
+	Ensure(ctx context.Context, name string, service bool) (User, bool, error)
+	UpsertOIDC(ctx context.Context, issuer, subject, username, email, displayName string) (User, bool, error)
+	GrantRoles(ctx context.Context, userID int64, roles []string, by string) error
+	List(ctx context.Context, q UserListQuery) ([]User, int64, error)
+	// Update applies ch in one transaction with its audit rows; it refuses a change that
+	// leaves no active admin (ErrLastAdmin). Disabling sets sessions_valid_after to now.
+	Update(ctx context.Context, id int64, ch UserChanges, a Audit) (User, error)
+	// Directory reads every user as the services' user directory holds them and calls
+	// publish with them, serialised with every other Directory call: publishers write in the
+	// order they read.
+	Directory(ctx context.Context, publish func([]authn.DirectoryEntry) error) error
+}
+
+// DirectoryPublisher makes the user directory known to every service (package directory):
+// it writes the entries to Redis, announces them and installs them in this process.
+type DirectoryPublisher interface {
+	Publish(ctx context.Context, entries []authn.DirectoryEntry) error
+}
+
+// UserService owns users: their lookup, administration (roles, active flag) and how changes
+// reach every service. After every change it invalidates the user's cached API token records
+// (so authtoken's own verification sees the change at once) and republishes the user
+// directory (so every service's session-JWT checks see it within seconds).
+type UserService struct {
+	Store     UserStore
+	Cache     TokenCache         // nil: no token cache to invalidate
+	Directory DirectoryPublisher // nil: nothing to publish
+	Log       *slog.Logger
+}
+
+// Get returns a user by id (admins, or the user themself).
+func (s *UserService) Get(ctx context.Context, caller Caller, id int64) (User, error) {
+	if !caller.Admin && caller.UserID != id {
+		return User{}, ErrForbidden
+	}
+	return s.Store.ByID(ctx, id)
+}
+
+// Current returns the caller's own account as stored now.
+func (s *UserService) Current(ctx context.Context, id int64) (User, error) {
+	return s.Store.ByID(ctx, id)
+}
+
+// ByUsername returns a user by name.
+func (s *UserService) ByUsername(ctx context.Context, name string) (User, error) {
+	return s.Store.ByUsername(ctx, name)
+}
+
+// List returns a page of users (admins only).
+func (s *UserService) List(ctx context.Context, caller Caller, q UserListQuery) (Page[User], error) {
+	if !caller.Admin {
+		return Page[User]{}, ErrForbidden
+	}
+	if q.Role != "" && !authn.ValidRole(q.Role) {
+		return Page[User]{}, &InputError{Field: "role", Message: "unknown role (admin, observer, viewer, service)", Value: q.Role}
+	}
+	q.Limit, q.Offset = pageBounds(q.Limit, q.Offset)
+	items, total, err := s.Store.List(ctx, q)
+	if items == nil {
+		items = []User{}
+	}
+	return Page[User]{Items: items, Total: total, Limit: q.Limit, Offset: q.Offset}, err
+}
+
+// Update changes a user's roles and/or active flag (admins only). Disabling a user or taking
+// a role away takes effect for their API tokens at once and for their session JWTs
+// everywhere within seconds; the last active admin cannot be disabled or lose admin
+// (ErrLastAdmin).
+func (s *UserService) Update(ctx context.Context, caller Caller, id int64, ch UserChanges) (User, error) {
+	if !caller.Admin {
+		return User{}, ErrForbidden
+	}
+	if ch.Roles == nil && ch.Active == nil {
+		return User{}, &InputError{Message: "give at least one of roles, is_active"}
+	}
+	if ch.Roles != nil {
+		roles := []string{}
+		for i, r := range *ch.Roles {
+			if !authn.ValidRole(r) {
+				return User{}, &InputError{Field: fmt.Sprintf("roles[%d]", i), Message: "unknown role (admin, observer, viewer, service)", Value: r}
+			}
+			if !slices.Contains(roles, r) {
+				roles = append(roles, r)
+			}
+		}
+		slices.Sort(roles)
+		ch.Roles = &roles
+	}
+	u, err := s.Store.Update(ctx, id, ch, Audit{Actor: caller})
+	if err != nil {
+		return User{}, err
+	}
+	s.Changed(ctx, id)
+	return u, nil
+}
+
+// SetActiveByName disables or enables the user called name (the admin command line).
+func (s *UserService) SetActiveByName(ctx context.Context, caller Caller, name string, active bool) (User, error) {
+	u, err := s.Store.ByUsername(ctx, name)
+	if err != nil {
+		return User{}, err
+	}
+	return s.Update(ctx, caller, u.ID, UserChanges{Active: &active})
+}
+
+// Ensure returns the user called name, creating it first if needed.
+func (s *UserService) Ensure(ctx context.Context, name string, service bool) (User, bool, error) {
+	u, created, err := s.Store.Ensure(ctx, name, service)
+	if err == nil && created {
+		s.Changed(ctx, u.ID)
+	}
+	return u, created, err
+}
+
+// UpsertOIDC records a login from the identity provider (see postgres.Users.UpsertOIDC) and
+// publishes the directory, so that the session JWT about to be issued is known everywhere.
+func (s *UserService) UpsertOIDC(ctx context.Context, issuer, subject, username, email, displayName string) (User, bool, error) {
+	u, created, err := s.Store.UpsertOIDC(ctx, issuer, subject, username, email, displayName)
+	if err == nil {
+		s.Changed(ctx, u.ID)
+	}
+	return u, created, err
+}
+
+// GrantRoles gives a user roles (idempotent), recording who granted them.
+func (s *UserService) GrantRoles(ctx context.Context, userID int64, roles []string, by string) error {
+	if err := s.Store.GrantRoles(ctx, userID, roles, by); err != nil {
+		return err
+	}
+	s.Changed(ctx, userID)
+	return nil
+}
+
+// changeTimeout bounds what follows a committed user change (cache invalidation, publishing).
+const changeTimeout = 2 * time.Second
+
+// Changed makes a committed change to user id take effect: the user's cached token records
+// are dropped and the directory is published. Failures are logged, not returned: the change
+// stands, and the periodic directory sync (authn.DirectorySyncInterval) publishes it once
+// Redis is back.
+func (s *UserService) Changed(ctx context.Context, id int64) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), changeTimeout)
+	defer cancel()
+	if s.Cache != nil {
+		if err := s.Cache.InvalidateUser(ctx, id); err != nil && s.Log != nil {
+			s.Log.Error("user change: token cache invalidation failed (Redis unavailable): the user's cached API token records may lag until they expire",
+				"user_id", id, "max_staleness", s.Cache.TTL(), "error", err)
+		}
+	}
+	if err := s.Sync(ctx); err != nil && s.Log != nil {
+		s.Log.Error("user change: publishing the user directory failed; retried every "+authn.DirectorySyncInterval.String(), "user_id", id, "error", err)
+	}
+}
+
+// Sync publishes the user directory as PostgreSQL holds it now.
+func (s *UserService) Sync(ctx context.Context) error {
+	if s.Directory == nil {
+		return nil
+	}
+	return s.Store.Directory(ctx, func(entries []authn.DirectoryEntry) error {
+		return s.Directory.Publish(ctx, entries)
+	})
+}
+
+// RunSync publishes the directory every authn.DirectorySyncInterval until ctx ends, so a
+// Redis that lost it (flushed, restarted without its AOF) or a change whose publishing failed
+// is repaired within seconds.
+func (s *UserService) RunSync(ctx context.Context) {
+	t := time.NewTicker(authn.DirectorySyncInterval)
+	defer t.Stop()
+	var failing bool
+	for {
+		if err := s.Sync(ctx); err != nil {
+			if !failing && s.Log != nil && ctx.Err() == nil {
+				s.Log.Warn("user directory sync failed; retrying", "error", err)
+			}
+			failing = true
+		} else {
+			failing = false
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }

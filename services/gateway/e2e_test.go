@@ -552,42 +552,65 @@ func TestGatewayEndToEnd(t *testing.T) {
 		require.Contains(t, dom, "opblock", "operation blocks are rendered")
 	})
 
-	t.Run("rate limit per credential with Retry-After", func(t *testing.T) {
+	t.Run("rate limit per verified credential, else per address, with Retry-After", func(t *testing.T) {
 		limited, _ := startGateway(t, s, map[string]string{"OPS_RATE_LIMIT_PER_MINUTE": "5"})
-		alice := map[string]string{"Authorization": "Bearer ops_api_token_alice-secret"}
+		alice := "Bearer " + s.JWT(t, "alice")
+		me := func(from, auth string) *http.Response {
+			return getFrom(t, from, limited+"/auth/me", map[string]string{"Authorization": auth})
+		}
+		// alice's first request counts against her address; once authtoken has verified her
+		// JWT it has a budget of its own (5 more), then 429.
+		resp := me("127.0.0.4", alice)
+		require.Equal(t, 200, resp.StatusCode)
+		require.Empty(t, resp.Header.Get("X-Obsops-Credential-Verified"), "the services' marker stays inside")
 		for i := range 5 {
-			resp, body := do(t, "GET", limited+"/api/site/info", nil, alice)
-			require.Equal(t, 200, resp.StatusCode, "request %d: %s", i+1, body)
+			resp := me("127.0.0.4", alice)
+			require.Equal(t, 200, resp.StatusCode, "request %d", i+1)
 			require.Equal(t, strconv.Itoa(4-i), resp.Header.Get("X-RateLimit-Remaining"))
 		}
-		resp, body := do(t, "GET", limited+"/api/site/info", nil, alice)
-		requireProblem(t, resp, body, 429)
+		resp = me("127.0.0.4", alice)
+		require.Equal(t, 429, resp.StatusCode)
 		ra, err := strconv.Atoi(resp.Header.Get("Retry-After"))
 		require.NoError(t, err, "Retry-After is whole seconds: %q", resp.Header.Get("Retry-After"))
 		require.True(t, ra >= 1 && ra <= 120, "Retry-After %d", ra)
 
-		// another credential and anonymous callers have their own budgets
-		resp, _ = do(t, "GET", limited+"/api/site/info", nil, map[string]string{"Authorization": "Bearer ops_api_token_bob"})
-		require.Equal(t, 200, resp.StatusCode)
-		// anonymous callers are limited by address (the suite's other gateway already used up
-		// 127.0.0.1's budget: the counters are shared through Redis)
+		// Credentials that never verify share their address's budget (4 left at 127.0.0.4):
+		// rotating them buys nothing, and Redis gets no key for any of them.
+		var junk []string
+		for i := range 6 {
+			junk = append(junk, fmt.Sprintf("Bearer ops_api_token_junk-%d", i))
+		}
+		for i, j := range junk {
+			resp := me("127.0.0.4", j)
+			if i < 4 {
+				require.Equal(t, 401, resp.StatusCode, "junk %d", i)
+			} else {
+				require.Equal(t, 429, resp.StatusCode, "junk %d: the address's budget is spent", i)
+			}
+		}
+		// anonymous callers are limited by address too
 		for i := range 5 {
-			resp := getFrom(t, "127.0.0.2", limited+"/api/site/info")
+			resp := getFrom(t, "127.0.0.2", limited+"/api/site/info", nil)
 			require.Equal(t, 200, resp.StatusCode, "request %d from 127.0.0.2", i+1)
 		}
-		resp = getFrom(t, "127.0.0.2", limited+"/api/site/info")
+		resp = getFrom(t, "127.0.0.2", limited+"/api/site/info", nil)
 		require.Equal(t, 429, resp.StatusCode)
 		require.NotEmpty(t, resp.Header.Get("Retry-After"))
-		resp = getFrom(t, "127.0.0.3", limited+"/api/site/info")
+		resp = getFrom(t, "127.0.0.3", limited+"/api/site/info", nil)
 		require.Equal(t, 200, resp.StatusCode, "another address has its own budget")
 
-		// counters are keyed by a hash of the credential, never the secret itself
+		// counters are keyed by a hash of a verified credential, never the secret itself, and
+		// never by an unverified one
 		keys, err := s.Redis.Client().Keys(t.Context(), "ops:ratelimit:*").Result()
 		require.NoError(t, err)
-		sum := sha256.Sum256([]byte(alice["Authorization"]))
+		sum := sha256.Sum256([]byte(alice))
 		found := false
 		for _, k := range keys {
-			require.NotContains(t, k, "alice-secret")
+			require.NotContains(t, k, "junk")
+			for _, j := range junk {
+				js := sha256.Sum256([]byte(j))
+				require.NotContains(t, k, hex.EncodeToString(js[:]))
+			}
 			found = found || strings.Contains(k, hex.EncodeToString(sum[:]))
 		}
 		require.True(t, found, "keys: %v", keys)

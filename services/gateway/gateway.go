@@ -166,6 +166,7 @@ func Routes() []Route {
 		{"/auth", "authtoken"},
 		{"/idp", "authtoken"},
 		{"/api/tokens", "authtoken"},
+		{"/api/users", "authtoken"},
 		{"/.well-known/jwks.json", "authtoken"},
 		{"/api/site", "site"},
 		{"/health", "site"},

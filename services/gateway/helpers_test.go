@@ -22,13 +22,19 @@ const terminateSignal = syscall.SIGTERM
 
 func bufioReader(r io.Reader) *bufio.Reader { return bufio.NewReader(r) }
 
-// getFrom sends a GET from the given loopback source address (each has its own rate budget).
-func getFrom(t *testing.T, source, url string) *http.Response {
+// getFrom sends a GET with headers hdr from the given loopback source address (each has its own
+// rate budget).
+func getFrom(t *testing.T, source, url string, hdr map[string]string) *http.Response {
 	t.Helper()
 	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(source)}, Timeout: 2 * time.Second}
 	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: d.DialContext}}
 	defer c.CloseIdleConnections()
-	resp, err := c.Get(url)
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	require.NoError(t, err)
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := c.Do(req)
 	require.NoError(t, err)
 	_, _ = io.Copy(io.Discard, resp.Body)
 	_ = resp.Body.Close()

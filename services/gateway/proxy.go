@@ -28,14 +28,16 @@ type Upstream struct {
 	dialTimeout time.Duration
 	tunnels     *Tunnels
 	metrics     *Metrics
+	secret      []byte // OPS_INTERNAL_SECRET, sent with every forwarded request
 }
 
 // NewUpstream parses baseURL (http://host:port) and prepares a connection pool to it. pipe bounds
 // how requests may share connections (Depth, JoinWindow, optionally JoinMinBusy; see Pipeline);
 // the rest of it (Dial, MaxConns, IdleFor, TimeoutSlack, Pipelined, Wrote) is set here. WebSocket
-// upgrades are tunnelled and registered with tunnels, so shutdown can close them.
+// upgrades are tunnelled and registered with tunnels, so shutdown can close them. secret
+// (OPS_INTERNAL_SECRET) goes with every request, so the service believes the client address.
 func NewUpstream(name, baseURL string, timeout, dialTimeout time.Duration, pipe PipelineOptions,
-	tunnels *Tunnels, m *Metrics) (*Upstream, error) {
+	tunnels *Tunnels, m *Metrics, secret string) (*Upstream, error) {
 	u, err := url.Parse(baseURL)
 	if err != nil {
 		return nil, err
@@ -56,6 +58,7 @@ func NewUpstream(name, baseURL string, timeout, dialTimeout time.Duration, pipe 
 		dialTimeout: dialTimeout,
 		tunnels:     tunnels,
 		metrics:     m,
+		secret:      []byte(secret),
 	}
 	pipe.Dial = up.dial
 	pipe.MaxConns = 2048
@@ -144,7 +147,7 @@ func (u *Upstream) Forward(c *fiber.Ctx) error {
 	}
 	clientClose := req.Header.ConnectionClose()
 	stripHop(req.Header.All(), req.Header.Del)
-	setForwardedHeaders(c)
+	setForwardedHeaders(c, u.secret)
 	req.SetHost(u.Addr)
 
 	resp := c.Response()
@@ -154,10 +157,23 @@ func (u *Upstream) Forward(c *fiber.Ctx) error {
 	}
 	stripHop(resp.Header.All(), resp.Header.Del)
 	resp.Header.Del(fiber.HeaderServer)
+	if len(resp.Header.Peek(service.CredentialVerifiedHeader)) > 0 { // for the rate limiter, not the client
+		c.Locals(verifiedKey, true)
+		resp.Header.Del(service.CredentialVerifiedHeader)
+	}
 	if clientClose { // the client's wish about its own connection, not the upstream's
 		resp.SetConnectionClose()
 	}
 	return nil
+}
+
+// verifiedKey marks (in the request's locals) an answer whose upstream verified the credential.
+const verifiedKey = "obsops.credential-verified"
+
+// credentialVerified reports whether the upstream that answered c verified its credential.
+func credentialVerified(c *fiber.Ctx) bool {
+	v, _ := c.Locals(verifiedKey).(bool)
+	return v
 }
 
 // Close closes the connections to the upstream (after the gateway stopped serving).
@@ -182,21 +198,33 @@ func (u *Upstream) dial() (net.Conn, error) {
 	return fasthttp.DialTimeout(u.Addr, u.dialTimeout)
 }
 
-// setForwardedHeaders tells the service who the client is (the gateway is a trusted proxy).
-// The names are given in canonical form, which spares fasthttp normalizing them per request.
-func setForwardedHeaders(c *fiber.Ctx) {
+// setForwardedHeaders tells the service who the client is, and proves with the internal secret
+// that the gateway says so (a service takes X-Real-IP only with it; a client's own copy of the
+// secret header is replaced, or removed when the gateway has no secret). The names are given in
+// canonical form, which spares fasthttp normalizing them per request.
+func setForwardedHeaders(c *fiber.Ctx, secret []byte) {
 	h := &c.Request().Header
 	ip := service.ClientIP(c)
-	trusted := service.FromTrustedProxy(c)
+	trusted := service.Trusted(c)
 	if prior := h.Peek(fiber.HeaderXForwardedFor); len(prior) > 0 && trusted {
 		h.SetCanonical([]byte(fiber.HeaderXForwardedFor), []byte(string(prior)+", "+ip))
 	} else {
 		h.SetCanonical([]byte(fiber.HeaderXForwardedFor), []byte(ip))
 	}
 	h.SetCanonical([]byte("X-Real-Ip"), []byte(ip))
-	proto := "http" // what c.Protocol() answers for a plain connection from an untrusted client
-	if trusted || c.Context().IsTLS() {
-		proto = c.Protocol()
+	if len(secret) > 0 {
+		h.SetCanonical([]byte("X-Obsops-Internal-Secret"), secret)
+	} else {
+		h.Del(service.InternalSecretHeader)
+	}
+	proto := "http"
+	switch {
+	case c.Context().IsTLS():
+		proto = "https"
+	case trusted: // the proxy in front says how the client connected
+		if p := h.Peek(fiber.HeaderXForwardedProto); string(p) == "https" {
+			proto = "https"
+		}
 	}
 	h.SetCanonical([]byte(fiber.HeaderXForwardedProto), []byte(proto))
 	h.SetCanonical([]byte(fiber.HeaderXForwardedHost), c.Request().Host())

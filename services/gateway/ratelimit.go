@@ -48,11 +48,17 @@ end
 return {grant, cur, prev}
 `
 
+// knownCredentialsCapacity is about how many verified credentials a gateway replica remembers
+// (their fingerprints, some 100 bytes each); one it forgot shares its address's budget until an
+// upstream verifies it again.
+const knownCredentialsCapacity = 50000
+
 // leaseShards spreads the local leases over independently locked maps.
 const leaseShards = 32
 
-// RateLimiter limits requests per credential, or per client address for anonymous requests,
-// with sliding-window counters in Redis shared by every gateway replica.
+// RateLimiter limits requests per verified credential, or per client address for anonymous
+// requests and credentials no upstream has verified (see Key), with sliding-window counters in
+// Redis shared by every gateway replica.
 //
 // To keep Redis off the hot path a replica takes a small lease when it asks: up to 1% of the
 // limit (at most 100, at least 1) counted in Redis at once, then spent locally within the same
@@ -75,6 +81,7 @@ type RateLimiter struct {
 	bypassAt atomic.Int64 // unix nanos until which Redis is not asked
 	loggedAt atomic.Int64
 	shards   [leaseShards]leaseShard
+	known    *KnownCredentials
 }
 
 type leaseShard struct {
@@ -93,7 +100,8 @@ type lease struct {
 // NewRateLimiter limits to perMinute requests per key in any sliding minute, asking Redis with
 // the given timeout per decision.
 func NewRateLimiter(rdb redis.Scripter, perMinute int, timeout time.Duration, log *slog.Logger, m *Metrics) *RateLimiter {
-	l := &RateLimiter{rdb: rdb, script: redis.NewScript(slidingWindow), limit: int64(perMinute), timeout: timeout, log: log, metrics: m, now: time.Now}
+	l := &RateLimiter{rdb: rdb, script: redis.NewScript(slidingWindow), limit: int64(perMinute), timeout: timeout, log: log, metrics: m, now: time.Now,
+		known: NewKnownCredentials(knownCredentialsCapacity)}
 	l.batch = min(max(l.limit/100, 1), 100)
 	l.limitStr = strconv.FormatInt(l.limit, 10)
 	for i := range l.shards {
@@ -102,14 +110,16 @@ func NewRateLimiter(rdb redis.Scripter, perMinute int, timeout time.Duration, lo
 	return l
 }
 
-// Key identifies who is limited: the SHA-256 of the Authorization header value (never the
-// secret itself) when there is one, otherwise the client address.
-func Key(c *fiber.Ctx) string {
-	if auth := c.Request().Header.Peek(fiber.HeaderAuthorization); len(auth) > 0 {
-		sum := sha256.Sum256(auth)
-		return "cred:" + hex.EncodeToString(sum[:])
+// Key identifies who is limited: a credential an upstream has verified (known) is limited by its
+// SHA-256 fingerprint (never the secret itself); any other request — anonymous, or with a
+// credential no upstream has verified, junk included — by its client address (an IPv6 address
+// by its /64). So Redis holds one counter per verified credential and per address, never one per
+// presented value.
+func Key(c *fiber.Ctx, fp *Fingerprint, known bool) string {
+	if fp != nil && known {
+		return "cred:" + hex.EncodeToString(fp[:])
 	}
-	return "ip:" + service.ClientIP(c)
+	return "ip:" + service.AddressKey(service.ClientIP(c))
 }
 
 // Decision is the outcome of one rate-limit check.
@@ -207,21 +217,28 @@ func retryAfter(cur, prev, limit int64, elapsed, window time.Duration) time.Dura
 }
 
 // Handler is the Fiber middleware: it answers 429 problem+json with Retry-After when the
-// caller is over the limit and otherwise passes the request on.
+// caller is over the limit and otherwise passes the request on. Afterwards it learns from the
+// answer: a credential the upstream verified (service.CredentialVerifiedHeader, see Forward) gets its own
+// budget from the next request on; one the upstream refused with 401 loses it.
 func (l *RateLimiter) Handler(c *fiber.Ctx) error {
 	t := l.now()
 	now := t.UnixNano()
-	if now < l.bypassAt.Load() {
-		return c.Next()
+	var fp *Fingerprint
+	if auth := c.Request().Header.Peek(fiber.HeaderAuthorization); len(auth) > 0 {
+		sum := Fingerprint(sha256.Sum256(auth))
+		fp = &sum
 	}
-	d, err := l.allow(c.UserContext(), Key(c), t)
+	if now < l.bypassAt.Load() {
+		return l.learn(c, fp, c.Next())
+	}
+	d, err := l.allow(c.UserContext(), Key(c, fp, fp != nil && l.known.Has(*fp)), t)
 	if err != nil {
 		l.bypassAt.Store(now + int64(rateLimitBypass))
 		l.metrics.rateLimitErrors.Inc()
 		if last := l.loggedAt.Load(); now-last > int64(10*time.Second) && l.loggedAt.CompareAndSwap(last, now) {
 			l.log.Warn("rate limiter cannot reach Redis; letting requests through", "error", err.Error())
 		}
-		return c.Next()
+		return l.learn(c, fp, c.Next())
 	}
 	limit := l.limitStr
 	if !d.Allowed {
@@ -232,11 +249,24 @@ func (l *RateLimiter) Handler(c *fiber.Ctx) error {
 		return problem.New(fiber.StatusTooManyRequests,
 			"rate limit of "+limit+" requests per minute exceeded; retry after "+retryAfterSeconds(d.RetryAfter)+" s")
 	}
-	err = c.Next()
+	err = l.learn(c, fp, c.Next())
 	// Set after the upstream answered: forwarding replaces the response headers. The names are
 	// in fasthttp's canonical form, which spares normalizing them per request.
 	h := &c.Response().Header
 	h.SetCanonical([]byte("X-Ratelimit-Limit"), []byte(limit))
 	h.SetCanonical([]byte("X-Ratelimit-Remaining"), strconv.AppendInt(nil, d.Remaining, 10))
+	return err
+}
+
+// learn records what the upstream said about the request's credential fp (nil: none) and
+// passes err on.
+func (l *RateLimiter) learn(c *fiber.Ctx, fp *Fingerprint, err error) error {
+	switch {
+	case fp == nil:
+	case credentialVerified(c):
+		l.known.Add(*fp)
+	case c.Response().StatusCode() == fiber.StatusUnauthorized:
+		l.known.Forget(*fp)
+	}
 	return err
 }

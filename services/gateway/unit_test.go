@@ -2,7 +2,9 @@ package gateway
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -181,10 +183,23 @@ func TestRateLimiterWithRealRedis(t *testing.T) {
 	}
 }
 
+// TestKeyNeverHoldsTheSecret: a verified credential is keyed by its fingerprint, never the
+// secret; an unverified one, like an anonymous request, by the client address (IPv6 by /64).
 func TestKeyNeverHoldsTheSecret(t *testing.T) {
 	app := fiber.New()
+	known := NewKnownCredentials(100)
+	verified := Fingerprint(sha256.Sum256([]byte("Bearer ops_api_token_SECRET")))
+	known.Add(verified)
 	var keys []string
-	app.Get("/", func(c *fiber.Ctx) error { keys = append(keys, Key(c)); return nil })
+	app.Get("/", func(c *fiber.Ctx) error {
+		var fp *Fingerprint
+		if auth := c.Get("Authorization"); auth != "" {
+			sum := Fingerprint(sha256.Sum256([]byte(auth)))
+			fp = &sum
+		}
+		keys = append(keys, Key(c, fp, fp != nil && known.Has(*fp)))
+		return nil
+	})
 	for _, auth := range []string{"Bearer ops_api_token_SECRET", "Bearer ops_api_token_SECRET2", ""} {
 		req := httptest.NewRequest("GET", "/", nil)
 		if auth != "" {
@@ -193,12 +208,33 @@ func TestKeyNeverHoldsTheSecret(t *testing.T) {
 		_, err := app.Test(req)
 		require.NoError(t, err)
 	}
-	require.Regexp(t, `^cred:[0-9a-f]{64}$`, keys[0])
-	require.NotEqual(t, keys[0], keys[1])
-	require.Regexp(t, `^ip:`, keys[2])
+	require.Equal(t, "cred:"+hex.EncodeToString(verified[:]), keys[0])
+	require.Equal(t, "ip:0.0.0.0", keys[1], "an unverified credential shares its address's budget")
+	require.Equal(t, "ip:0.0.0.0", keys[2])
 	for _, k := range keys {
 		require.NotContains(t, k, "SECRET")
 	}
+}
+
+// TestKnownCredentialsAreBounded: the memory of verified credentials never exceeds twice its
+// capacity, keeps what is in use, and forgets on request.
+func TestKnownCredentialsAreBounded(t *testing.T) {
+	k := NewKnownCredentials(160) // 10 per shard and generation
+	hot := Fingerprint(sha256.Sum256([]byte("hot")))
+	k.Add(hot)
+	for i := range 100000 {
+		k.Add(Fingerprint(sha256.Sum256([]byte(strconv.Itoa(i)))))
+		if i%5 == 0 {
+			require.True(t, k.Has(hot), "a credential in use stays known")
+		}
+	}
+	n := 0
+	for i := range k.shards {
+		n += len(k.shards[i].cur) + len(k.shards[i].prev)
+	}
+	require.LessOrEqual(t, n, 2*160)
+	k.Forget(hot)
+	require.False(t, k.Has(hot))
 }
 
 func TestGuard(t *testing.T) {
@@ -368,4 +404,37 @@ func TestRateLimiterLeases(t *testing.T) {
 	require.LessOrEqual(t, counter(), int64(1000))
 	require.LessOrEqual(t, admitted, 1000)
 	require.GreaterOrEqual(t, admitted, 1000-2*10)
+}
+
+// TestProxyClient: the gateway takes the client address from OPS_PROXY_HEADER only on a
+// connection from OPS_TRUSTED_PROXIES; otherwise the connection is the client.
+func TestProxyClient(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		proxies []string
+		header  string
+		value   string
+		want    string
+		trusted bool
+	}{
+		{"no proxies: the header is ignored", nil, "X-Real-IP", "203.0.113.5", "0.0.0.0", false},
+		{"from a trusted range: the header names the client", []string{"0.0.0.0/8"}, "X-Real-IP", "203.0.113.5", "203.0.113.5", true},
+		{"trusted single address", []string{"10.1.1.1", "0.0.0.0"}, "X-Real-IP", "2001:db8::7", "2001:db8::7", true},
+		{"trusted, no usable header: the proxy itself", []string{"0.0.0.0/8"}, "X-Real-IP", "garbage", "0.0.0.0", true},
+		{"not from a trusted proxy", []string{"10.0.0.0/8"}, "X-Real-IP", "203.0.113.5", "0.0.0.0", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := ProxyClient(tc.proxies, tc.header)
+			app := fiber.New()
+			var got string
+			var trusted bool
+			app.Get("/", func(c *fiber.Ctx) error { got, trusted = f(c); return nil })
+			req := httptest.NewRequest("GET", "/", nil)
+			req.Header.Set("X-Real-IP", tc.value)
+			_, err := app.Test(req)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+			require.Equal(t, tc.trusted, trusted)
+		})
+	}
 }

@@ -136,7 +136,7 @@ func (t *tunnel) stop() {
 func (u *Upstream) tunnel(c *fiber.Ctx) error {
 	req := c.Request()
 	req.Header.Del("Proxy-Authorization")
-	setForwardedHeaders(c)
+	setForwardedHeaders(c, u.secret)
 	req.SetHost(u.Addr)
 
 	conn, err := u.dial()

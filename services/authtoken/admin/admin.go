@@ -9,9 +9,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
@@ -19,6 +19,7 @@ import (
 	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/services/authtoken"
+	"github.com/obsops/obsops/services/authtoken/directory"
 	"github.com/obsops/obsops/services/authtoken/postgres"
 	"github.com/obsops/obsops/services/authtoken/signing"
 	"github.com/obsops/obsops/services/authtoken/tokencache"
@@ -34,6 +35,8 @@ commands:
   create-service-token  --account NAME --scopes s1,s2 [--name N] [--days D]
                                                                   create a service account (role service) and print a new API token
   generate-signing-key  --out PATH                                write a new Ed25519 JWT signing key (PEM)
+  disable-user          --user NAME                               disable a user: none of their credentials verifies anywhere within 5 s
+  enable-user           --user NAME                               enable a disabled user again (session JWTs issued before stay refused)
   purge-token-cache                                               drop every cached token record (after changing users or tokens in SQL by hand)
 
 roles: admin, observer, viewer, service`
@@ -45,6 +48,7 @@ type Env struct {
 	Stderr io.Writer
 	db     *sqlx.DB
 	cache  *tokencache.Cache // the server's token cache, invalidated when roles change
+	rdb    redis.UniversalClient
 }
 
 // Run executes one admin command.
@@ -72,6 +76,7 @@ func Run(ctx context.Context, env *Env, args []string) error {
 	rdb := redis.NewClient(ropts)
 	defer rdb.Close()
 	env.cache = tokencache.New(rdb, tokencache.DefaultTTL)
+	env.rdb = rdb
 	switch cmd {
 	case "create-user":
 		return env.createUser(ctx, rest)
@@ -81,6 +86,10 @@ func Run(ctx context.Context, env *Env, args []string) error {
 		return env.issueJWT(ctx, rest)
 	case "create-service-token":
 		return env.createServiceToken(ctx, rest)
+	case "disable-user":
+		return env.setActive(ctx, rest, false)
+	case "enable-user":
+		return env.setActive(ctx, rest, true)
 	case "purge-token-cache":
 		if len(rest) > 0 {
 			return fmt.Errorf("purge-token-cache takes no arguments\n%s", Usage)
@@ -95,22 +104,50 @@ func Run(ctx context.Context, env *Env, args []string) error {
 	}
 }
 
-func (e *Env) users() *postgres.Users { return &postgres.Users{DB: e.db} }
+func (e *Env) users() *authtoken.UserService {
+	return &authtoken.UserService{
+		Store: &postgres.Users{DB: e.db}, Cache: e.cache,
+		Directory: &directory.Publisher{Redis: e.rdb},
+		Log:       slog.New(slog.NewTextHandler(e.Stderr, nil)),
+	}
+}
 
-// grantRoles gives a user roles, then invalidates the server's cached records of the user's
-// API tokens so that they carry the new roles at once. Redis being unreachable does not fail
-// the command: the grant stands, with a warning that the tokens' cached roles lag for up to
-// the cache TTL.
+// grantRoles gives a user roles, then (through the user service) invalidates the server's
+// cached records of the user's API tokens and publishes the user directory, so the new roles
+// count everywhere at once. Redis being unreachable does not fail the command: the grant
+// stands and is logged; the server publishes it within seconds once Redis is back.
 func (e *Env) grantRoles(ctx context.Context, userID int64, roles []string) error {
-	if err := e.users().GrantRoles(ctx, userID, roles, "admin-cli"); err != nil {
+	return e.users().GrantRoles(ctx, userID, roles, "admin-cli")
+}
+
+// setActive disables or enables --user, audited with actor admin-cli.
+func (e *Env) setActive(ctx context.Context, args []string, active bool) error {
+	name := "disable-user"
+	if active {
+		name = "enable-user"
+	}
+	fs := newFlags(name)
+	user := fs.String("user", "", "username")
+	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	if err := e.cache.InvalidateUser(ctx, userID); err != nil {
-		fmt.Fprintf(e.Stderr, "warning: roles granted, but Redis is unreachable (%v): the user's API tokens may verify with their previous roles for up to %s\n",
-			err, e.cache.TTL())
+	if *user == "" {
+		return errors.New("--user: required")
 	}
+	u, err := e.users().SetActiveByName(ctx, authtoken.CommandLineCaller(), *user, active)
+	switch {
+	case errors.Is(err, authtoken.ErrNotFound):
+		return fmt.Errorf("--user: no user %q", *user)
+	case errors.Is(err, authtoken.ErrLastAdmin):
+		return fmt.Errorf("--user: %q is the last active admin: make another user admin first", *user)
+	case err != nil:
+		return err
+	}
+	state := "disabled: none of their credentials verifies anywhere within 5 s"
+	if active {
+		state = "enabled"
+	}
+	fmt.Fprintf(e.Stdout, "user %s (id %d) %s\n", u.Username, u.ID, state)
 	return nil
 }
 

@@ -35,8 +35,8 @@ func (e *Env) createServiceToken(ctx context.Context, args []string) error {
 	}
 	svc := &authtoken.TokenService{
 		Store:    &postgres.Tokens{DB: e.db},
-		Accounts: e.users(),
-		Cache:    e.cache, // granting role service invalidates the account's cached tokens
+		Accounts: e.users(), // granting role service publishes the account's new role
+		Cache:    e.cache,   // granting role service invalidates the account's cached tokens
 		Limits:   e.Config.TokenLimits(),
 		Log:      slog.New(slog.NewTextHandler(e.Stderr, nil)),
 	}

@@ -46,16 +46,17 @@ type LoginResult struct {
 
 type loginOutput struct {
 	Status       int
-	Location     string `header:"Location" doc:"The identity provider's authorization URL."`
-	CacheControl string `header:"Cache-Control"`
+	Location     string      `header:"Location" doc:"The identity provider's authorization URL."`
+	CacheControl string      `header:"Cache-Control"`
+	SetCookie    http.Cookie `header:"Set-Cookie" doc:"obsops_login: binds the login to this browser (HttpOnly, SameSite=Lax, Secure over https; 10 minutes, sent only to /idp/callback)."`
 }
 
 func (h *Handlers) startLogin(ctx context.Context, _ *struct{}) (*loginOutput, error) {
-	to, err := h.Login.Start(ctx)
+	started, err := h.Login.Start(ctx)
 	if err != nil {
 		return nil, loginProblem(err)
 	}
-	return &loginOutput{Status: http.StatusFound, Location: to, CacheControl: "no-store"}, nil
+	return &loginOutput{Status: http.StatusFound, Location: started.URL, CacheControl: "no-store", SetCookie: started.Cookie}, nil
 }
 
 type callbackInput struct {
@@ -63,6 +64,7 @@ type callbackInput struct {
 	Code             string `query:"code" doc:"Authorization code from the provider."`
 	Error            string `query:"error" doc:"Set by the provider when the login was refused (e.g. access_denied)."`
 	ErrorDescription string `query:"error_description" doc:"The provider's explanation of error."`
+	Binding          string `cookie:"obsops_login" doc:"Set by /idp/login in the browser that started the login; without it, or with another browser's, the callback is refused."`
 }
 
 type callbackOutput struct {
@@ -70,7 +72,7 @@ type callbackOutput struct {
 }
 
 func (h *Handlers) finishLogin(ctx context.Context, in *callbackInput) (*callbackOutput, error) {
-	sess, err := h.Login.Finish(ctx, login.Callback{State: in.State, Code: in.Code, Error: in.Error, ErrorDescription: in.ErrorDescription})
+	sess, err := h.Login.Finish(ctx, login.Callback{State: in.State, Code: in.Code, Error: in.Error, ErrorDescription: in.ErrorDescription, Binding: in.Binding})
 	if err != nil {
 		return nil, loginProblem(err)
 	}
@@ -117,8 +119,8 @@ func callbackResponses(api huma.API) map[string]*huma.Response {
 				"#access_token=<JWT>&token_type=Bearer&expires_at=<RFC 3339>&expires_in=<seconds>.",
 			Headers: map[string]*huma.Param{"Location": {Description: "The UI URL with the session in its fragment.", Schema: &huma.Schema{Type: "string"}}},
 		},
-		"400": {Description: "Unknown, expired or reused state; the provider refused the login (its error and description are in the detail); or the code or ID token was rejected."},
-		"403": {Description: "The account is disabled."},
+		"400": {Description: "Unknown, expired or reused state; no login cookie (the login was not started in this browser); the provider refused the login (its error and description are in the detail); or the code or ID token was rejected."},
+		"403": {Description: "The login was started in another browser (its login cookie names another state), or the account is disabled."},
 		"409": {Description: "The username already belongs to another identity-provider account."},
 		"503": {Description: "Login is not configured, or the identity provider or Redis is unavailable."},
 	}
@@ -163,7 +165,7 @@ type meOutput struct {
 
 func (h *Handlers) me(ctx context.Context, _ *struct{}) (*meOutput, error) {
 	p := authn.PrincipalFrom(ctx)
-	u, err := h.Users.ByID(ctx, p.UserID)
+	u, err := h.Users.Current(ctx, p.UserID)
 	if errors.Is(err, authtoken.ErrNotFound) || (err == nil && !u.IsActive) {
 		return nil, huma.ErrorWithHeaders(
 			huma.Error401Unauthorized("the user of this credential no longer exists or is disabled"),

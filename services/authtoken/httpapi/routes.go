@@ -9,14 +9,13 @@ import (
 	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/services/authtoken"
 	"github.com/obsops/obsops/services/authtoken/login"
-	"github.com/obsops/obsops/services/authtoken/postgres"
 	"github.com/obsops/obsops/services/authtoken/signing"
 )
 
 // Handlers serves the identity and token routes.
 type Handlers struct {
 	Auth   *authn.Authenticator
-	Users  *postgres.Users
+	Users  *authtoken.UserService
 	Keys   *signing.KeyRing
 	Tokens *authtoken.TokenService
 	// Login runs the identity-provider login (/idp/login, /idp/callback).
@@ -142,11 +141,34 @@ func Register(api huma.API, h *Handlers) {
 			"length, counted from now. The new raw token is in this response only. 409 if the token is revoked.",
 	}), h.regenerateToken)
 
+	// ---- User administration (admins; the service checks the caller again) ----
+	users := []string{"Users"}
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "list-users", Method: http.MethodGet, Path: "/api/users",
+		Summary: "List users", Tags: users, Errors: []int{422},
+		Description: "Users by id, with their roles and state. Filter by q (part of the username, email or display name), " +
+			"role, is_active.",
+	}), h.listUsers)
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "get-user", Method: http.MethodGet, Path: "/api/users/{id}",
+		Summary: "User details", Tags: users, Errors: []int{404, 422},
+	}), h.getUser)
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "update-user", Method: http.MethodPut, Path: "/api/users/{id}",
+		Summary: "Change a user's roles or disable/enable them", Tags: users, Errors: []int{404, 409, 422},
+		Description: "Sets the roles (the complete new set) and/or is_active; fields left out stay as they are. Disabling a " +
+			"user or taking a role away takes effect for API tokens at once and for session JWTs in every service within " +
+			"5 seconds; session JWTs issued before a disable stay refused after re-enabling. Every change is audited " +
+			"(who, when, before and after). 409 if it would leave no active admin.",
+	}), h.updateUser)
+
 	// ---- Internal (never routed by the gateway) ----
 	// Token verification for the other services (authn.RemoteTokens): 200 Principal, 401
 	// {"error":"invalid_token"}, 403 {"error":"insufficient_scope","missing":[...]}. Not in the
 	// public OpenAPI document; reachable only inside the cluster (see k8s network policies).
-	huma.Register(api, huma.Operation{
+	// Callers that do not present the internal secret count as their own client, with a
+	// failed-credential budget (authn.VerifyInternal).
+	huma.Register(api, h.Auth.InternalOp(huma.Operation{
 		OperationID: "internal-verify-token", Method: http.MethodPost, Path: authn.VerifyPath, Hidden: true,
-	}, h.verifyToken)
+	}), h.verifyToken)
 }

@@ -400,18 +400,25 @@ func exportResponses(api huma.API) map[string]*huma.Response {
 }
 
 // verifyOutput is the answer of the internal verification endpoint: the Principal (200) or an
-// authn.VerifyFailure (401, 403), the contract of authn.RemoteTokens.
+// authn.VerifyFailure (401, 403, 429), the contract of authn.RemoteTokens.
 type verifyOutput struct {
-	Status int
-	Body   any
+	Status     int
+	RetryAfter string `header:"Retry-After"`
+	Body       any
 }
 
+// verifyToken serves the internal verification route; authn.VerifyInternal applies the
+// failed-credential budget to callers that are not obsops services.
 func (h *Handlers) verifyToken(ctx context.Context, in *struct{ Body authn.VerifyRequest }) (*verifyOutput, error) {
-	p, err := h.Tokens.VerifyToken(ctx, in.Body)
+	p, err := h.Auth.VerifyInternal(ctx, in.Body)
 	var scopeErr *authn.InsufficientScopeError
+	var tooMany *authn.TooManyFailuresError
 	switch {
 	case err == nil:
 		return &verifyOutput{Status: http.StatusOK, Body: p}, nil
+	case errors.As(err, &tooMany):
+		return &verifyOutput{Status: http.StatusTooManyRequests, RetryAfter: strconv.Itoa(tooMany.RetryAfter),
+			Body: authn.VerifyFailure{Error: "too_many_failed_attempts"}}, nil
 	case errors.Is(err, authn.ErrInvalidCredential):
 		return &verifyOutput{Status: http.StatusUnauthorized, Body: authn.VerifyFailure{Error: "invalid_token"}}, nil
 	case errors.As(err, &scopeErr):

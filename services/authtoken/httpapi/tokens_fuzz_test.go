@@ -49,7 +49,7 @@ func newInProcess(t testing.TB) *inProcess {
 	tokens.Log = svc.Log
 	issuer := &signing.Issuer{Ring: ring, Issuer: "obsops", Audience: "obsops", TTL: time.Hour}
 	auth := authn.New(authn.Config{JWTIssuer: "obsops", JWTAudience: "obsops"}, ring.Keys(), tokens, nil, svc.Log)
-	httpapi.Register(svc.API, &httpapi.Handlers{Auth: auth, Users: env.Users, Keys: ring, Tokens: tokens})
+	httpapi.Register(svc.API, &httpapi.Handlers{Auth: auth, Users: env.UserService(), Keys: ring, Tokens: tokens})
 
 	user, admin := env.User(t, "fuzzer"), env.User(t, "fuzz-admin", authn.RoleAdmin)
 	p := &inProcess{svc: svc}

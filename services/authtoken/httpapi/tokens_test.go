@@ -21,6 +21,7 @@ import (
 	_ "github.com/lib/pq"
 
 	"github.com/obsops/obsops/pkg/authn"
+	chassis "github.com/obsops/obsops/pkg/service"
 	"github.com/obsops/obsops/pkg/testenv"
 )
 
@@ -40,9 +41,10 @@ func onlyAuthtoken(env map[string]string) testenv.SuiteOptions {
 }
 
 type client struct {
-	t    *testing.T
-	base string
-	auth string // Authorization header value, if any
+	t      *testing.T
+	base   string
+	auth   string // Authorization header value, if any
+	secret string // the internal secret, if the client plays an obsops service
 }
 
 func (c client) as(credential string) client { c.auth = "Bearer " + credential; return c }
@@ -72,6 +74,9 @@ func (c client) do(method, path string, body any) (int, http.Header, []byte) {
 	}
 	if c.auth != "" {
 		req.Header.Set("Authorization", c.auth)
+	}
+	if c.secret != "" {
+		req.Header.Set(chassis.InternalSecretHeader, c.secret)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -210,7 +215,7 @@ func waitCommitted(t *testing.T, db *sqlx.DB, id, want int64, within time.Durati
 
 func TestTokenRoutes(t *testing.T) {
 	suite := testenv.StartSuite(t, onlyAuthtoken(nil))
-	anon := client{t: t, base: suite.URLs["authtoken"]}
+	anon := client{t: t, base: suite.URLs["authtoken"], secret: suite.Env["OPS_INTERNAL_SECRET"]} // verifies like a service
 	alice := anon.as(suite.JWT(t, "alice", authn.RoleViewer))
 	bob := anon.as(suite.JWT(t, "bob", authn.RoleObserver))
 	admin := anon.as(suite.JWT(t, "root", authn.RoleAdmin))
@@ -581,7 +586,7 @@ func TestRemoteVerificationContract(t *testing.T) {
 	var tok tokenView
 	alice.want(201, "POST", "/api/tokens/", map[string]any{"name": "x", "scopes": []string{"read:*"}}, &tok)
 
-	remote := authn.NewRemoteTokens(base)
+	remote := authn.NewRemoteTokens(base, suite.Env["OPS_INTERNAL_SECRET"])
 	ctx := context.Background()
 	p, err := remote.VerifyToken(ctx, authn.VerifyRequest{Token: tok.Token, Scopes: []string{"read:sources"}, ClientIP: "192.0.2.1"})
 	if err != nil || p.UserID != tok.UserID || p.Username != "alice" || p.TokenID != tok.ID || p.Method != authn.MethodAPIToken ||

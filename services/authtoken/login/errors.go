@@ -27,6 +27,13 @@ var ErrNotConfigured = &Error{Status: http.StatusServiceUnavailable, Detail: "lo
 // errUnknownState means the callback's state was never issued, has expired or was used already.
 var errUnknownState = &Error{Status: http.StatusBadRequest, Detail: "unknown, expired or already used login state: start again at /idp/login"}
 
+// errNoBinding means the callback came without the cookie /idp/login set: the login was not
+// started in this browser (or it refuses cookies).
+var errNoBinding = &Error{Status: http.StatusBadRequest, Detail: "this browser did not start the login (no login cookie; are cookies blocked?): start again at /idp/login"}
+
+// errOtherBrowser means the callback's state belongs to a login another browser started.
+var errOtherBrowser = &Error{Status: http.StatusForbidden, Detail: "this login was started in another browser: start again at /idp/login"}
+
 func unavailable(cause error) *Error {
 	return &Error{Status: http.StatusServiceUnavailable, Detail: "the identity provider is unavailable; retry shortly", Err: cause}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -57,24 +58,50 @@ func New(cfg *authtoken.Config, rdb redis.Cmdable, users Users, issuer *signing.
 	return s
 }
 
-// Start begins a login and returns the provider URL to redirect the browser to.
-func (s *Service) Start(ctx context.Context) (string, error) {
-	if s.OIDC == nil {
-		return "", ErrNotConfigured
-	}
-	u, err := s.OIDC.Begin(ctx)
-	if err != nil {
-		s.logFailure("login start failed", err)
-	}
-	return u, err
+// CookieName is the cookie that binds a login to the browser that started it (login CSRF).
+const CookieName = "obsops_login"
+
+// Started is a begun login: where to send the browser, and the cookie to set on it.
+type Started struct {
+	URL    string
+	Cookie http.Cookie
 }
 
-// Callback is what the provider sends the browser back with (OAuth 2.0 §4.1.2).
+// Start begins a login: the provider URL to redirect the browser to and the cookie that binds
+// the login to this browser (HttpOnly, SameSite=Lax, Secure when the callback is https, sent
+// only to the callback's path, living as long as the state).
+func (s *Service) Start(ctx context.Context) (Started, error) {
+	if s.OIDC == nil {
+		return Started{}, ErrNotConfigured
+	}
+	u, state, err := s.OIDC.Begin(ctx)
+	if err != nil {
+		s.logFailure("login start failed", err)
+		return Started{}, err
+	}
+	return Started{URL: u, Cookie: s.cookie(Binding(state))}, nil
+}
+
+// cookie is the binding cookie with value, scoped to the callback as the browser reaches it.
+func (s *Service) cookie(value string) http.Cookie {
+	path, secure := "/idp/callback", false
+	if u, err := url.Parse(s.OIDC.cfg.RedirectURL); err == nil && u.Path != "" {
+		path, secure = u.Path, u.Scheme == "https"
+	}
+	return http.Cookie{
+		Name: CookieName, Value: value, Path: path, MaxAge: int(StateTTL / time.Second),
+		HttpOnly: true, Secure: secure, SameSite: http.SameSiteLaxMode,
+	}
+}
+
+// Callback is what the provider sends the browser back with (OAuth 2.0 §4.1.2), and the
+// browser's binding cookie.
 type Callback struct {
 	State            string
 	Code             string
 	Error            string // set when the provider refused, e.g. access_denied
 	ErrorDescription string
+	Binding          string // the value of the browser's CookieName cookie ("" if none)
 }
 
 // Session is a completed login: the service's own JWT and the user it names.
@@ -99,7 +126,7 @@ func (s *Service) Finish(ctx context.Context, cb Callback) (Session, error) {
 		}
 		return Session{}, &Error{Status: http.StatusBadRequest, Detail: detail}
 	}
-	id, err := s.OIDC.Complete(ctx, cb.State, cb.Code)
+	id, err := s.OIDC.Complete(ctx, cb.State, cb.Code, cb.Binding)
 	if err != nil {
 		s.logFailure("login failed", err)
 		return Session{}, err

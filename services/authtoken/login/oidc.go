@@ -5,7 +5,9 @@ package login
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -104,23 +106,24 @@ func (o *OIDC) discover(ctx context.Context) (*endpoints, error) {
 }
 
 // Begin starts a login: it stores a fresh state, nonce and PKCE verifier in Redis for StateTTL
-// and returns the provider's authorization URL to send the browser to.
-func (o *OIDC) Begin(ctx context.Context) (string, error) {
+// and returns the provider's authorization URL to send the browser to, and the state (which
+// the browser's binding cookie is made from, see Binding).
+func (o *OIDC) Begin(ctx context.Context) (authURL, state string, err error) {
 	ep, err := o.discover(ctx)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	// State and nonce are made like the PKCE verifier: base64url of 32 random bytes (stateLen).
 	state, nonce := oauth2.GenerateVerifier(), oauth2.GenerateVerifier()
 	p := pending{Nonce: nonce, Verifier: oauth2.GenerateVerifier()}
 	b, err := json.Marshal(p)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	if err := o.rdb.Set(ctx, stateKeyPrefix+state, b, StateTTL).Err(); err != nil {
-		return "", unavailableStore(err)
+		return "", "", unavailableStore(err)
 	}
-	return ep.oauth.AuthCodeURL(state, oidc.Nonce(nonce), oauth2.S256ChallengeOption(p.Verifier)), nil
+	return ep.oauth.AuthCodeURL(state, oidc.Nonce(nonce), oauth2.S256ChallengeOption(p.Verifier)), state, nil
 }
 
 // take consumes the pending login of state (at most once: GETDEL).
@@ -148,14 +151,24 @@ func (o *OIDC) Abandon(ctx context.Context, state string) {
 	_, _ = o.take(ctx, state)
 }
 
-// Complete finishes a login: it consumes state, exchanges code (with the PKCE verifier) at the
-// provider, verifies the ID token (signature, issuer, audience = client id, expiry, nonce) and
-// returns who logged in. Profile claims missing from the ID token are read from the userinfo
-// endpoint (some providers, e.g. ZITADEL, put them only there).
-func (o *OIDC) Complete(ctx context.Context, state, code string) (Identity, error) {
+// Complete finishes a login: it consumes state, checks that the browser bringing it back is the
+// one that started it (binding, the value of its binding cookie, must be Binding(state)),
+// exchanges code (with the PKCE verifier) at the provider, verifies the ID token (signature,
+// issuer, audience = client id, expiry, nonce) and returns who logged in. Profile claims missing
+// from the ID token are read from the userinfo endpoint (some providers, e.g. ZITADEL, put them
+// only there).
+func (o *OIDC) Complete(ctx context.Context, state, code, binding string) (Identity, error) {
 	p, err := o.take(ctx, state)
 	if err != nil {
 		return Identity{}, err
+	}
+	// After take: a login brought back by another browser (login CSRF: an attacker's code in a
+	// victim's browser) is refused and its state spent.
+	if binding == "" {
+		return Identity{}, errNoBinding
+	}
+	if subtle.ConstantTimeCompare([]byte(binding), []byte(Binding(state))) != 1 {
+		return Identity{}, errOtherBrowser
 	}
 	if code == "" {
 		return Identity{}, &Error{Status: http.StatusBadRequest, Detail: "the callback carries no authorization code"}
@@ -225,6 +238,14 @@ func (c profile) identity(issuer, subject string) Identity {
 		}
 	}
 	return id
+}
+
+// Binding is the value of the cookie that binds a login to the browser that started it: the
+// SHA-256 of its state, base64url. The state travels in URLs (the provider, browser history);
+// the cookie only in this browser, and only to the callback.
+func Binding(state string) string {
+	sum := sha256.Sum256([]byte(state))
+	return base64.RawURLEncoding.EncodeToString(sum[:])
 }
 
 // stateLen is the length of a state (and nonce): base64url of 32 random bytes, as

@@ -4,12 +4,16 @@ package postgres
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
+	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/services/authtoken"
 )
 
@@ -20,7 +24,7 @@ type Users struct {
 
 // userColumns read a user row and, in the same query, the user's roles (sorted).
 const userColumns = `id, username, COALESCE(email, '') AS email, COALESCE(display_name, '') AS display_name,
-	is_service, is_active, created_at, last_login_at,
+	is_service, is_active, created_at, last_login_at, sessions_valid_after,
 	ARRAY(SELECT role FROM user_roles WHERE user_id = users.id ORDER BY role) AS roles`
 
 // userRow is a row of userColumns.
@@ -106,11 +110,179 @@ func (s *Users) UpsertOIDC(ctx context.Context, issuer, subject, username, email
 	return row.user(), row.Created, nil
 }
 
-// GrantRoles gives a user roles (idempotent), recording who granted them.
+// GrantRoles gives a user roles (idempotent), recording who granted them; the roles actually
+// added are audited (action grant_roles, actor by) in the same statement.
 func (s *Users) GrantRoles(ctx context.Context, userID int64, roles []string, by string) error {
 	_, err := s.DB.ExecContext(ctx, `
-		INSERT INTO user_roles (user_id, role, granted_by)
-		SELECT $1, unnest($2::text[]), $3
-		ON CONFLICT (user_id, role) DO NOTHING`, userID, pq.Array(roles), by)
+		WITH added AS (
+			INSERT INTO user_roles (user_id, role, granted_by)
+			SELECT $1, unnest($2::text[]), $3
+			ON CONFLICT (user_id, role) DO NOTHING
+			RETURNING role)
+		INSERT INTO user_audit (actor, user_id, action, detail)
+		SELECT $3, $1, 'grant_roles', jsonb_build_object('added', jsonb_agg(role ORDER BY role)) FROM added
+		HAVING count(*) > 0`, userID, pq.Array(roles), by)
 	return err
+}
+
+// likePattern matches s anywhere, with LIKE's wildcards in s taken literally (ESCAPE '\').
+func likePattern(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+	return "%" + r.Replace(s) + "%"
+}
+
+// userFilter is the WHERE clause of List: $1 pattern or ”, $2 role or ”, $3 active or NULL.
+const userFilter = ` WHERE ($1 = '' OR username ILIKE $1 ESCAPE '\' OR email ILIKE $1 ESCAPE '\' OR display_name ILIKE $1 ESCAPE '\')
+	AND ($2 = '' OR EXISTS (SELECT 1 FROM user_roles r WHERE r.user_id = users.id AND r.role = $2))
+	AND ($3::boolean IS NULL OR is_active = $3)`
+
+// List returns a page of users matching q, by id, and how many match in all.
+func (s *Users) List(ctx context.Context, q authtoken.UserListQuery) ([]authtoken.User, int64, error) {
+	pattern := ""
+	if q.Q != "" {
+		pattern = likePattern(q.Q)
+	}
+	var total int64
+	if err := s.DB.GetContext(ctx, &total, `SELECT count(*) FROM users`+userFilter, pattern, q.Role, q.Active); err != nil {
+		return nil, 0, err
+	}
+	var rows []userRow
+	if err := s.DB.SelectContext(ctx, &rows, `SELECT `+userColumns+` FROM users`+userFilter+` ORDER BY id LIMIT $4 OFFSET $5`,
+		pattern, q.Role, q.Active, q.Limit, q.Offset); err != nil {
+		return nil, 0, err
+	}
+	out := make([]authtoken.User, len(rows))
+	for i, r := range rows {
+		out[i] = r.user()
+	}
+	return out, total, nil
+}
+
+// adminLock serialises changes that may remove an active admin, so two admins disabling
+// each other at once cannot both pass the last-admin check.
+const adminLock = 0x6f70737573657273 // "opsusers"
+
+// Update applies ch to user id in one transaction with its audit rows (see
+// authtoken.UserStore).
+func (s *Users) Update(ctx context.Context, id int64, ch authtoken.UserChanges, a authtoken.Audit) (authtoken.User, error) {
+	tx, err := s.DB.BeginTxx(ctx, nil)
+	if err != nil {
+		return authtoken.User{}, err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, adminLock); err != nil {
+		return authtoken.User{}, err
+	}
+	var before userRow
+	if err := tx.GetContext(ctx, &before, `SELECT `+userColumns+` FROM users WHERE id = $1 FOR UPDATE`, id); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return authtoken.User{}, authtoken.ErrNotFound
+		}
+		return authtoken.User{}, err
+	}
+	old := before.user()
+	roles, active := old.Roles, old.IsActive
+	if ch.Roles != nil {
+		roles = *ch.Roles
+	}
+	if ch.Active != nil {
+		active = *ch.Active
+	}
+	wasAdmin := old.IsActive && slices.Contains(old.Roles, authn.RoleAdmin)
+	if wasAdmin && !(active && slices.Contains(roles, authn.RoleAdmin)) {
+		var others int64
+		if err := tx.GetContext(ctx, &others, `SELECT count(*) FROM users u JOIN user_roles r ON r.user_id = u.id AND r.role = 'admin'
+			WHERE u.is_active AND u.id <> $1`, id); err != nil {
+			return authtoken.User{}, err
+		}
+		if others == 0 {
+			return authtoken.User{}, authtoken.ErrLastAdmin
+		}
+	}
+	audit := func(action string, detail map[string]any) error {
+		b, err := json.Marshal(detail)
+		if err != nil {
+			return err
+		}
+		var actorID *int64
+		if a.Actor.UserID > 0 {
+			actorID = &a.Actor.UserID
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO user_audit (actor_user_id, actor, user_id, action, detail) VALUES ($1, $2, $3, $4, $5)`,
+			actorID, a.Actor.Name, id, action, b)
+		return err
+	}
+	if !slices.Equal(roles, old.Roles) {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM user_roles WHERE user_id = $1 AND NOT (role = ANY($2::text[]))`, id, pq.Array(roles)); err != nil {
+			return authtoken.User{}, err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO user_roles (user_id, role, granted_by) SELECT $1, unnest($2::text[]), $3
+			ON CONFLICT (user_id, role) DO NOTHING`, id, pq.Array(roles), a.Actor.Name); err != nil {
+			return authtoken.User{}, err
+		}
+		if err := audit(authtoken.AuditSetRoles, map[string]any{"before": old.Roles, "after": roles}); err != nil {
+			return authtoken.User{}, err
+		}
+	}
+	if active != old.IsActive {
+		if _, err := tx.ExecContext(ctx, `UPDATE users SET is_active = $2,
+			sessions_valid_after = CASE WHEN $2 THEN sessions_valid_after ELSE now() END WHERE id = $1`, id, active); err != nil {
+			return authtoken.User{}, err
+		}
+		action := authtoken.AuditDisable
+		if active {
+			action = authtoken.AuditEnable
+		}
+		if err := audit(action, map[string]any{"username": old.Username}); err != nil {
+			return authtoken.User{}, err
+		}
+	}
+	var after userRow
+	if err := tx.GetContext(ctx, &after, `SELECT `+userColumns+` FROM users WHERE id = $1`, id); err != nil {
+		return authtoken.User{}, err
+	}
+	if err := tx.Commit(); err != nil {
+		return authtoken.User{}, err
+	}
+	return after.user(), nil
+}
+
+// directoryLock serialises publishing the user directory (see Directory).
+const directoryLock = 0x6f70736469726563 // "opsdirec"
+
+// Directory reads every user as the user directory holds them and hands them to publish,
+// holding a lock until publish returns: concurrent publishers (authtoken replicas, the admin
+// command) thus write in the order they read, and a snapshot read before a change can never
+// overwrite one read after it. sessions_valid_after is rounded up to whole seconds, since JWTs
+// carry iat in whole seconds (a JWT issued in the same second as the revocation is refused too).
+func (s *Users) Directory(ctx context.Context, publish func([]authn.DirectoryEntry) error) error {
+	tx, err := s.DB.BeginTxx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, directoryLock); err != nil {
+		return err
+	}
+	var rows []struct {
+		ID         int64          `db:"id"`
+		Username   string         `db:"username"`
+		Active     bool           `db:"is_active"`
+		ValidAfter int64          `db:"valid_after"`
+		Roles      pq.StringArray `db:"roles"`
+	}
+	if err := tx.SelectContext(ctx, &rows, `SELECT id, username, is_active,
+		COALESCE(ceil(extract(epoch FROM sessions_valid_after))::bigint, 0) AS valid_after,
+		ARRAY(SELECT role FROM user_roles WHERE user_id = users.id ORDER BY role) AS roles
+		FROM users ORDER BY id`); err != nil {
+		return err
+	}
+	out := make([]authn.DirectoryEntry, len(rows))
+	for i, r := range rows {
+		out[i] = authn.DirectoryEntry{UserID: r.ID, Username: r.Username, Active: r.Active, ValidAfter: r.ValidAfter, Roles: []string(r.Roles)}
+	}
+	if err := publish(out); err != nil {
+		return err
+	}
+	return tx.Commit()
 }

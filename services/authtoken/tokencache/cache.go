@@ -87,6 +87,10 @@ return 1`
 
 // Cache is the Redis cache of verification records. Its zero value is not usable; see New.
 type Cache struct {
+	// Clock is the time source of fills (nil: the real clock), the same as the token
+	// service's, since a fill compares the service's read time with now.
+	Clock authtoken.Clock
+
 	rdb  redis.UniversalClient
 	ttl  time.Duration
 	fill *redis.Script
@@ -135,7 +139,7 @@ func (c *Cache) Get(ctx context.Context, hash string) (tok authtoken.VerifiedTok
 // expires, whichever is sooner. It caches nothing when the read is TTL old or more, or when
 // the token or its user was invalidated in the last 2×TTL (a tombstone exists).
 func (c *Cache) Fill(ctx context.Context, hash string, tok authtoken.VerifiedToken, readAt time.Time) error {
-	now := time.Now()
+	now := c.Clock.Now()
 	life := c.ttl
 	if tok.ExpiresAt != nil {
 		life = min(life, tok.ExpiresAt.Sub(now))

@@ -2,6 +2,7 @@ package usage_test
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -239,13 +240,19 @@ func TestStopFlushesPendingUses(t *testing.T) {
 	env := tokentest.New(t)
 	id := newTokens(t, env, 1)[0]
 	f := usage.NewFlusher(env.Counter, env.Store, time.Hour, nil, nil)
+	record(t, env.Counter, id, 1) // committed by the first round, at start
 	f.Start()
-	time.Sleep(50 * time.Millisecond) // let the first round (at start) pass
-	record(t, env.Counter, id, 11)
+	for deadline := time.Now().Add(10 * time.Second); env.CommittedUses(t, id) != 1; {
+		if time.Now().After(deadline) {
+			t.Fatal("the first round did not commit the use recorded before it")
+		}
+		runtime.Gosched()
+	}
+	record(t, env.Counter, id, 11) // the next round is an hour away: only Stop can commit these
 	if err := f.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	wantCommitted(t, env, id, 11)
+	wantCommitted(t, env, id, 12)
 	wantNoUnfinished(t, env.Counter)
 }
 

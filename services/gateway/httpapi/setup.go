@@ -17,6 +17,9 @@ func Setup(svc *service.Service, cfg *gateway.Config, version string) error {
 	if err := gateway.ServeMetrics(svc, cfg.MetricsAddr); err != nil {
 		return err
 	}
+	if cfg.InternalSecret == "" {
+		svc.Log.Warn("OPS_INTERNAL_SECRET is not set: the services will take the gateway's own address for every client's (failed-credential budgets, token usage)")
+	}
 	metrics := gateway.NewMetrics(svc.Metrics)
 	tunnels := gateway.NewTunnels(svc.Log, metrics)
 	svc.OnShutdown("websocket tunnels", tunnels.CloseAll)
@@ -24,7 +27,7 @@ func Setup(svc *service.Service, cfg *gateway.Config, version string) error {
 	upstreams := map[string]*gateway.Upstream{}
 	for name, base := range cfg.Upstreams.ByService() {
 		u, err := gateway.NewUpstream(name, base, cfg.UpstreamTimeout, cfg.DialTimeout,
-			gateway.PipelineOptions{Depth: cfg.PipelineDepth, JoinWindow: cfg.PipelineWindow}, tunnels, metrics)
+			gateway.PipelineOptions{Depth: cfg.PipelineDepth, JoinWindow: cfg.PipelineWindow}, tunnels, metrics, cfg.InternalSecret)
 		if err != nil {
 			return &config.Invalid{Var: "OPS_" + strings.ToUpper(name) + "_URL", Reason: err.Error()}
 		}

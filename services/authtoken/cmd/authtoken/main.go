@@ -13,6 +13,7 @@ import (
 	"github.com/obsops/obsops/pkg/service"
 	"github.com/obsops/obsops/services/authtoken"
 	"github.com/obsops/obsops/services/authtoken/admin"
+	"github.com/obsops/obsops/services/authtoken/directory"
 	"github.com/obsops/obsops/services/authtoken/httpapi"
 	"github.com/obsops/obsops/services/authtoken/login"
 	"github.com/obsops/obsops/services/authtoken/postgres"
@@ -50,18 +51,24 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	users := &postgres.Users{DB: db}
 	tokenStore := &postgres.Tokens{DB: db}
 	usageCounter := usage.NewCounter(svc.Redis)
+	cache := tokencache.New(svc.Redis, tokencache.DefaultTTL)
 	tokens := &authtoken.TokenService{
-		Store: tokenStore, Accounts: users, Limits: cfg.TokenLimits(),
-		Counter: usageCounter, Cache: tokencache.New(svc.Redis, tokencache.DefaultTTL),
+		Store: tokenStore, Limits: cfg.TokenLimits(),
+		Counter: usageCounter, Cache: cache,
 		Log: svc.Log, Metrics: authtoken.NewTokenMetrics(svc.Metrics),
 	}
+	auth := authn.New(cfg.Config, ring.Keys(), tokens, svc.Redis, svc.Log)
+	users := &authtoken.UserService{
+		Store: &postgres.Users{DB: db}, Cache: cache, Log: svc.Log,
+		Directory: &directory.Publisher{Redis: svc.Redis, Local: auth.JWT.Users},
+	}
+	tokens.Accounts, tokens.Directory = users, auth.JWT.Users
+	go users.RunSync(ctx) // the user directory: at start, then every authn.DirectorySyncInterval
 	usageFlusher := usage.NewFlusher(usageCounter, tokenStore, cfg.TokenUsageFlush, svc.Log, svc.Metrics)
 	usageFlusher.Start() // first finishes any flush a previous process left behind
 	svc.OnShutdown("token usage flush", usageFlusher.Stop)
-	auth := authn.New(cfg.Config, ring.Keys(), tokens, svc.Redis, svc.Log)
 	issuer := &signing.Issuer{Ring: ring, Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience, TTL: cfg.JWTTTL}
 
 	httpapi.Register(svc.API, &httpapi.Handlers{

@@ -5,7 +5,9 @@ package tokentest
 
 import (
 	"context"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
@@ -14,6 +16,7 @@ import (
 	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/pkg/testenv"
 	"github.com/obsops/obsops/services/authtoken"
+	"github.com/obsops/obsops/services/authtoken/directory"
 	"github.com/obsops/obsops/services/authtoken/postgres"
 	"github.com/obsops/obsops/services/authtoken/tokencache"
 	"github.com/obsops/obsops/services/authtoken/usage"
@@ -56,6 +59,12 @@ func Limits() authtoken.TokenLimits { return authtoken.TokenLimits{DefaultDays: 
 // cached there.
 func (e *Env) Service() *authtoken.TokenService {
 	return &authtoken.TokenService{Store: e.Store, Accounts: e.Users, Counter: e.Counter, Cache: e.Cache, Limits: Limits()}
+}
+
+// UserService is the user service as the server builds it: user changes invalidate the
+// token cache and publish the user directory to e's Redis.
+func (e *Env) UserService() *authtoken.UserService {
+	return &authtoken.UserService{Store: e.Users, Cache: e.Cache, Directory: &directory.Publisher{Redis: e.RDB}}
 }
 
 // Flusher is a usage flusher over e's Redis and database (call Flush to run one round).
@@ -101,4 +110,28 @@ func (e *Env) Exec(t testing.TB, query string, args ...any) {
 	if err := e.Cache.Purge(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Clock is a clock a test moves by hand (authtoken.Clock through its Now method), so that
+// waiting for time to pass costs no real time. It starts at the real time.
+type Clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// NewClock returns a Clock set to the real time now.
+func NewClock() *Clock { return &Clock{now: time.Now()} }
+
+// Now is the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Advance moves the clock forward by d.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
 }

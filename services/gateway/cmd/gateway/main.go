@@ -26,8 +26,8 @@ func run(ctx context.Context) error {
 	common.BodyLimitBytes = gateway.NewBodyLimits(cfg.BodyLimitBytes, cfg.BulkBodyLimitBytes).Max()
 	svc, err := service.NewCore(service.Options{
 		Name: "gateway", Title: "obsops", Addr: cfg.Addr, Common: common,
-		Build: service.Build{Version: version, Commit: commit},
-		Edge:  true, TrustedProxies: cfg.TrustedProxies, ProxyHeader: cfg.ProxyHeader,
+		Build:         service.Build{Version: version, Commit: commit},
+		ClientAddress: gateway.ProxyClient(cfg.TrustedProxies, cfg.ProxyHeader),
 	})
 	if err != nil {
 		return err

@@ -66,7 +66,7 @@ func run(ctx context.Context) error {
 			status = ingest.Replicated
 		}
 		httpapi.Register(svc.API, &httpapi.Handlers{
-			Auth:   authn.NewRemote(cfg.Config, cfg.AuthtokenURL, svc.Redis, svc.Log),
+			Auth:   authn.NewRemote(cfg.Config, cfg.AuthtokenURL, cfg.InternalSecret, svc.Redis, svc.Log),
 			Buffer: buf, Store: &postgres.Store{DB: db, Status: status},
 			Site: cfg.SiteName, IdempotencyTTL: cfg.IdempotencyTTL, RetryAfter: cfg.RetryAfter,
 			BodyLimit: int64(cfg.BodyLimitBytes), BulkBodyLimit: int64(cfg.BulkBodyLimitBytes),

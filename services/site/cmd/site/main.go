@@ -42,7 +42,7 @@ func run(ctx context.Context) error {
 	services := cfg.Upstreams.ByService()
 	delete(services, "site")
 	httpapi.Register(svc.API, &httpapi.Handlers{
-		Auth: authn.NewRemote(cfg.Config, cfg.AuthtokenURL, svc.Redis, svc.Log),
+		Auth: authn.NewRemote(cfg.Config, cfg.AuthtokenURL, cfg.InternalSecret, svc.Redis, svc.Log),
 		Info: site.NewInfo(&cfg, version, commit),
 		Health: &site.Checker{
 			Site:       cfg.SiteName,

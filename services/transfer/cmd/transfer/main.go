@@ -32,7 +32,7 @@ func run(ctx context.Context) error {
 	if _, err := database.Attach(svc, migrations.Latest()); err != nil {
 		return err
 	}
-	auth := authn.NewRemote(cfg.Config, cfg.AuthtokenURL, svc.Redis, svc.Log)
+	auth := authn.NewRemote(cfg.Config, cfg.AuthtokenURL, cfg.InternalSecret, svc.Redis, svc.Log)
 	httpapi.Register(svc.API, &httpapi.Handlers{Auth: auth})
 
 	return svc.Run(ctx)

@@ -79,6 +79,7 @@ func TestChaosWANDropped(t *testing.T) {
 	t.Log("WAN back")
 	time.Sleep(10 * time.Second)
 	stop()
+	lg.wg.Wait()
 	verdict(t, e, lg, 3*time.Minute)
 	e.requireNoActive(t)
 }
@@ -100,6 +101,7 @@ func TestChaosRedisOutOfMemory(t *testing.T) {
 	require.NoError(t, rdb.ConfigSet(context.Background(), "maxmemory", "0").Err())
 	time.Sleep(3 * time.Second)
 	stop()
+	lg.wg.Wait()
 	lg.mu.Lock()
 	n503 := lg.statuses[503]
 	lg.mu.Unlock()
@@ -128,6 +130,7 @@ func TestChaosPostgresStopped(t *testing.T) {
 	t.Log("PostgreSQL started")
 	time.Sleep(10 * time.Second)
 	stop()
+	lg.wg.Wait()
 	verdict(t, e, lg, 3*time.Minute)
 	e.requireNoActive(t)
 }

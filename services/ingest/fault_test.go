@@ -29,6 +29,7 @@ type loadLog struct {
 	badAcks int
 	// during are the latencies of answers to requests sent while the fault held.
 	during []time.Duration
+	wg     sync.WaitGroup // the clients: verdict waits for them to end
 }
 
 // fault is an interval during which no write may be acknowledged (zero: none).
@@ -50,7 +51,7 @@ func (f *fault) within(a, b time.Time) bool {
 func runLoad(ctx context.Context, t *testing.T, e *env, eou string, n, perSecond int, f *fault) *loadLog {
 	lg := &loadLog{acked: map[string]string{}, statuses: map[int]int{}}
 	var seq atomic.Int64
-	var wg sync.WaitGroup
+	wg := &lg.wg
 	client := &http.Client{Timeout: 10 * time.Second}
 	for range n {
 		wg.Add(1)
@@ -84,7 +85,6 @@ func runLoad(ctx context.Context, t *testing.T, e *env, eou string, n, perSecond
 			}
 		}()
 	}
-	t.Cleanup(wg.Wait)
 	return lg
 }
 
@@ -115,6 +115,7 @@ func postFile(c *http.Client, e *env, eou, path string) (int, string) {
 // acknowledged: allowed, reported).
 func verdict(t *testing.T, e *env, lg *loadLog, drainWithin time.Duration) {
 	t.Helper()
+	lg.wg.Wait() // the load was stopped: let answers in flight be logged
 	lg.mu.Lock()
 	acked := make(map[string]string, len(lg.acked))
 	for k, v := range lg.acked {
@@ -190,7 +191,7 @@ func TestFaultWorkerKilled(t *testing.T) {
 	}
 	time.Sleep(time.Second)
 	stop()
-	time.Sleep(500 * time.Millisecond)
+	lg.wg.Wait()
 	// The killed workers' leases expire (30 s) before asynq hands their tasks to the new one.
 	verdict(t, e, lg, 90*time.Second)
 	var archived int64 = e.s.Redis.Client().ZCard(context.Background(), "asynq:{ingest}:archived").Val()
@@ -216,7 +217,7 @@ func TestFaultRedisKilled(t *testing.T) {
 	}
 	time.Sleep(2 * time.Second)
 	stop()
-	time.Sleep(500 * time.Millisecond)
+	lg.wg.Wait()
 	lg.mu.Lock()
 	during := slices.Clone(lg.during)
 	bad := lg.badAcks

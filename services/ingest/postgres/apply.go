@@ -49,7 +49,7 @@ func classify(err error) error {
 // Commit is the outcome of an applied task.
 type Commit struct {
 	LSN string    // WAL position after the commit
-	At  time.Time // commit time (database clock)
+	At  time.Time // when COMMIT returned (the worker's clock)
 }
 
 func (a *Applier) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) (Commit, error) {
@@ -61,14 +61,10 @@ func (a *Applier) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) (Commit,
 		_ = tx.Rollback()
 		return Commit{}, classify(err)
 	}
-	var c Commit
-	if err := tx.QueryRowContext(ctx, `SELECT now()`).Scan(&c.At); err != nil {
-		_ = tx.Rollback()
-		return Commit{}, err
-	}
 	if err := tx.Commit(); err != nil {
 		return Commit{}, classify(err)
 	}
+	c := Commit{At: time.Now().UTC()}
 	// After COMMIT returned, the commit record is flushed: the current WAL position is at or
 	// beyond it (what a replica must have replayed before the cache entry may go).
 	if err := a.DB.QueryRowContext(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&c.LSN); err != nil {

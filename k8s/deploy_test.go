@@ -260,7 +260,8 @@ func TestComposeFile(t *testing.T) {
 	}
 
 	// Networks: everything on an internal network (no way in or out); only the gateway is
-	// published, and only it and authtoken (its way to the identity provider) are on another.
+	// published (from "edge"), and only it and authtoken (its way to the identity provider, on
+	// "egress") are on another; nothing else shares the gateway's.
 	if !cf.Networks["internal"].Internal {
 		t.Errorf("network internal must be internal: true")
 	}
@@ -275,6 +276,9 @@ func TestComposeFile(t *testing.T) {
 			}
 			if !net.Internal && name != "gateway" && name != "authtoken" {
 				t.Errorf("%s is on the non-internal network %s: only the gateway (and authtoken, for the identity provider) may be", name, n)
+			}
+			if n == "edge" && name != "gateway" {
+				t.Errorf("%s is on the gateway's network edge", name)
 			}
 		}
 		if len(s.Ports) > 0 && name != "gateway" {

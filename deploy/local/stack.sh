@@ -6,7 +6,7 @@
 #   stack.sh infra-up    start the local PostgreSQL and Redis (skipped when OPS_DATABASE_URL / OPS_REDIS_URL are set)
 #   stack.sh infra-down  stop them
 #   stack.sh pg-dir      print where the local PostgreSQL keeps its files
-#   stack.sh up          deps, infra, build, migrate, start every service, wait for /health, print URLs
+#   stack.sh up          deps, infra, build, migrate, seed the demo catalogue, start every service, wait for /health, print URLs
 #   stack.sh down        stop everything `up` started (by pid), then the local PostgreSQL and Redis
 #   stack.sh logs        follow the services' logs
 #   stack.sh test        run every module's tests against the local PostgreSQL (started if needed)
@@ -211,6 +211,8 @@ up() {
 		"$ROOT/bin/authtoken" admin generate-signing-key --out "$STATE/keys/jwt-signing.pem"
 	fi
 	(set -a; . "$STATE/env"; set +a; "$ROOT/bin/migrate" up 2>>"$STATE/logs/migrate.log")
+	# a usable catalogue for a new user (idempotent: names already there are left alone)
+	(set -a; . "$STATE/env"; set +a; "$ROOT/bin/catalog" admin seed-demo 2>>"$STATE/logs/catalog-seed.log") >&2
 	start_service devidp # the development identity provider (loopback only; dev users: deploy/devidp/README.md)
 	for s in "${SERVICES[@]}"; do
 		case $s in

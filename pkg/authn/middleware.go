@@ -15,6 +15,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/obsops/obsops/pkg/contract"
 	"github.com/obsops/obsops/pkg/problem"
 	"github.com/obsops/obsops/pkg/service"
 )
@@ -66,7 +67,7 @@ func fail(status int, typ, detail, challenge string) *Failure {
 // VerifiedHeader is set on a response to a request whose credential verified (whatever the
 // rule then decided). The gateway uses it to give that credential a rate-limit budget of its own
 // (a credential that never verified shares its address's), and removes it from the answer.
-const VerifiedHeader = service.CredentialVerifiedHeader
+const VerifiedHeader = contract.CredentialVerifiedHeader
 
 // Authenticate checks the Authorization header of a request from clientIP against rule.
 // It returns the caller (nil on anonymous routes) or the failure to answer with.

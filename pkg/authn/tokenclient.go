@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/obsops/obsops/pkg/contract"
-	"github.com/obsops/obsops/pkg/service"
 )
 
 // ErrInvalidCredential means the presented credential is unknown, inactive, expired, malformed
@@ -77,7 +76,7 @@ func (r *RemoteTokens) VerifyToken(ctx context.Context, req VerifyRequest) (*Pri
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	if r.Secret != "" {
-		hreq.Header.Set(service.InternalSecretHeader, r.Secret)
+		hreq.Header.Set(contract.InternalSecretHeader, r.Secret)
 	}
 	resp, err := r.HTTP.Do(hreq)
 	if err != nil {

@@ -45,3 +45,17 @@ func BufferedOperations() []Operation {
 		{"POST", "/raw_data_package/"},
 	}
 }
+
+// InternalSecretHeader carries the suite's internal secret (OPS_INTERNAL_SECRET) from the
+// gateway to the services and between services; only a request carrying it may name the client
+// address. A client never gets to send it: the gateway replaces it on every request it forwards.
+const InternalSecretHeader = "X-Obsops-Internal-Secret"
+
+// ForwardedClientHeader is where the gateway names the client to the services (believed only
+// with InternalSecretHeader).
+const ForwardedClientHeader = "X-Real-IP"
+
+// CredentialVerifiedHeader is set by a service on its answer to a request whose credential
+// verified (whatever the route then decided; pkg/authn sets it). The gateway gives such a
+// credential a rate-limit budget of its own, and removes the header from the answer.
+const CredentialVerifiedHeader = "X-Obsops-Credential-Verified"

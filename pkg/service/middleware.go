@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 
+	"github.com/obsops/obsops/pkg/contract"
 	"github.com/obsops/obsops/pkg/problem"
 )
 
@@ -72,19 +74,6 @@ func Trusted(c *fiber.Ctx) bool {
 // secret it checked).
 type ClientAddressFunc func(c *fiber.Ctx) (client string, trusted bool)
 
-// InternalSecretHeader carries the suite's internal secret (OPS_INTERNAL_SECRET) from the
-// gateway to the services and between services. A client never gets to send it: the gateway
-// replaces it on every request it forwards.
-const InternalSecretHeader = "X-Obsops-Internal-Secret"
-
-// CredentialVerifiedHeader is set by a service on its answer to a request whose credential
-// verified (whatever the route then decided; pkg/authn sets it). The gateway gives such a
-// credential a rate-limit budget of its own, and removes the header from the answer.
-const CredentialVerifiedHeader = "X-Obsops-Credential-Verified"
-
-// ForwardedClientHeader is where the gateway names the client to the services.
-const ForwardedClientHeader = "X-Real-IP"
-
 // InternalClient is the client-address rule of a service behind the gateway. A request that
 // carries the internal secret (compared in constant time) comes from the gateway or another
 // service: its X-Real-IP, when it is an IP address, is the client. Any other request — a
@@ -95,16 +84,16 @@ func InternalClient(secret string) ClientAddressFunc {
 	want := []byte(secret)
 	return func(c *fiber.Ctx) (string, bool) {
 		h := &c.Request().Header
-		got := h.Peek(InternalSecretHeader)
+		got := h.Peek(contract.InternalSecretHeader)
 		if len(got) == 0 {
 			return c.Context().RemoteIP().String(), false
 		}
 		ok := len(want) > 0 && subtle.ConstantTimeCompare(got, want) == 1
-		h.Del(InternalSecretHeader)
+		h.Del(contract.InternalSecretHeader)
 		if !ok {
 			return c.Context().RemoteIP().String(), false
 		}
-		if addr, err := netip.ParseAddr(string(h.Peek(ForwardedClientHeader))); err == nil {
+		if addr, err := netip.ParseAddr(string(h.Peek(contract.ForwardedClientHeader))); err == nil {
 			return addr.Unmap().String(), true
 		}
 		return c.Context().RemoteIP().String(), true
@@ -327,6 +316,9 @@ func metricsHandler(reg *prometheus.Registry) fiber.Handler {
 // address itself, an IPv6 address's /64 (one host usually holds a whole /64, and counting its
 // addresses one by one would give it 2^64 budgets and as many Redis keys).
 func AddressKey(ip string) string {
+	if !strings.Contains(ip, ":") { // IPv4 as ClientIP gives it: already the key (hot path)
+		return ip
+	}
 	addr, err := netip.ParseAddr(ip)
 	if err != nil {
 		return ip

@@ -21,3 +21,18 @@ func TestNewRequestID(t *testing.T) {
 		seen[id] = true
 	}
 }
+
+// TestAddressKey: budgets count an IPv4 address by itself and an IPv6 host by its /64.
+func TestAddressKey(t *testing.T) {
+	for in, want := range map[string]string{
+		"192.0.2.7":               "192.0.2.7",
+		"2001:db8:1:2:3:4:5:6":    "2001:db8:1:2::/64",
+		"2001:db8:1:2::ffff":      "2001:db8:1:2::/64",
+		"::ffff:192.0.2.7":        "192.0.2.7",
+		"not-an-address-at-all:x": "not-an-address-at-all:x",
+	} {
+		if got := AddressKey(in); got != want {
+			t.Errorf("AddressKey(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/obsops/obsops/migrations"
 	"github.com/obsops/obsops/pkg/config"
+	"github.com/obsops/obsops/pkg/contract"
 	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/pkg/problem"
 	"github.com/obsops/obsops/pkg/service"
@@ -85,7 +86,7 @@ func start(t *testing.T, expectedMigration int64, redisURL string, drain time.Du
 		return c.SendString("done")
 	})
 	svc.App.Get("/ip", func(c *fiber.Ctx) error {
-		return c.SendString(service.ClientIP(c) + " " + c.Get(service.InternalSecretHeader))
+		return c.SendString(service.ClientIP(c) + " " + c.Get(contract.InternalSecretHeader))
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -229,11 +230,11 @@ func TestClientAddressOnlyFromTheInternalSecret(t *testing.T) {
 	}
 	require.Equal(t, "127.0.0.1 ", ip(nil), "a direct call: the connection's own address")
 	require.Equal(t, "127.0.0.1 ", ip(map[string]string{"X-Real-IP": "203.0.113.9"}), "spoofed without the secret: ignored")
-	require.Equal(t, "127.0.0.1 ", ip(map[string]string{"X-Real-IP": "203.0.113.9", service.InternalSecretHeader: testSecret + "x"}), "wrong secret")
-	require.Equal(t, "127.0.0.1 ", ip(map[string]string{"X-Real-IP": "203.0.113.9", service.InternalSecretHeader: testSecret[:len(testSecret)-1]}), "prefix of the secret")
-	require.Equal(t, "203.0.113.9 ", ip(map[string]string{"X-Real-IP": "203.0.113.9", service.InternalSecretHeader: testSecret}), "with the secret: honoured, and the secret is not passed to the handler")
-	require.Equal(t, "2001:db8::1 ", ip(map[string]string{"X-Real-IP": "2001:db8::1", service.InternalSecretHeader: testSecret}))
-	require.Equal(t, "127.0.0.1 ", ip(map[string]string{"X-Real-IP": "not an address", service.InternalSecretHeader: testSecret}), "a malformed forwarded address is not used")
+	require.Equal(t, "127.0.0.1 ", ip(map[string]string{"X-Real-IP": "203.0.113.9", contract.InternalSecretHeader: testSecret + "x"}), "wrong secret")
+	require.Equal(t, "127.0.0.1 ", ip(map[string]string{"X-Real-IP": "203.0.113.9", contract.InternalSecretHeader: testSecret[:len(testSecret)-1]}), "prefix of the secret")
+	require.Equal(t, "203.0.113.9 ", ip(map[string]string{"X-Real-IP": "203.0.113.9", contract.InternalSecretHeader: testSecret}), "with the secret: honoured, and the secret is not passed to the handler")
+	require.Equal(t, "2001:db8::1 ", ip(map[string]string{"X-Real-IP": "2001:db8::1", contract.InternalSecretHeader: testSecret}))
+	require.Equal(t, "127.0.0.1 ", ip(map[string]string{"X-Real-IP": "not an address", contract.InternalSecretHeader: testSecret}), "a malformed forwarded address is not used")
 }
 
 // TestNoSecretTrustsNobody: a service without OPS_INTERNAL_SECRET takes nobody's word for the
@@ -248,7 +249,7 @@ func TestNoSecretTrustsNobody(t *testing.T) {
 	for _, secret := range []string{"", "anything"} {
 		req, _ := http.NewRequest("GET", "http://probe/", nil)
 		req.Header.Set("X-Real-IP", "203.0.113.9")
-		req.Header.Set(service.InternalSecretHeader, secret)
+		req.Header.Set(contract.InternalSecretHeader, secret)
 		resp, err := app.Test(req)
 		require.NoError(t, err)
 		b, _ := io.ReadAll(resp.Body)

@@ -1,7 +1,17 @@
-// Package catalog is the domain of the catalog service: Observing programs, sources and visibility.
+// Package catalog is the domain of the catalog service: instruments and their modules (reference
+// data), sources (fixed, solar-system or constant-elevation) with their aliases, and observing
+// programs with their obs units. The rules of what a valid program or source is live here; the
+// postgres package stores them and httpapi serves them.
 package catalog
 
 import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+	"unicode"
+
 	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/pkg/config"
 )
@@ -12,4 +22,465 @@ type Config struct {
 	config.Upstreams
 	authn.Config
 	Addr string `env:"OPS_CATALOG_ADDR" envDefault:"127.0.0.1:8083"`
+	// The observatory and its limits (the same variables as the site service), for the source
+	// chip's current position and observability.
+	LatitudeDeg     float64 `env:"OPS_SITE_LATITUDE_DEG" envDefault:"-22.985639"`
+	LongitudeDeg    float64 `env:"OPS_SITE_LONGITUDE_DEG" envDefault:"-67.740278"`
+	ElevationM      float64 `env:"OPS_SITE_ELEVATION_M" envDefault:"5611.8"`
+	MinElevationDeg float64 `env:"OPS_SITE_MIN_ELEVATION_DEG" envDefault:"20"`
+	MaxElevationDeg float64 `env:"OPS_SITE_MAX_ELEVATION_DEG" envDefault:"90"`
+	SunAvoidanceDeg float64 `env:"OPS_SUN_AVOIDANCE_DEG" envDefault:"45"`
+	// SesameURL is the CDS Sesame name resolver (e.g. https://cds.unistra.fr/cgi-bin/nph-sesame);
+	// empty: names are resolved offline only (shipped catalogue, then the database).
+	SesameURL      string        `env:"OPS_SESAME_URL"`
+	SesameTimeout  time.Duration `env:"OPS_SESAME_TIMEOUT" envDefault:"3s"`
+	SesameCacheTTL time.Duration `env:"OPS_SESAME_CACHE_TTL" envDefault:"720h"`
+}
+
+// Validate checks the site and resolver settings.
+func (c *Config) Validate() error {
+	switch {
+	case c.LatitudeDeg < -90 || c.LatitudeDeg > 90:
+		return &config.Invalid{Var: "OPS_SITE_LATITUDE_DEG", Reason: "must be within [-90, 90]"}
+	case c.LongitudeDeg < -180 || c.LongitudeDeg > 180:
+		return &config.Invalid{Var: "OPS_SITE_LONGITUDE_DEG", Reason: "must be within [-180, 180] (east positive)"}
+	case c.MinElevationDeg < 0 || c.MinElevationDeg >= c.MaxElevationDeg:
+		return &config.Invalid{Var: "OPS_SITE_MIN_ELEVATION_DEG", Reason: "must be >= 0 and below OPS_SITE_MAX_ELEVATION_DEG"}
+	case c.MaxElevationDeg > 90:
+		return &config.Invalid{Var: "OPS_SITE_MAX_ELEVATION_DEG", Reason: "must be <= 90"}
+	case c.SunAvoidanceDeg < 0 || c.SunAvoidanceDeg > 180:
+		return &config.Invalid{Var: "OPS_SUN_AVOIDANCE_DEG", Reason: "must be within [0, 180]"}
+	case c.SesameTimeout < 100*time.Millisecond || c.SesameTimeout > 30*time.Second:
+		return &config.Invalid{Var: "OPS_SESAME_TIMEOUT", Reason: "must be within 100ms..30s"}
+	case c.SesameCacheTTL < time.Minute:
+		return &config.Invalid{Var: "OPS_SESAME_CACHE_TTL", Reason: "must be at least 1m"}
+	}
+	if c.SesameURL != "" {
+		if err := config.URL("OPS_SESAME_URL", c.SesameURL, "http", "https"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Errors of the catalog. Handlers turn them into problem responses.
+var (
+	// ErrNotFound: no program, source or instrument with this id.
+	ErrNotFound = errors.New("not found")
+)
+
+// InputError is invalid input, answered 422 naming the field (e.g. "obs_units[2].source_id").
+type InputError struct {
+	Field   string // relative to the body, or "query.x" for a query parameter
+	Message string
+	Value   any
+}
+
+func (e *InputError) Error() string { return e.Field + ": " + e.Message }
+
+// ConflictError is a write that contradicts stored data (a name in use, a source still used, a
+// program with executed observations), answered 409 naming the field where there is one.
+type ConflictError struct {
+	Field   string
+	Message string
+}
+
+func (e *ConflictError) Error() string { return e.Message }
+
+// Source kinds.
+const (
+	KindFixed             = "fixed"
+	KindSolarSystem       = "solar_system"
+	KindConstantElevation = "constant_elevation"
+)
+
+// Bodies a solar_system source can be.
+var Bodies = []string{"sun", "moon", "mercury", "venus", "mars", "jupiter", "saturn", "uranus", "neptune"}
+
+// Limits beyond the request schemas (which bound lists and strings themselves).
+const (
+	MaxAliases    = 50   // aliases per source, also when taken from a resolver
+	MaxConeRadius = 10.0 // degrees
+)
+
+// Instrument is an instrument with its modules (reference data shipped by migration 00006).
+type Instrument struct {
+	ID          int      `json:"id" db:"id"`
+	Name        string   `json:"name" db:"name"`
+	Description string   `json:"description" db:"description"`
+	Modules     []Module `json:"modules"`
+}
+
+// Module is an instrument module; obs units and raw data refer to it by id.
+type Module struct {
+	ID     int            `json:"id"`
+	Name   string         `json:"name"`
+	Config map[string]any `json:"config" doc:"The module's nominal configuration (frequencies, detectors, beam, field of view)."`
+}
+
+// Program is an observing program with its obs units.
+type Program struct {
+	ID             int64     `json:"id"`
+	ShortName      string    `json:"short_name"`
+	Title          string    `json:"title"`
+	PI             string    `json:"pi"`
+	Description    string    `json:"description"`
+	Status         string    `json:"status" enum:"draft,active,completed,archived"`
+	AllocatedHours *float64  `json:"allocated_hours"`
+	ObsUnits       []ObsUnit `json:"obs_units"`
+	CreatedBy      string    `json:"created_by,omitempty"`
+	CreatedAt      time.Time `json:"created_at"`
+	UpdatedAt      time.Time `json:"updated_at"`
+}
+
+// ObsUnit is one schedulable observation of a program: a source with an instrument module.
+type ObsUnit struct {
+	ID                 int64    `json:"id"`
+	Name               string   `json:"name"`
+	SourceID           int64    `json:"source_id"`
+	SourceName         string   `json:"source_name"`
+	InstrumentModuleID int      `json:"instrument_module_id"`
+	DurationS          float64  `json:"duration_s"`
+	MinElevationDeg    *float64 `json:"min_elevation_deg"`
+	Priority           *int     `json:"priority"`
+}
+
+// ProgramSpec is what a caller writes to create or replace a program.
+type ProgramSpec struct {
+	ShortName      string        `json:"short_name" minLength:"1" maxLength:"64" doc:"Unique short name (letters, digits, '-', '_', '.', '+'; 1-64)." example:"FYST-EoR-01"`
+	Title          string        `json:"title" minLength:"1" maxLength:"500" example:"EoR-Spec deep field"`
+	PI             string        `json:"pi" minLength:"1" maxLength:"255" doc:"Principal investigator." example:"A. Observer"`
+	Description    string        `json:"description,omitempty" maxLength:"20000"`
+	Status         string        `json:"status,omitempty" enum:"draft,active,completed,archived" default:"draft"`
+	AllocatedHours *float64      `json:"allocated_hours,omitempty" minimum:"0" maximum:"100000"`
+	ObsUnits       []ObsUnitSpec `json:"obs_units,omitempty" maxItems:"500" doc:"The program's obs units. On PUT the list replaces the stored one: units matched by name keep their ids, others are created or deleted; leave the field out to keep the units as they are."`
+}
+
+// ObsUnitSpec is one obs unit in a program body.
+type ObsUnitSpec struct {
+	Name               string   `json:"name" minLength:"1" maxLength:"255" example:"deep-1"`
+	SourceID           int64    `json:"source_id" minimum:"1"`
+	InstrumentModuleID int      `json:"instrument_module_id" minimum:"1" example:"14"`
+	DurationS          float64  `json:"duration_s" exclusiveMinimum:"0" maximum:"864000" example:"3600"`
+	MinElevationDeg    *float64 `json:"min_elevation_deg,omitempty" minimum:"0" maximum:"90"`
+	Priority           *int     `json:"priority,omitempty" minimum:"-1000" maximum:"1000"`
+}
+
+// Normalize trims and checks a program body beyond its schema: short-name characters, no
+// control characters, unique obs-unit names.
+func (p *ProgramSpec) Normalize() error {
+	p.ShortName = strings.TrimSpace(p.ShortName)
+	p.Title = strings.TrimSpace(p.Title)
+	p.PI = strings.TrimSpace(p.PI)
+	if p.Status == "" {
+		p.Status = "draft"
+	}
+	if p.ShortName == "" {
+		return &InputError{Field: "short_name", Message: "must not be blank"}
+	}
+	for _, r := range p.ShortName {
+		if !(unicode.IsLetter(r) || unicode.IsDigit(r) || strings.ContainsRune("-_.+", r)) {
+			return &InputError{Field: "short_name", Message: "may hold only letters, digits and - _ . +", Value: p.ShortName}
+		}
+	}
+	for field, v := range map[string]string{"title": p.Title, "pi": p.PI} {
+		if v == "" {
+			return &InputError{Field: field, Message: "must not be blank"}
+		}
+		if hasControl(v) {
+			return &InputError{Field: field, Message: "must not contain control characters"}
+		}
+	}
+	if p.AllocatedHours != nil && (math.IsNaN(*p.AllocatedHours) || *p.AllocatedHours < 0) {
+		return &InputError{Field: "allocated_hours", Message: "must be >= 0"}
+	}
+	seen := map[string]int{}
+	for i := range p.ObsUnits {
+		u := &p.ObsUnits[i]
+		u.Name = strings.TrimSpace(u.Name)
+		f := fmt.Sprintf("obs_units[%d].name", i)
+		if u.Name == "" {
+			return &InputError{Field: f, Message: "must not be blank"}
+		}
+		if hasControl(u.Name) {
+			return &InputError{Field: f, Message: "must not contain control characters"}
+		}
+		if j, dup := seen[u.Name]; dup {
+			return &InputError{Field: f, Message: fmt.Sprintf("repeats the name of obs_units[%d]", j), Value: u.Name}
+		}
+		seen[u.Name] = i
+	}
+	return nil
+}
+
+// ProgramQuery filters and pages the program list.
+type ProgramQuery struct {
+	Status, PI, Q string
+	Limit, Offset int
+}
+
+// Page is one page of a list (DESIGN §8).
+type Page[T any] struct {
+	Items  []T `json:"items"`
+	Total  int `json:"total"`
+	Limit  int `json:"limit"`
+	Offset int `json:"offset"`
+}
+
+// Source is a target of observations.
+type Source struct {
+	ID             int64    `json:"id"`
+	Name           string   `json:"name"`
+	Kind           string   `json:"kind" enum:"fixed,solar_system,constant_elevation"`
+	RADeg          *float64 `json:"ra_deg" doc:"ICRS right ascension (fixed sources)."`
+	DecDeg         *float64 `json:"dec_deg" doc:"ICRS declination (fixed sources)."`
+	PMRAMasYr      *float64 `json:"pm_ra_mas_yr" doc:"Proper motion in RA, mu_alpha* (includes cos dec), mas/yr."`
+	PMDecMasYr     *float64 `json:"pm_dec_mas_yr"`
+	Epoch          *float64 `json:"epoch" doc:"Julian epoch of ra_deg/dec_deg (e.g. 2000.0)."`
+	Body           *string  `json:"body" doc:"Solar-system body (solar_system sources)."`
+	ElevationDeg   *float64 `json:"elevation_deg" doc:"Fixed elevation (constant_elevation sources)."`
+	AzMinDeg       *float64 `json:"az_min_deg"`
+	AzMaxDeg       *float64 `json:"az_max_deg"`
+	ObjectType     *string  `json:"object_type"`
+	Aliases        []string `json:"aliases"`
+	CoordOrigin    string   `json:"coord_origin" doc:"Where the coordinates came from: user, local_catalog, database, sesame or demo."`
+	CoordReference *string  `json:"coord_reference" doc:"The catalogue entry or resolver database behind the coordinates."`
+	// DistanceDeg is the distance from a cone search's centre (cone searches only).
+	DistanceDeg *float64  `json:"distance_deg,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
+}
+
+// SourceSpec is what a caller writes to create or replace a source.
+type SourceSpec struct {
+	Name           string   `json:"name" minLength:"1" maxLength:"255" example:"Orion KL"`
+	Resolve        bool     `json:"resolve,omitempty" doc:"Take the coordinates, object type and aliases from the name resolver (POST /sources/resolve); leave out the coordinate fields."`
+	Kind           string   `json:"kind,omitempty" enum:"fixed,solar_system,constant_elevation" doc:"Required unless resolve is true (then fixed)."`
+	RADeg          *float64 `json:"ra_deg,omitempty" minimum:"0" exclusiveMaximum:"360"`
+	DecDeg         *float64 `json:"dec_deg,omitempty" minimum:"-90" maximum:"90"`
+	PMRAMasYr      *float64 `json:"pm_ra_mas_yr,omitempty" minimum:"-100000" maximum:"100000"`
+	PMDecMasYr     *float64 `json:"pm_dec_mas_yr,omitempty" minimum:"-100000" maximum:"100000"`
+	Epoch          *float64 `json:"epoch,omitempty" minimum:"1800" maximum:"2200"`
+	Body           *string  `json:"body,omitempty" enum:"sun,moon,mercury,venus,mars,jupiter,saturn,uranus,neptune"`
+	ElevationDeg   *float64 `json:"elevation_deg,omitempty" minimum:"0" maximum:"90"`
+	AzMinDeg       *float64 `json:"az_min_deg,omitempty" minimum:"0" maximum:"360"`
+	AzMaxDeg       *float64 `json:"az_max_deg,omitempty" minimum:"0" maximum:"360"`
+	ObjectType     *string  `json:"object_type,omitempty" maxLength:"100"`
+	Aliases        []string `json:"aliases,omitempty" maxItems:"50" doc:"Other names of the source; each unique over every source's names and aliases (case and spaces ignored)."`
+	CoordOrigin    string   `json:"-"`
+	CoordReference *string  `json:"-"`
+}
+
+// Normalize checks a source body beyond its schema: the fields its kind needs and no others,
+// names without control characters, aliases distinct from each other and from the name. With
+// Resolve set it checks only the name (the resolver fills the rest; ApplyResolved).
+func (s *SourceSpec) Normalize() error {
+	s.Name = strings.TrimSpace(s.Name)
+	if s.Name == "" {
+		return &InputError{Field: "name", Message: "must not be blank"}
+	}
+	if hasControl(s.Name) {
+		return &InputError{Field: "name", Message: "must not contain control characters"}
+	}
+	if s.CoordOrigin == "" {
+		s.CoordOrigin = "user"
+	}
+	if s.Resolve {
+		if s.Kind != "" && s.Kind != KindFixed {
+			return &InputError{Field: "kind", Message: "resolve gives a fixed source; leave kind out", Value: s.Kind}
+		}
+		for f, v := range map[string]bool{"ra_deg": s.RADeg != nil, "dec_deg": s.DecDeg != nil, "body": s.Body != nil,
+			"elevation_deg": s.ElevationDeg != nil, "az_min_deg": s.AzMinDeg != nil, "az_max_deg": s.AzMaxDeg != nil} {
+			if v {
+				return &InputError{Field: f, Message: "not allowed with resolve: the resolver gives the coordinates"}
+			}
+		}
+		return s.normalizeAliases()
+	}
+	type field struct {
+		name string
+		set  bool
+	}
+	fixed := []field{{"ra_deg", s.RADeg != nil}, {"dec_deg", s.DecDeg != nil}}
+	motion := []field{{"pm_ra_mas_yr", s.PMRAMasYr != nil}, {"pm_dec_mas_yr", s.PMDecMasYr != nil}, {"epoch", s.Epoch != nil}}
+	solar := []field{{"body", s.Body != nil}}
+	constEl := []field{{"elevation_deg", s.ElevationDeg != nil}, {"az_min_deg", s.AzMinDeg != nil}, {"az_max_deg", s.AzMaxDeg != nil}}
+	var need, allow []field
+	switch s.Kind {
+	case KindFixed:
+		need, allow = fixed, motion
+	case KindSolarSystem:
+		need = solar
+	case KindConstantElevation:
+		need = constEl
+	case "":
+		return &InputError{Field: "kind", Message: "required (fixed, solar_system or constant_elevation) unless resolve is true"}
+	default:
+		return &InputError{Field: "kind", Message: "must be fixed, solar_system or constant_elevation", Value: s.Kind}
+	}
+	ok := map[string]bool{}
+	for _, f := range need {
+		if !f.set {
+			return &InputError{Field: f.name, Message: "required for a " + s.Kind + " source"}
+		}
+		ok[f.name] = true
+	}
+	for _, f := range allow {
+		ok[f.name] = true
+	}
+	for _, group := range [][]field{fixed, motion, solar, constEl} {
+		for _, f := range group {
+			if f.set && !ok[f.name] {
+				return &InputError{Field: f.name, Message: "not allowed for a " + s.Kind + " source"}
+			}
+		}
+	}
+	for _, p := range []struct {
+		name string
+		v    *float64
+	}{{"ra_deg", s.RADeg}, {"dec_deg", s.DecDeg}, {"pm_ra_mas_yr", s.PMRAMasYr}, {"pm_dec_mas_yr", s.PMDecMasYr},
+		{"epoch", s.Epoch}, {"elevation_deg", s.ElevationDeg}, {"az_min_deg", s.AzMinDeg}, {"az_max_deg", s.AzMaxDeg}} {
+		if p.v != nil && (math.IsNaN(*p.v) || math.IsInf(*p.v, 0)) {
+			return &InputError{Field: p.name, Message: "must be a finite number"}
+		}
+	}
+	if s.RADeg != nil && (*s.RADeg < 0 || *s.RADeg >= 360) {
+		return &InputError{Field: "ra_deg", Message: "must be within [0, 360)", Value: *s.RADeg}
+	}
+	if s.DecDeg != nil && (*s.DecDeg < -90 || *s.DecDeg > 90) {
+		return &InputError{Field: "dec_deg", Message: "must be within [-90, 90]", Value: *s.DecDeg}
+	}
+	if s.Kind == KindFixed && (s.PMRAMasYr != nil || s.PMDecMasYr != nil) && s.Epoch == nil {
+		e := 2000.0
+		s.Epoch = &e
+	}
+	if s.ObjectType != nil {
+		t := strings.TrimSpace(*s.ObjectType)
+		if hasControl(t) {
+			return &InputError{Field: "object_type", Message: "must not contain control characters"}
+		}
+		s.ObjectType = &t
+		if t == "" {
+			s.ObjectType = nil
+		}
+	}
+	return s.normalizeAliases()
+}
+
+func (s *SourceSpec) normalizeAliases() error {
+	seen := map[string]int{NameKey(s.Name): -1}
+	var out []string
+	for i, a := range s.Aliases {
+		a = strings.TrimSpace(a)
+		f := fmt.Sprintf("aliases[%d]", i)
+		switch {
+		case a == "":
+			return &InputError{Field: f, Message: "must not be blank"}
+		case len(a) > 255:
+			return &InputError{Field: f, Message: "at most 255 characters"}
+		case hasControl(a):
+			return &InputError{Field: f, Message: "must not contain control characters"}
+		}
+		if j, dup := seen[NameKey(a)]; dup {
+			if j < 0 {
+				continue // the name itself: nothing to add
+			}
+			continue // repeats an earlier alias
+		}
+		seen[NameKey(a)] = i
+		out = append(out, a)
+	}
+	s.Aliases = out
+	return nil
+}
+
+// ApplyResolved fills a resolve=true source from the resolver's answer: a fixed source at its
+// coordinates, its object type, and its names as aliases (besides the source's own name).
+func (s *SourceSpec) ApplyResolved(ra, dec float64, objectType, resolver, reference string, aliases []string) {
+	s.Kind = KindFixed
+	s.RADeg, s.DecDeg = &ra, &dec
+	if objectType != "" && s.ObjectType == nil {
+		t := objectType
+		s.ObjectType = &t
+	}
+	s.CoordOrigin = resolver
+	if reference != "" {
+		r := reference
+		s.CoordReference = &r
+	}
+	s.Aliases = append(s.Aliases, aliases...)
+	_ = s.normalizeAliases()
+	if len(s.Aliases) > MaxAliases {
+		s.Aliases = s.Aliases[:MaxAliases]
+	}
+}
+
+// NameKey is the form under which names and aliases are unique and searched: lower case with
+// white space removed (the same expression as source_aliases.alias_key in the database).
+func NameKey(s string) string {
+	return strings.ToLower(strings.Join(strings.Fields(s), ""))
+}
+
+// SourceQuery filters and pages the source list; with a cone (RA, Dec and radius all set)
+// results are sorted by distance from its centre.
+type SourceQuery struct {
+	Q                     string
+	Kind                  string
+	ProgramID             int64
+	RADeg, DecDeg, Radius *float64
+	Limit, Offset         int
+}
+
+// Chip is the compact card of a source (GET /sources/{id}/chip).
+type Chip struct {
+	ID            int64        `json:"id"`
+	Name          string       `json:"name"`
+	Kind          string       `json:"kind"`
+	RADeg         *float64     `json:"ra_deg" doc:"ICRS RA; for a solar-system body its current geocentric position."`
+	DecDeg        *float64     `json:"dec_deg"`
+	RAHMS         string       `json:"ra_hms,omitempty" example:"05h35m14.10s"`
+	DecDMS        string       `json:"dec_dms,omitempty" example:"-05d22m30.0s"`
+	ObjectType    *string      `json:"object_type"`
+	AltDeg        float64      `json:"alt_deg" doc:"Current geometric elevation from the site (no refraction)."`
+	AzDeg         float64      `json:"az_deg" doc:"Current azimuth, from north through east."`
+	SunSepDeg     float64      `json:"sun_sep_deg" doc:"Current angular distance from the Sun."`
+	ObservableNow bool         `json:"observable_now" doc:"Elevation within the site limits and outside the Sun avoidance radius now."`
+	At            time.Time    `json:"at" doc:"When alt/az were computed (UTC)."`
+	Programs      []ProgramRef `json:"programs" doc:"Programs with obs units on this source."`
+	Limits        ChipLimits   `json:"limits"`
+}
+
+// ChipLimits are the limits observable_now was judged by.
+type ChipLimits struct {
+	MinElevationDeg float64 `json:"min_elevation_deg"`
+	MaxElevationDeg float64 `json:"max_elevation_deg"`
+	SunAvoidanceDeg float64 `json:"sun_avoidance_deg"`
+}
+
+// ProgramRef names a program.
+type ProgramRef struct {
+	ID        int64  `json:"id" db:"id"`
+	ShortName string `json:"short_name" db:"short_name"`
+}
+
+// SourceDetails is the full record of a source with the obs units that use it.
+type SourceDetails struct {
+	Source
+	Provenance string             `json:"provenance" doc:"Where the coordinates came from, in words."`
+	ObsUnits   []SourceObsUnitRef `json:"obs_units"`
+}
+
+// SourceObsUnitRef is an obs unit using a source, with its program.
+type SourceObsUnitRef struct {
+	ObsUnit
+	Program ProgramRef `json:"program"`
+}
+
+func hasControl(s string) bool {
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return true
+		}
+	}
+	return false
 }

@@ -10,7 +10,7 @@ type Fingerprint [32]byte
 const knownShards = 16
 
 // KnownCredentials remembers, in bounded memory, the credentials an upstream has verified
-// (service.CredentialVerifiedHeader): only these get a rate-limit budget of their own. Each shard keeps two
+// (contract.CredentialVerifiedHeader): only these get a rate-limit budget of their own. Each shard keeps two
 // generations; a lookup that hits the old one moves the entry to the new one, and when the new
 // one is full the old one is dropped, so it holds at most 2*capacity fingerprints and keeps
 // the recently used ones (an approximate LRU at O(1) per operation).

@@ -14,6 +14,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
 
+	"github.com/obsops/obsops/pkg/contract"
 	"github.com/obsops/obsops/pkg/problem"
 	"github.com/obsops/obsops/pkg/service"
 )
@@ -157,9 +158,9 @@ func (u *Upstream) Forward(c *fiber.Ctx) error {
 	}
 	stripHop(resp.Header.All(), resp.Header.Del)
 	resp.Header.Del(fiber.HeaderServer)
-	if len(resp.Header.Peek(service.CredentialVerifiedHeader)) > 0 { // for the rate limiter, not the client
+	if len(resp.Header.Peek(contract.CredentialVerifiedHeader)) > 0 { // for the rate limiter, not the client
 		c.Locals(verifiedKey, true)
-		resp.Header.Del(service.CredentialVerifiedHeader)
+		resp.Header.Del(contract.CredentialVerifiedHeader)
 	}
 	if clientClose { // the client's wish about its own connection, not the upstream's
 		resp.SetConnectionClose()
@@ -215,7 +216,7 @@ func setForwardedHeaders(c *fiber.Ctx, secret []byte) {
 	if len(secret) > 0 {
 		h.SetCanonical([]byte("X-Obsops-Internal-Secret"), secret)
 	} else {
-		h.Del(service.InternalSecretHeader)
+		h.Del(contract.InternalSecretHeader)
 	}
 	proto := "http"
 	switch {

@@ -218,7 +218,7 @@ func retryAfter(cur, prev, limit int64, elapsed, window time.Duration) time.Dura
 
 // Handler is the Fiber middleware: it answers 429 problem+json with Retry-After when the
 // caller is over the limit and otherwise passes the request on. Afterwards it learns from the
-// answer: a credential the upstream verified (service.CredentialVerifiedHeader, see Forward) gets its own
+// answer: a credential the upstream verified (contract.CredentialVerifiedHeader, see Forward) gets its own
 // budget from the next request on; one the upstream refused with 401 loses it.
 func (l *RateLimiter) Handler(c *fiber.Ctx) error {
 	t := l.now()

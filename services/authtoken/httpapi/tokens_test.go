@@ -21,7 +21,7 @@ import (
 	_ "github.com/lib/pq"
 
 	"github.com/obsops/obsops/pkg/authn"
-	chassis "github.com/obsops/obsops/pkg/service"
+	"github.com/obsops/obsops/pkg/contract"
 	"github.com/obsops/obsops/pkg/testenv"
 )
 
@@ -76,7 +76,7 @@ func (c client) do(method, path string, body any) (int, http.Header, []byte) {
 		req.Header.Set("Authorization", c.auth)
 	}
 	if c.secret != "" {
-		req.Header.Set(chassis.InternalSecretHeader, c.secret)
+		req.Header.Set(contract.InternalSecretHeader, c.secret)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

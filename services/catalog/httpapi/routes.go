@@ -2,17 +2,123 @@
 package httpapi
 
 import (
+	"log/slog"
+	"net/http"
+	"time"
+
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/obsops/obsops/pkg/authn"
+	"github.com/obsops/obsops/services/catalog/postgres"
+	"github.com/obsops/obsops/services/catalog/resolve"
+	"github.com/obsops/obsops/services/catalog/sky"
 )
 
 // Handlers serves the catalog routes.
 type Handlers struct {
-	Auth *authn.Authenticator // rules come from the access table, pkg/authn/access.go
+	Auth     *authn.Authenticator // rules come from the access table, pkg/authn/access.go
+	Store    *postgres.Store
+	Resolver *resolve.Resolver
+	Site     sky.Site
+	Limits   sky.Limits
+	Now      func() time.Time // the clock of the chip's alt/az (time.Now when nil)
+	Log      *slog.Logger
 }
 
-// Register adds every route of the catalog service.
+// Register adds every route of the catalog service. Access rules come from the suite's access
+// table (pkg/authn/access.go) through Auth.Op; every rule is checked here, in the service.
 func Register(api huma.API, h *Handlers) {
-	_ = api // business routes arrive with their issue; the chassis already serves /healthz, /readyz, /metrics.
+	// ---- Instruments (reference data, migration 00006) ----
+	instruments := []string{"Instruments"}
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "list-instruments", Method: http.MethodGet, Path: "/instruments/",
+		Summary: "List instruments", Tags: instruments, Errors: []int{422},
+		Description: "Every instrument with its modules and their configuration (FYST: Prime-Cam, Mod-Cam, CHAI), by id.",
+	}), h.listInstruments)
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "get-instrument", Method: http.MethodGet, Path: "/instruments/{id}",
+		Summary: "Get an instrument", Tags: instruments, Errors: []int{404, 422},
+	}), h.getInstrument)
+
+	// ---- Observing programs ----
+	programs := []string{"Observing programs"}
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "list-programs", Method: http.MethodGet, Path: "/observing_program/",
+		Summary: "List programs", Tags: programs, Errors: []int{422},
+		Description: "Programs sorted by short name, with their obs units. Filters: status, pi (exact, any case), q (any part " +
+			"of the short name or title, any case).",
+	}), h.listPrograms)
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "create-program", Method: http.MethodPost, Path: "/observing_program/",
+		Summary: "Create a program", Tags: programs, Errors: []int{409, 422}, DefaultStatus: http.StatusCreated,
+		Description: "Creates a program with its obs units in one transaction. 409 if the short name is taken; 422 naming the " +
+			"field for bad input, e.g. obs_units[1].source_id for an unknown source.",
+	}), h.createProgram)
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "get-program", Method: http.MethodGet, Path: "/observing_program/{id}",
+		Summary: "Get a program", Tags: programs, Errors: []int{404, 422},
+	}), h.getProgram)
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "replace-program", Method: http.MethodPut, Path: "/observing_program/{id}",
+		Summary: "Replace a program", Tags: programs, Errors: []int{404, 409, 422},
+		Description: "Replaces the program's fields and, when obs_units is given, its obs units: units matched by name keep " +
+			"their ids, new names are created, missing names are deleted. 409 if the short name is taken or a unit to delete " +
+			"has executed observations. Leave obs_units out to keep the units unchanged.",
+	}), h.replaceProgram)
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "delete-program", Method: http.MethodDelete, Path: "/observing_program/{id}",
+		Summary: "Delete a program", Tags: programs, Errors: []int{404, 409, 422}, DefaultStatus: http.StatusNoContent,
+		Description: "Deletes the program and its obs units. 409 if any of its obs units has executed observations.",
+	}), h.deleteProgram)
+
+	// ---- Sources ---- (static paths before /{id})
+	sources := []string{"Sources"}
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "resolve-names", Method: http.MethodPost, Path: "/sources/resolve",
+		Summary: "Resolve names", Tags: sources, Errors: []int{422},
+		Description: "Resolves 1-100 names (or one, as name) to ICRS coordinates: one item per input, in input order, " +
+			"found or not. Order: coordinate strings (\"18h36m56.3s +38d47m01s\", \"279.234 38.784\") and the offline " +
+			"catalogue shipped with the service (stars to magnitude 6, Messier objects; d3-celestial, BSD-3-Clause), then " +
+			"the database's sources and aliases, then CDS Sesame when OPS_SESAME_URL is set (cached in Redis). resolver says " +
+			"which one answered.",
+	}), h.resolveNames)
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "list-sources", Method: http.MethodGet, Path: "/sources/",
+		Summary: "List or search sources", Tags: sources, Errors: []int{422},
+		Description: "Sources sorted by name, or — with a cone (ra_deg, dec_deg and radius_deg, at most 10 degrees) — by " +
+			"distance from its centre, each with distance_deg. The cone is answered through a q3c index and is exact across " +
+			"RA 0/360 and at the poles. q matches any part of a name or alias, ignoring case and spaces.",
+	}), h.listSources)
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "create-source", Method: http.MethodPost, Path: "/sources/",
+		Summary: "Create a source", Tags: sources, Errors: []int{409, 422}, DefaultStatus: http.StatusCreated,
+		Description: "Creates a fixed (ra_deg, dec_deg, optional proper motion), solar_system (body) or constant_elevation " +
+			"(elevation_deg, az_min_deg, az_max_deg) source, or, with {\"name\": ..., \"resolve\": true}, a fixed source from " +
+			"the name resolver's answer (aliases included). 409 if the name or an alias is any source's name or alias.",
+	}), h.createSource)
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "get-source", Method: http.MethodGet, Path: "/sources/{id}",
+		Summary: "Get a source", Tags: sources, Errors: []int{404, 422},
+	}), h.getSource)
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "replace-source", Method: http.MethodPut, Path: "/sources/{id}",
+		Summary: "Replace a source", Tags: sources, Errors: []int{404, 409, 422},
+		Description: "Replaces every field and the aliases of a source (same body as create; resolve allowed).",
+	}), h.replaceSource)
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "delete-source", Method: http.MethodDelete, Path: "/sources/{id}",
+		Summary: "Delete a source", Tags: sources, Errors: []int{404, 409, 422}, DefaultStatus: http.StatusNoContent,
+		Description: "Deletes a source and its aliases. 409 while an obs unit uses it (the programs are named).",
+	}), h.deleteSource)
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "get-source-chip", Method: http.MethodGet, Path: "/sources/{id}/chip",
+		Summary: "Card view of a source", Tags: sources, Errors: []int{404, 422},
+		Description: "Name, kind, coordinates (degrees and sexagesimal), object type, where it is in the site's sky now " +
+			"(geometric alt/az), whether it is observable now (elevation limits and Sun avoidance) and the programs using it.",
+	}), h.sourceChip)
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "get-source-details", Method: http.MethodGet, Path: "/sources/{id}/details",
+		Summary: "Detailed view of a source", Tags: sources, Errors: []int{404, 422},
+		Description: "The full record with aliases, where its coordinates came from, and every obs unit using it with its program.",
+	}), h.sourceDetails)
 }

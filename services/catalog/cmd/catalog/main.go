@@ -1,8 +1,10 @@
-// Command catalog serves the catalog service. Observing programs, sources and visibility.
+// Command catalog serves observing programs, sources, name resolution and instruments;
+// `catalog admin seed-demo` loads a small real catalogue for a new installation.
 package main
 
 import (
 	"context"
+	"os"
 
 	"github.com/obsops/obsops/migrations"
 	"github.com/obsops/obsops/pkg/authn"
@@ -10,7 +12,11 @@ import (
 	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/pkg/service"
 	"github.com/obsops/obsops/services/catalog"
+	"github.com/obsops/obsops/services/catalog/admin"
 	"github.com/obsops/obsops/services/catalog/httpapi"
+	"github.com/obsops/obsops/services/catalog/postgres"
+	"github.com/obsops/obsops/services/catalog/resolve"
+	"github.com/obsops/obsops/services/catalog/sky"
 )
 
 var version, commit = "dev", "unknown" // set with -ldflags -X
@@ -22,18 +28,35 @@ func run(ctx context.Context) error {
 	if err := config.Load(&cfg); err != nil {
 		return err
 	}
+	if len(os.Args) > 1 && os.Args[1] == "admin" {
+		return admin.Run(ctx, &cfg, os.Stdout, os.Args[2:])
+	}
 	svc, err := service.New(service.Options{
-		Name: "catalog", Title: "obsops catalog", Description: "Observing programs, sources and visibility.", Addr: cfg.Addr, Common: cfg.Common,
-		Build: service.Build{Version: version, Commit: commit},
+		Name: "catalog", Title: "obsops catalog", Addr: cfg.Addr, Common: cfg.Common,
+		Description: "Observing programs, sources, name resolution and instruments.",
+		Build:       service.Build{Version: version, Commit: commit},
 	})
 	if err != nil {
 		return err
 	}
-	if _, err := database.Attach(svc, migrations.Latest()); err != nil {
+	db, err := database.Attach(svc, migrations.Latest())
+	if err != nil {
 		return err
 	}
+	local, err := resolve.NewLocal()
+	if err != nil {
+		return err
+	}
+	store := &postgres.Store{DB: db}
+	resolver := &resolve.Resolver{Local: local, DB: store}
+	if cfg.SesameURL != "" {
+		resolver.Online = resolve.NewSesame(cfg.SesameURL, cfg.SesameTimeout, cfg.SesameCacheTTL, svc.Redis, svc.Log, svc.Metrics)
+	}
 	auth := authn.NewRemote(cfg.Config, cfg.AuthtokenURL, cfg.InternalSecret, svc.Redis, svc.Log)
-	httpapi.Register(svc.API, &httpapi.Handlers{Auth: auth})
-
+	httpapi.Register(svc.API, &httpapi.Handlers{
+		Auth: auth, Store: store, Resolver: resolver, Log: svc.Log,
+		Site:   sky.Site{LatDeg: cfg.LatitudeDeg, LonDeg: cfg.LongitudeDeg, HeightM: cfg.ElevationM},
+		Limits: sky.Limits{MinElevationDeg: cfg.MinElevationDeg, MaxElevationDeg: cfg.MaxElevationDeg, SunAvoidanceDeg: cfg.SunAvoidanceDeg},
+	})
 	return svc.Run(ctx)
 }

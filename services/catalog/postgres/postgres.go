@@ -1,0 +1,105 @@
+// Package postgres stores the catalog in PostgreSQL (tables of migration 00006): instruments,
+// sources with their aliases, observing programs with their obs units. Every write is one
+// transaction; constraint violations become the catalog's conflict errors.
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+
+	"github.com/obsops/obsops/services/catalog"
+)
+
+// Store is the catalog's PostgreSQL store.
+type Store struct {
+	DB *sqlx.DB
+}
+
+// tx runs fn in a transaction, committing when it returns nil.
+func (s *Store) tx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
+	tx, err := s.DB.BeginTxx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+func pqCode(err error) (string, string) {
+	var pe *pq.Error
+	if errors.As(err, &pe) {
+		return string(pe.Code), pe.Constraint
+	}
+	return "", ""
+}
+
+const (
+	uniqueViolation     = "23505"
+	foreignKeyViolation = "23503"
+)
+
+// Instruments lists every instrument with its modules, by id.
+func (s *Store) Instruments(ctx context.Context) ([]catalog.Instrument, error) {
+	return s.instruments(ctx, 0)
+}
+
+// Instrument returns one instrument with its modules, or catalog.ErrNotFound.
+func (s *Store) Instrument(ctx context.Context, id int) (catalog.Instrument, error) {
+	list, err := s.instruments(ctx, id)
+	if err != nil {
+		return catalog.Instrument{}, err
+	}
+	if len(list) == 0 {
+		return catalog.Instrument{}, catalog.ErrNotFound
+	}
+	return list[0], nil
+}
+
+func (s *Store) instruments(ctx context.Context, id int) ([]catalog.Instrument, error) {
+	var rows []struct {
+		ID          int            `db:"id"`
+		Name        string         `db:"name"`
+		Description string         `db:"description"`
+		ModuleID    sql.NullInt64  `db:"module_id"`
+		ModuleName  sql.NullString `db:"module_name"`
+		Config      []byte         `db:"config"`
+	}
+	err := s.DB.SelectContext(ctx, &rows, `
+		SELECT i.id, i.name, i.description, m.id AS module_id, m.name AS module_name, m.config
+		FROM instruments i LEFT JOIN instrument_modules m ON m.instrument_id = i.id
+		WHERE $1 = 0 OR i.id = $1
+		ORDER BY i.id, m.id`, id)
+	if err != nil {
+		return nil, err
+	}
+	out := []catalog.Instrument{}
+	for _, r := range rows {
+		if len(out) == 0 || out[len(out)-1].ID != r.ID {
+			out = append(out, catalog.Instrument{ID: r.ID, Name: r.Name, Description: r.Description, Modules: []catalog.Module{}})
+		}
+		if r.ModuleID.Valid {
+			m := catalog.Module{ID: int(r.ModuleID.Int64), Name: r.ModuleName.String, Config: map[string]any{}}
+			if err := json.Unmarshal(r.Config, &m.Config); err != nil {
+				return nil, fmt.Errorf("module %d config: %w", m.ID, err)
+			}
+			in := &out[len(out)-1]
+			in.Modules = append(in.Modules, m)
+		}
+	}
+	return out, nil
+}
+
+// likePattern makes a LIKE pattern matching s anywhere, with LIKE's wildcards in s escaped.
+func likePattern(s string) string {
+	return "%" + strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s) + "%"
+}

@@ -1,0 +1,293 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+
+	"github.com/obsops/obsops/services/catalog"
+)
+
+type programRow struct {
+	ID             int64          `db:"id"`
+	ShortName      string         `db:"short_name"`
+	Title          string         `db:"title"`
+	PI             string         `db:"pi"`
+	Description    string         `db:"description"`
+	Status         string         `db:"status"`
+	AllocatedHours *float64       `db:"allocated_hours"`
+	CreatedBy      sql.NullString `db:"created_by"`
+	CreatedAt      time.Time      `db:"created_at"`
+	UpdatedAt      time.Time      `db:"updated_at"`
+	Total          int            `db:"total"`
+}
+
+func (r programRow) program() catalog.Program {
+	return catalog.Program{ID: r.ID, ShortName: r.ShortName, Title: r.Title, PI: r.PI, Description: r.Description,
+		Status: r.Status, AllocatedHours: r.AllocatedHours, CreatedBy: r.CreatedBy.String,
+		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), ObsUnits: []catalog.ObsUnit{}}
+}
+
+const programColumns = `p.id, p.short_name, p.title, p.pi, p.description, p.status, p.allocated_hours, p.created_by, p.created_at, p.updated_at`
+
+type obsUnitRow struct {
+	ID                 int64    `db:"id"`
+	ProgramID          int64    `db:"program_id"`
+	Name               string   `db:"name"`
+	SourceID           int64    `db:"source_id"`
+	SourceName         string   `db:"source_name"`
+	InstrumentModuleID int      `db:"instrument_module_id"`
+	DurationS          float64  `db:"duration_s"`
+	MinElevationDeg    *float64 `db:"min_elevation_deg"`
+	Priority           *int     `db:"priority"`
+}
+
+func (r obsUnitRow) unit() catalog.ObsUnit {
+	return catalog.ObsUnit{ID: r.ID, Name: r.Name, SourceID: r.SourceID, SourceName: r.SourceName,
+		InstrumentModuleID: r.InstrumentModuleID, DurationS: r.DurationS, MinElevationDeg: r.MinElevationDeg, Priority: r.Priority}
+}
+
+const obsUnitColumns = `u.id, u.program_id, u.name, u.source_id, s.name AS source_name, u.instrument_module_id, u.duration_s, u.min_elevation_deg, u.priority`
+
+// ListPrograms answers one page of programs sorted by short name, with their obs units.
+func (s *Store) ListPrograms(ctx context.Context, q catalog.ProgramQuery) (catalog.Page[catalog.Program], error) {
+	var rows []programRow
+	err := s.DB.SelectContext(ctx, &rows, `
+		SELECT `+programColumns+`, count(*) OVER () AS total
+		FROM observing_programs p
+		WHERE ($1 = '' OR p.status = $1)
+		  AND ($2 = '' OR lower(p.pi) = lower($2))
+		  AND ($3 = '' OR p.short_name ILIKE $3 OR p.title ILIKE $3)
+		ORDER BY p.short_name
+		LIMIT $4 OFFSET $5`, q.Status, q.PI, qPattern(q.Q), q.Limit, q.Offset)
+	if err != nil {
+		return catalog.Page[catalog.Program]{}, err
+	}
+	page := catalog.Page[catalog.Program]{Items: make([]catalog.Program, 0, len(rows)), Limit: q.Limit, Offset: q.Offset}
+	ids := make([]int64, len(rows))
+	for i, r := range rows {
+		page.Items = append(page.Items, r.program())
+		ids[i] = r.ID
+		page.Total = r.Total
+	}
+	if len(rows) == 0 && q.Offset > 0 { // past the end: the total still counts
+		if err := s.DB.GetContext(ctx, &page.Total, `
+			SELECT count(*) FROM observing_programs p
+			WHERE ($1 = '' OR p.status = $1) AND ($2 = '' OR lower(p.pi) = lower($2))
+			  AND ($3 = '' OR p.short_name ILIKE $3 OR p.title ILIKE $3)`, q.Status, q.PI, qPattern(q.Q)); err != nil {
+			return page, err
+		}
+	}
+	if err := s.attachUnits(ctx, s.DB, page.Items, ids); err != nil {
+		return page, err
+	}
+	return page, nil
+}
+
+func qPattern(q string) string {
+	if q == "" {
+		return ""
+	}
+	return likePattern(q)
+}
+
+func (s *Store) attachUnits(ctx context.Context, db sqlx.QueryerContext, programs []catalog.Program, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	var units []obsUnitRow
+	if err := sqlx.SelectContext(ctx, db, &units, `
+		SELECT `+obsUnitColumns+` FROM obs_units u JOIN sources s ON s.id = u.source_id
+		WHERE u.program_id = ANY($1) ORDER BY u.program_id, u.id`, pq.Array(ids)); err != nil {
+		return err
+	}
+	at := map[int64]int{}
+	for i, p := range programs {
+		at[p.ID] = i
+	}
+	for _, u := range units {
+		p := &programs[at[u.ProgramID]]
+		p.ObsUnits = append(p.ObsUnits, u.unit())
+	}
+	return nil
+}
+
+// GetProgram returns one program with its obs units, or catalog.ErrNotFound.
+func (s *Store) GetProgram(ctx context.Context, id int64) (catalog.Program, error) {
+	return s.getProgram(ctx, s.DB, id)
+}
+
+func (s *Store) getProgram(ctx context.Context, db sqlx.QueryerContext, id int64) (catalog.Program, error) {
+	var r programRow
+	err := sqlx.GetContext(ctx, db, &r, `SELECT `+programColumns+`, 1 AS total FROM observing_programs p WHERE p.id = $1`, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return catalog.Program{}, catalog.ErrNotFound
+	}
+	if err != nil {
+		return catalog.Program{}, err
+	}
+	ps := []catalog.Program{r.program()}
+	if err := s.attachUnits(ctx, db, ps, []int64{id}); err != nil {
+		return catalog.Program{}, err
+	}
+	return ps[0], nil
+}
+
+// CreateProgram stores a new program with its obs units in one transaction.
+func (s *Store) CreateProgram(ctx context.Context, spec catalog.ProgramSpec, by string) (catalog.Program, error) {
+	var out catalog.Program
+	err := s.tx(ctx, func(tx *sqlx.Tx) error {
+		if err := checkUnitRefs(ctx, tx, spec.ObsUnits); err != nil {
+			return err
+		}
+		var id int64
+		err := tx.GetContext(ctx, &id, `
+			INSERT INTO observing_programs (short_name, title, pi, description, status, allocated_hours, created_by)
+			VALUES ($1, $2, $3, $4, $5, $6, NULLIF($7, '')) RETURNING id`,
+			spec.ShortName, spec.Title, spec.PI, spec.Description, spec.Status, spec.AllocatedHours, by)
+		if err != nil {
+			return programWriteError(err, spec.ShortName)
+		}
+		if err := upsertUnits(ctx, tx, id, spec.ObsUnits); err != nil {
+			return err
+		}
+		out, err = s.getProgram(ctx, tx, id)
+		return err
+	})
+	return out, err
+}
+
+// ReplaceProgram replaces a program's fields and, when spec.ObsUnits is not nil, its obs units:
+// units matched by name keep their ids, new names are created, missing names are deleted (a
+// unit with executed observations cannot be: 409).
+func (s *Store) ReplaceProgram(ctx context.Context, id int64, spec catalog.ProgramSpec) (catalog.Program, error) {
+	var out catalog.Program
+	err := s.tx(ctx, func(tx *sqlx.Tx) error {
+		var exists bool
+		if err := tx.GetContext(ctx, &exists, `SELECT true FROM observing_programs WHERE id = $1 FOR UPDATE`, id); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return catalog.ErrNotFound
+			}
+			return err
+		}
+		if err := checkUnitRefs(ctx, tx, spec.ObsUnits); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `
+			UPDATE observing_programs SET short_name = $2, title = $3, pi = $4, description = $5, status = $6, allocated_hours = $7
+			WHERE id = $1`, id, spec.ShortName, spec.Title, spec.PI, spec.Description, spec.Status, spec.AllocatedHours)
+		if err != nil {
+			return programWriteError(err, spec.ShortName)
+		}
+		if spec.ObsUnits != nil {
+			names := make([]string, len(spec.ObsUnits))
+			for i, u := range spec.ObsUnits {
+				names[i] = u.Name
+			}
+			if _, err := tx.ExecContext(ctx, `DELETE FROM obs_units WHERE program_id = $1 AND NOT (name = ANY($2))`, id, pq.Array(names)); err != nil {
+				return programWriteError(err, spec.ShortName)
+			}
+			if err := upsertUnits(ctx, tx, id, spec.ObsUnits); err != nil {
+				return err
+			}
+		}
+		out, err = s.getProgram(ctx, tx, id)
+		return err
+	})
+	return out, err
+}
+
+// DeleteProgram deletes a program and its obs units; one with executed observations cannot be
+// deleted (the executed-observation rows' foreign key answers 23503: 409).
+func (s *Store) DeleteProgram(ctx context.Context, id int64) error {
+	res, err := s.DB.ExecContext(ctx, `DELETE FROM observing_programs WHERE id = $1`, id)
+	if err != nil {
+		return programWriteError(err, "")
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return catalog.ErrNotFound
+	}
+	return nil
+}
+
+func programWriteError(err error, shortName string) error {
+	code, constraint := pqCode(err)
+	switch {
+	case code == uniqueViolation && constraint == "observing_programs_short_name_key":
+		return &catalog.ConflictError{Field: "short_name", Message: fmt.Sprintf("short_name %q is taken by another program", shortName)}
+	case code == foreignKeyViolation:
+		return &catalog.ConflictError{Message: "the program has obs units with executed observations, which cannot be deleted (" + constraint + ")"}
+	}
+	return err
+}
+
+// checkUnitRefs answers 422 naming the first obs unit whose source or instrument module does not exist.
+func checkUnitRefs(ctx context.Context, tx *sqlx.Tx, units []catalog.ObsUnitSpec) error {
+	if len(units) == 0 {
+		return nil
+	}
+	srcIDs := make([]int64, len(units))
+	modIDs := make([]int64, len(units))
+	for i, u := range units {
+		srcIDs[i], modIDs[i] = u.SourceID, int64(u.InstrumentModuleID)
+	}
+	var found []int64
+	// FOR KEY SHARE: a source cannot be deleted between this check and the insert.
+	if err := tx.SelectContext(ctx, &found, `SELECT id FROM sources WHERE id = ANY($1) FOR KEY SHARE`, pq.Array(srcIDs)); err != nil {
+		return err
+	}
+	have := map[int64]bool{}
+	for _, id := range found {
+		have[id] = true
+	}
+	for i, u := range units {
+		if !have[u.SourceID] {
+			return &catalog.InputError{Field: fmt.Sprintf("obs_units[%d].source_id", i), Message: "no source with this id", Value: u.SourceID}
+		}
+	}
+	found = found[:0]
+	if err := tx.SelectContext(ctx, &found, `SELECT id FROM instrument_modules WHERE id = ANY($1)`, pq.Array(modIDs)); err != nil {
+		return err
+	}
+	have = map[int64]bool{}
+	for _, id := range found {
+		have[id] = true
+	}
+	for i, u := range units {
+		if !have[int64(u.InstrumentModuleID)] {
+			return &catalog.InputError{Field: fmt.Sprintf("obs_units[%d].instrument_module_id", i), Message: "no instrument module with this id (see GET /instruments/)", Value: u.InstrumentModuleID}
+		}
+	}
+	return nil
+}
+
+// upsertUnits writes a program's units in one statement; a unit whose name exists keeps its id.
+func upsertUnits(ctx context.Context, tx *sqlx.Tx, programID int64, units []catalog.ObsUnitSpec) error {
+	if len(units) == 0 {
+		return nil
+	}
+	b, err := json.Marshal(units)
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `
+		INSERT INTO obs_units (program_id, name, source_id, instrument_module_id, duration_s, min_elevation_deg, priority)
+		SELECT $1, x.name, x.source_id, x.instrument_module_id, x.duration_s, x.min_elevation_deg, x.priority
+		FROM ROWS FROM (jsonb_to_recordset($2::jsonb) AS (name text, source_id bigint, instrument_module_id integer,
+			duration_s double precision, min_elevation_deg double precision, priority integer))
+			WITH ORDINALITY AS x(name, source_id, instrument_module_id, duration_s, min_elevation_deg, priority, ord)
+		ORDER BY x.ord
+		ON CONFLICT (program_id, name) DO UPDATE SET source_id = EXCLUDED.source_id,
+			instrument_module_id = EXCLUDED.instrument_module_id, duration_s = EXCLUDED.duration_s,
+			min_elevation_deg = EXCLUDED.min_elevation_deg, priority = EXCLUDED.priority`, programID, string(b))
+	if code, _ := pqCode(err); code == foreignKeyViolation {
+		return &catalog.ConflictError{Field: "obs_units", Message: "a source or instrument module of the obs units was deleted meanwhile; retry"}
+	}
+	return err
+}

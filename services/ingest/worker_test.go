@@ -208,3 +208,25 @@ func TestReadYourWritesAcrossAPIs(t *testing.T) {
 		}
 	}
 }
+
+// TestCatalogRefusesDeletingProgramWithExecutions: once an execution of one of its obs units is
+// recorded, the catalog answers 409 to deleting the program (the foreign key of
+// executed_obs_units), and deletes a program without executions.
+func TestCatalogRefusesDeletingProgramWithExecutions(t *testing.T) {
+	vars := map[string]string{"OPS_RATE_LIMIT_PER_MINUTE": "0", "OPS_LOG_LEVEL": "warn"}
+	s := testenv.StartSuite(t, testenv.SuiteOptions{Env: vars, Skip: []string{"transfer"}})
+	e := envFor(t, s)
+	observer := s.JWT(t, "olivia", "observer")
+	var prog, idle int64
+	require.NoError(t, e.db.QueryRow(`SELECT program_id FROM obs_units WHERE id = $1`, e.obsUnit).Scan(&prog))
+	st := e.start(t, startBody(e.obsUnit))
+	e.waitCommitted(t, st.TransactionID)
+	r := e.do(t, http.MethodDelete, "/observing_program/"+strconv.FormatInt(prog, 10), observer, nil)
+	require.Equal(t, http.StatusConflict, r.Status, "%s", r.Body)
+	require.Equal(t, 1, e.count(t, `SELECT count(*) FROM obs_units WHERE id = $1`, e.obsUnit))
+
+	seedObsUnit(t, e.db, "IDLE")
+	require.NoError(t, e.db.QueryRow(`SELECT id FROM observing_programs WHERE short_name = 'IDLE'`).Scan(&idle))
+	r = e.do(t, http.MethodDelete, "/observing_program/"+strconv.FormatInt(idle, 10), observer, nil)
+	require.Equal(t, http.StatusNoContent, r.Status, "%s", r.Body)
+}

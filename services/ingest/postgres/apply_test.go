@@ -150,7 +150,7 @@ func TestApplyClassifiesErrors(t *testing.T) {
 // TestProgramWithExecutionsCannotBeDeleted checks the schema contract the catalog's 409 rests
 // on: deleting a program (cascading to its obs units) that has executed observations fails with
 // SQLSTATE 23503, while one without executions is deleted.
-// TODO(catalog routes on main): also assert DELETE /observing_program/{id} answers 409.
+// The route-level 409 is TestCatalogRefusesDeletingProgramWithExecutions (ingest package).
 func TestProgramWithExecutionsCannotBeDeleted(t *testing.T) {
 	db := openDB(t)
 	ou := seedObsUnit(t, db)

@@ -163,6 +163,9 @@ func TestOutageRetriesAndDeadLetters(t *testing.T) {
 	require.Zero(t, e.bufferStats(t).Archived)
 	require.Zero(t, e.count(t, `SELECT count(*) FROM executed_obs_units WHERE id = $1`, gone.ID))
 
+	// Nothing is left dangling: every file's execution was recorded.
+	require.NotContains(t, e.ingestAdmin(t, "orphans"), "file_without_execution")
+
 	// The health report summarises the buffer.
 	h := doURL(t, e.c, http.MethodGet, e.s.GatewayURL+"/health", "", nil)
 	require.Contains(t, string(h.Body), `"buffer":{"pending":0`, "%s", h.Body)

@@ -16,10 +16,13 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/obsops/obsops/pkg/config"
+	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/services/ingest"
+	"github.com/obsops/obsops/services/ingest/postgres"
 )
 
-const usage = `usage: ingest admin dead-letters list [--limit N]
+const usage = `usage: ingest admin orphans [--limit N]
+       ingest admin dead-letters list [--limit N]
        ingest admin dead-letters retry (--id TASK_ID | --all)
        ingest admin dead-letters drop  (--id TASK_ID | --all)`
 
@@ -35,6 +38,9 @@ type DeadLetter struct {
 
 // Run executes one admin command with cfg's Redis.
 func Run(ctx context.Context, cfg *ingest.Config, args []string, stdout, stderr io.Writer) error {
+	if len(args) >= 1 && args[0] == "orphans" {
+		return orphans(ctx, cfg, args[1:], stdout, stderr)
+	}
 	if len(args) < 2 || args[0] != "dead-letters" {
 		fmt.Fprintln(stderr, usage)
 		return errors.New("unknown admin command")
@@ -106,5 +112,37 @@ func act(insp *asynq.Inspector, verb, id string, out io.Writer) error {
 	}
 	past := map[string]string{"retry": "requeued", "drop": "dropped"}[verb]
 	fmt.Fprintf(out, "%d dead letter(s) %s\n", n, past)
+	return nil
+}
+
+// orphans prints, one JSON object per line, the records whose link to another buffered record
+// leads nowhere: files or packages of an unknown execution, files naming an unknown package,
+// executions finished but never started. Right after an outage some are normal (the rest of
+// their writes are still buffered); those that stay point at a client that never sent them.
+func orphans(ctx context.Context, cfg *ingest.Config, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("orphans", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	limit := fs.Int("limit", 1000, "list at most this many of each kind")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if cfg.DatabaseURL == "" {
+		return &config.Invalid{Var: "OPS_DATABASE_URL", Reason: "required but not set"}
+	}
+	db, err := database.Open(cfg.MainDB(), 1)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	list, err := (&postgres.Store{DB: db}).Orphans(ctx, max(*limit, 1))
+	if err != nil {
+		return fmt.Errorf("list orphans: %w", err)
+	}
+	enc := json.NewEncoder(stdout)
+	for _, o := range list {
+		if err := enc.Encode(o); err != nil {
+			return err
+		}
+	}
 	return nil
 }

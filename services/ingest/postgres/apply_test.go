@@ -165,3 +165,37 @@ func TestProgramWithExecutionsCannotBeDeleted(t *testing.T) {
 	_, err = db.Exec(`DELETE FROM observing_programs WHERE short_name = 'p'`)
 	require.NoError(t, err)
 }
+
+// TestOrphans: records whose linked record has not arrived are reported by kind, and no longer
+// once it has.
+func TestOrphans(t *testing.T) {
+	db := openDB(t)
+	ou := seedObsUnit(t, db)
+	a := &postgres.Applier{DB: db}
+	store := &postgres.Store{DB: db}
+	eou, pkg := ingest.NewID(), ingest.NewID()
+	at := time.Now().UTC()
+	_, err := a.ApplyFinish(t.Context(), ingest.FinishTask{Envelope: ingest.Envelope{TxID: ingest.NewID()}, ID: eou,
+		Finish: ingest.Finish{EndTime: at, Status: ingest.StatusCompleted, Meta: json.RawMessage(`{}`)}})
+	require.NoError(t, err)
+	f := ingest.File{ID: ingest.NewID(), ExecutedObsUnitID: ingest.NewID(), InstrumentModuleID: 11, Path: "x", Checksum: "xxh64:0123456789abcdef",
+		RawDataPackageID: pkg, Meta: json.RawMessage(`{}`)}
+	_, err = a.ApplyFiles(t.Context(), ingest.FilesTask{Envelope: ingest.Envelope{TxID: ingest.NewID(), AcceptedAt: at}, Files: []ingest.File{f}})
+	require.NoError(t, err)
+	got, err := store.Orphans(t.Context(), 10)
+	require.NoError(t, err)
+	kinds := map[string]string{}
+	for _, o := range got {
+		kinds[o.Kind] = o.ID
+	}
+	require.Equal(t, map[string]string{"finish_without_start": eou, "file_without_execution": f.ID, "file_without_package": f.ID}, kinds)
+
+	_, err = a.ApplyStart(t.Context(), ingest.StartTask{Envelope: ingest.Envelope{TxID: ingest.NewID()}, Start: ingest.Start{ID: eou, ObsUnitID: ou, StartTime: at, Site: "FYST", Meta: json.RawMessage(`{}`)}})
+	require.NoError(t, err)
+	_, err = a.ApplyPackage(t.Context(), ingest.PackageTask{Envelope: ingest.Envelope{TxID: ingest.NewID()}, Package: ingest.Package{ID: pkg, ExecutedObsUnitID: eou, InstrumentModuleID: 11, Name: "p"}})
+	require.NoError(t, err)
+	got, err = store.Orphans(t.Context(), 10)
+	require.NoError(t, err)
+	require.Len(t, got, 1, "%+v", got)
+	require.Equal(t, "file_without_execution", got[0].Kind)
+}

@@ -329,3 +329,28 @@ func (s *Store) Files(ctx context.Context, ids []string) (map[string]ingest.RawD
 	}
 	return out, nil
 }
+
+// Orphan is a record whose link to another buffered record leads nowhere (yet): buffered writes
+// arrive in any order, so these are normal for a moment and a problem only when they stay.
+type Orphan struct {
+	Kind    string `json:"kind" db:"kind"`       // file_without_execution, file_without_package, package_without_execution, finish_without_start
+	ID      string `json:"id" db:"id"`           // the orphan
+	Missing string `json:"missing" db:"missing"` // the id it refers to ("" for a finish without start)
+}
+
+// Orphans lists up to limit orphans of each kind.
+func (s *Store) Orphans(ctx context.Context, limit int) ([]Orphan, error) {
+	var out []Orphan
+	err := s.DB.SelectContext(ctx, &out, `
+(SELECT 'file_without_execution' AS kind, f.id::text AS id, f.executed_obs_unit_id::text AS missing FROM raw_data_files f
+  WHERE NOT EXISTS (SELECT 1 FROM executed_obs_units e WHERE e.id = f.executed_obs_unit_id) LIMIT $1)
+UNION ALL
+(SELECT 'file_without_package', f.id::text, f.raw_data_package_id::text FROM raw_data_files f
+  WHERE f.raw_data_package_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM raw_data_packages p WHERE p.id = f.raw_data_package_id) LIMIT $1)
+UNION ALL
+(SELECT 'package_without_execution', p.id::text, p.executed_obs_unit_id::text FROM raw_data_packages p
+  WHERE NOT EXISTS (SELECT 1 FROM executed_obs_units e WHERE e.id = p.executed_obs_unit_id) LIMIT $1)
+UNION ALL
+(SELECT 'finish_without_start', e.id::text, '' FROM executed_obs_units e WHERE e.start_tx IS NULL LIMIT $1)`, limit)
+	return out, err
+}

@@ -53,6 +53,9 @@ type Config struct {
 	// RedisTimeout bounds every Redis round trip of a buffered write, so a write Redis cannot take
 	// is answered 503 quickly instead of hanging.
 	RedisTimeout time.Duration `env:"OPS_INGEST_REDIS_TIMEOUT" envDefault:"1s"`
+	// BufferingEnabled: false makes the critical writes go straight to PostgreSQL (answered
+	// "committed"); a main site may choose it. The site service reports the same setting.
+	BufferingEnabled bool `env:"OPS_BUFFERING_ENABLED" envDefault:"true"`
 	// RetryAfter is the Retry-After (seconds) of a 503 answered when Redis cannot take a write.
 	RetryAfter int `env:"OPS_INGEST_RETRY_AFTER" envDefault:"2"`
 }

@@ -133,3 +133,23 @@ func TestObservationLifecycle(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, r.Status, "%s", r.Body)
 	require.True(t, strings.HasPrefix(r.Header.Get("Content-Type"), "application/problem+json"))
 }
+
+// TestBufferingDisabled: with OPS_BUFFERING_ENABLED=false the critical writes go straight to
+// PostgreSQL: the row exists when the 201 arrives, which says committed, as does the receipt.
+func TestBufferingDisabled(t *testing.T) {
+	e := newEnv(t, map[string]string{"OPS_BUFFERING_ENABLED": "false"})
+	st := e.start(t, startBody(e.obsUnit))
+	require.Equal(t, "committed", st.Status)
+	require.Equal(t, 1, e.count(t, `SELECT count(*) FROM executed_obs_units WHERE id = $1`, st.ID))
+	r := e.do(t, http.MethodPost, "/raw_data_files/bulk", e.token, map[string]any{"files": []any{fileBody(st.ID, "d/1"), fileBody(st.ID, "d/2")}})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	var a answer
+	r.json(t, &a)
+	require.Equal(t, "committed", a.Status)
+	require.Equal(t, 2, e.count(t, `SELECT count(*) FROM raw_data_files WHERE executed_obs_unit_id = $1`, st.ID))
+	rc := e.do(t, http.MethodGet, "/api/ingest/transactions/"+a.TransactionID, e.token, nil)
+	require.Equal(t, http.StatusOK, rc.Status, "%s", rc.Body)
+	require.Contains(t, string(rc.Body), `"state":"committed"`)
+	r = e.do(t, http.MethodGet, "/raw_data_files/"+a.IDs[0], e.token, nil)
+	require.Contains(t, string(r.Body), `"buffer_status":"committed"`)
+}

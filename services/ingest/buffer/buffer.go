@@ -473,3 +473,21 @@ func IsUnavailable(err error) bool { return errors.Is(err, ErrUnavailable) }
 
 // Inspector is the queue inspector (dead letters, statistics).
 func (b *Buffer) Inspector() *asynq.Inspector { return b.insp }
+
+// RecordDirect records the receipt of a write applied without buffering (committed at once);
+// best effort: the write is in the database whatever Redis says.
+func (b *Buffer) RecordDirect(ctx context.Context, w Write, lsn string, committedAt time.Time) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.timeout)
+	defer cancel()
+	ids := make([]string, 0, min(len(w.Items), 100))
+	for _, it := range w.Items[:min(len(w.Items), 100)] {
+		ids = append(ids, it.ID)
+	}
+	info, _ := json.Marshal(txInfo{TaskID: w.TaskID, Kind: ingest.KindOf(w.TaskType), IDs: ids, At: committedAt})
+	st := txStatePrefix + w.Tx
+	pipe := b.rdb.Pipeline()
+	pipe.Set(ctx, txPrefix+w.Tx, info, txTTL)
+	pipe.HSet(ctx, st, "committed_at", committedAt.UTC().Format(time.RFC3339Nano), "lsn", lsn, "attempts", 1)
+	pipe.PExpire(ctx, st, txTTL)
+	_, _ = pipe.Exec(ctx)
+}

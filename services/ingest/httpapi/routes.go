@@ -31,6 +31,9 @@ type Handlers struct {
 	// BulkBodyLimit that of POST /raw_data_files/bulk.
 	BodyLimit, BulkBodyLimit int64
 	Metrics                  *Metrics
+	// Direct, when set (OPS_BUFFERING_ENABLED=false), applies the critical writes to the database
+	// at once instead of buffering them; answers say "committed".
+	Direct *postgres.Applier
 	// known remembers referenced ids seen to exist (obs units, executed obs units): they are
 	// never deleted while referenced, so a running observation keeps registering files while
 	// the database is briefly unreachable.

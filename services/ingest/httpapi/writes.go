@@ -17,6 +17,7 @@ import (
 	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/services/ingest"
 	"github.com/obsops/obsops/services/ingest/buffer"
+	"github.com/obsops/obsops/services/ingest/postgres"
 )
 
 // writeInput is a buffered write: its raw body (decoded by the ingest package) and an optional
@@ -183,6 +184,9 @@ func dbErr(err error) error { return fmt.Errorf("%w: %v", errDatabase, err) }
 
 // hold holds a write and answers it.
 func (h *Handlers) hold(ctx context.Context, w buffer.Write) (string, error) {
+	if h.Direct != nil {
+		return h.applyDirect(ctx, w)
+	}
 	res, err := h.Buffer.Hold(ctx, w)
 	if err != nil {
 		var ce *buffer.ConflictError
@@ -236,7 +240,7 @@ func (h *Handlers) start(ctx context.Context, in *writeInput) (*writeOutput, err
 		}
 		h.known.add("eou:" + s.ID)
 		return held{location: "/executed_obs_units/" + strconv.FormatInt(s.ObsUnitID, 10),
-			body: BufferedAnswer{ID: s.ID, TransactionID: tx, Status: ingest.Buffered}}, nil
+			body: BufferedAnswer{ID: s.ID, TransactionID: tx, Status: h.writeStatus()}}, nil
 	})
 }
 
@@ -278,7 +282,7 @@ func (h *Handlers) finish(ctx context.Context, in *finishInput) (*writeOutput, e
 		if obsUnit != 0 {
 			loc = "/executed_obs_units/" + strconv.FormatInt(obsUnit, 10)
 		}
-		return held{location: loc, body: BufferedAnswer{ID: id, TransactionID: tx, Status: ingest.Buffered}}, nil
+		return held{location: loc, body: BufferedAnswer{ID: id, TransactionID: tx, Status: h.writeStatus()}}, nil
 	})
 }
 
@@ -296,7 +300,7 @@ func (h *Handlers) registerFile(ctx context.Context, in *writeInput) (*writeOutp
 		if err != nil {
 			return held{}, err
 		}
-		return held{location: "/raw_data_files/" + files[0].ID, body: BufferedAnswer{ID: files[0].ID, TransactionID: tx, Status: ingest.Buffered}}, nil
+		return held{location: "/raw_data_files/" + files[0].ID, body: BufferedAnswer{ID: files[0].ID, TransactionID: tx, Status: h.writeStatus()}}, nil
 	})
 }
 
@@ -317,7 +321,7 @@ func (h *Handlers) registerBulk(ctx context.Context, in *writeInput) (*writeOutp
 		for i, f := range files {
 			ids[i] = f.ID
 		}
-		return held{location: "/api/ingest/transactions/" + tx, body: BufferedAnswer{IDs: ids, Count: len(ids), TransactionID: tx, Status: ingest.Buffered}}, nil
+		return held{location: "/api/ingest/transactions/" + tx, body: BufferedAnswer{IDs: ids, Count: len(ids), TransactionID: tx, Status: h.writeStatus()}}, nil
 	})
 }
 
@@ -366,7 +370,7 @@ func (h *Handlers) createPackage(ctx context.Context, in *writeInput) (*writeOut
 		if err != nil {
 			return held{}, err
 		}
-		return held{location: "/raw_data_package/" + p.ID, body: BufferedAnswer{ID: p.ID, TransactionID: tx, Status: ingest.Buffered}}, nil
+		return held{location: "/raw_data_package/" + p.ID, body: BufferedAnswer{ID: p.ID, TransactionID: tx, Status: h.writeStatus()}}, nil
 	})
 }
 
@@ -377,4 +381,55 @@ func sameJSON(a, b json.RawMessage) bool {
 		return false
 	}
 	return reflect.DeepEqual(x, y)
+}
+
+// writeStatus is what a held write answers: buffered, or committed without buffering.
+func (h *Handlers) writeStatus() string {
+	if h.Direct != nil {
+		return ingest.Committed
+	}
+	return ingest.Buffered
+}
+
+// applyDirect applies a write to the database at once (buffering disabled) with the worker's
+// statements, and records its receipt as committed.
+func (h *Handlers) applyDirect(ctx context.Context, w buffer.Write) (string, error) {
+	payload, err := w.Payload(w.Tx)
+	if err != nil {
+		return "", err
+	}
+	var c postgres.Commit
+	switch w.TaskType {
+	case ingest.TaskStart:
+		var t ingest.StartTask
+		if err = json.Unmarshal(payload, &t); err == nil {
+			c, err = h.Direct.ApplyStart(ctx, t)
+		}
+	case ingest.TaskFinish:
+		var t ingest.FinishTask
+		if err = json.Unmarshal(payload, &t); err == nil {
+			c, err = h.Direct.ApplyFinish(ctx, t)
+		}
+	case ingest.TaskFiles:
+		var t ingest.FilesTask
+		if err = json.Unmarshal(payload, &t); err == nil {
+			c, err = h.Direct.ApplyFiles(ctx, t)
+		}
+	case ingest.TaskPackage:
+		var t ingest.PackageTask
+		if err = json.Unmarshal(payload, &t); err == nil {
+			c, err = h.Direct.ApplyPackage(ctx, t)
+		}
+	default:
+		return "", fmt.Errorf("unknown task type %s", w.TaskType)
+	}
+	var pe *postgres.PermanentError
+	switch {
+	case errors.As(err, &pe):
+		return "", huma.Error409Conflict("the write conflicts with the database: " + pe.Err.Error())
+	case err != nil:
+		return "", dbErr(err)
+	}
+	h.Buffer.RecordDirect(ctx, w, c.LSN, c.At)
+	return w.Tx, nil
 }

@@ -65,7 +65,12 @@ func run(ctx context.Context) error {
 		if cfg.SiteType == "secondary" {
 			status = ingest.Replicated
 		}
+		var direct *postgres.Applier
+		if !cfg.BufferingEnabled {
+			direct = &postgres.Applier{DB: db, BatchRows: 5000}
+		}
 		httpapi.Register(svc.API, &httpapi.Handlers{
+			Direct: direct,
 			Auth:   authn.NewRemote(cfg.Config, cfg.AuthtokenURL, cfg.InternalSecret, svc.Redis, svc.Log),
 			Buffer: buf, Store: &postgres.Store{DB: db, Status: status},
 			Site: cfg.SiteName, IdempotencyTTL: cfg.IdempotencyTTL, RetryAfter: cfg.RetryAfter,

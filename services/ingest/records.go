@@ -56,7 +56,7 @@ type RawDataPackage struct {
 	BufferStatus       string     `json:"buffer_status" enum:"buffered,committed,replicated"`
 }
 
-// FileRecord is how a validated file reads while it is buffered (accepted at at).
+// Record is how a validated file reads while it is buffered (accepted at at).
 func (f File) Record(at time.Time) RawDataFile {
 	r := RawDataFile{
 		ID: f.ID, ExecutedObsUnitID: f.ExecutedObsUnitID, InstrumentModuleID: f.InstrumentModuleID,

@@ -471,9 +471,6 @@ func (b *Buffer) AbortIdempotent(ctx context.Context, user int64, keyDigest stri
 // IsUnavailable reports whether err means Redis could not be reached.
 func IsUnavailable(err error) bool { return errors.Is(err, ErrUnavailable) }
 
-// Inspector is the queue inspector (dead letters, statistics).
-func (b *Buffer) Inspector() *asynq.Inspector { return b.insp }
-
 // RecordDirect records the receipt of a write applied without buffering (committed at once);
 // best effort: the write is in the database whatever Redis says.
 func (b *Buffer) RecordDirect(ctx context.Context, w Write, lsn string, committedAt time.Time) {

@@ -80,16 +80,6 @@ func (s *Store) ExistingIDs(ctx context.Context, table string, ids []string) (ma
 	return out, nil
 }
 
-// PackageStatus returns a package's status ("" when there is no row).
-func (s *Store) PackageStatus(ctx context.Context, id string) (string, error) {
-	var st string
-	err := s.DB.QueryRowContext(ctx, `SELECT status FROM raw_data_packages WHERE id = $1`, id).Scan(&st)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", nil
-	}
-	return st, err
-}
-
 // CompletePackages returns which of the package ids are complete (no file may join them).
 func (s *Store) CompletePackages(ctx context.Context, ids []string) (map[string]bool, error) {
 	out := map[string]bool{}

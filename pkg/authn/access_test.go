@@ -53,7 +53,8 @@ func TestAccessTableFollowsDesign(t *testing.T) {
 			require.Equal(t, authn.Roles(authn.RoleAdmin), r, "%s is admin-only (JWT)", key)
 		case path == "/executed_obs_units/start" || path == "/executed_obs_units/{id}/finish":
 			require.Equal(t, authn.ServiceAccount("write:observations"), r, key)
-		case strings.HasPrefix(path, "/raw_data_files/") && method != "GET":
+		case strings.HasPrefix(path, "/raw_data_files/") && method != "GET",
+			strings.HasPrefix(path, "/api/transfer/agent/"):
 			require.Equal(t, authn.ServiceAccount("write:data"), r, key)
 		case strings.HasPrefix(path, "/api/tokens/"), strings.HasPrefix(path, "/api/transfer/"):
 			require.False(t, r.Token, "%s needs a session JWT", key)

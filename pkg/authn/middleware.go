@@ -20,12 +20,12 @@ import (
 	"github.com/obsops/obsops/pkg/service"
 )
 
-// Problem types of authentication failures.
+// Problem types of authentication failures, from the one vocabulary (pkg/problem).
 const (
-	ProblemUnauthorized      = "urn:obsops:problem:unauthorized"
-	ProblemForbidden         = "urn:obsops:problem:forbidden"
-	ProblemInsufficientScope = "urn:obsops:problem:insufficient_scope"
-	ProblemTooManyAttempts   = "urn:obsops:problem:too_many_failed_attempts"
+	ProblemUnauthorized      = problem.TypePrefix + string(problem.Unauthenticated)
+	ProblemForbidden         = problem.TypePrefix + string(problem.Forbidden)
+	ProblemInsufficientScope = problem.TypePrefix + string(problem.InsufficientScope)
+	ProblemTooManyAttempts   = problem.TypePrefix + string(problem.TooManyFailedAttempts)
 )
 
 // Authenticator applies Rules to requests. One is built per service at start.
@@ -60,7 +60,9 @@ type Failure struct {
 
 func fail(status int, typ, detail, challenge string) *Failure {
 	p := problem.New(status, detail)
-	p.Type = typ
+	if k := problem.Kind(strings.TrimPrefix(typ, problem.TypePrefix)); k.Status() == status {
+		p = k.New(detail) // the kind's own title
+	}
 	return &Failure{Problem: p, Challenge: challenge}
 }
 
@@ -111,7 +113,7 @@ func (a *Authenticator) apiToken(ctx context.Context, cred, clientIP string, rul
 		if a.Log != nil {
 			a.Log.Error("token verification unavailable", "error", err)
 		}
-		return nil, fail(http.StatusServiceUnavailable, "about:blank", "token verification is unavailable; retry shortly", "")
+		return nil, fail(http.StatusServiceUnavailable, problem.Unavailable.Type(), "token verification is unavailable; retry shortly", "")
 	}
 	if len(rule.TokenRoles) > 0 && !p.HasRole(rule.TokenRoles...) {
 		f := fail(http.StatusForbidden, ProblemForbidden, "needs an API token of a user with role "+strings.Join(rule.TokenRoles, " or "), "")

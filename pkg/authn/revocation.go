@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/obsops/obsops/pkg/contract"
 )
 
 // The user directory: what every service knows about every user, so that disabling a user or
@@ -21,16 +23,21 @@ import (
 // locally and live for hours.
 //
 // authtoken, the only writer of the users table, writes the directory from PostgreSQL into
-// Redis after every change to a user and every DirectorySyncInterval (so a flushed or restarted
-// Redis loses nothing), and announces each new version on DirectoryChannel. Every service's
-// Directory holds an in-process copy, reloaded when the announcement arrives and, in case one
-// is missed, when polling every DirectoryPollInterval sees another version.
+// Redis (contract.UserDirectoryKey) after every change to a user and every
+// DirectorySyncInterval (so a flushed or restarted Redis loses nothing), and announces each new
+// version on contract.UserDirectoryChannel. Every service's Directory holds an in-process copy,
+// reloaded when the announcement arrives and, in case one is missed, when polling every
+// DirectoryPollInterval sees another version.
 const (
-	DirectoryKey          = "ops:users:directory"         // hash: user id -> encoded entry
-	DirectoryVersionKey   = "ops:users:directory:version" // digest of the hash's content
-	DirectoryChannel      = "ops:users:directory"         // pub/sub: a new version was written
-	DirectorySyncInterval = 2 * time.Second               // authtoken rewrites it from PostgreSQL
-	DirectoryPollInterval = time.Second                   // services compare versions
+	DirectorySyncInterval = 2 * time.Second // authtoken rewrites it from PostgreSQL
+	DirectoryPollInterval = time.Second     // services compare versions
+)
+
+// The Redis names of the directory.
+const (
+	directoryKey        = contract.UserDirectoryKey
+	directoryVersionKey = contract.UserDirectoryVersionKey
+	directoryChannel    = contract.UserDirectoryChannel
 )
 
 // Bounds of the directory's Redis calls and of point lookups of one user.
@@ -101,30 +108,30 @@ func WriteDirectory(ctx context.Context, rdb redis.UniversalClient, entries []Di
 		fields[strconv.FormatInt(e.UserID, 10)] = e.encode()
 	}
 	version := digest(fields)
-	current, err := rdb.Get(ctx, DirectoryVersionKey).Result()
+	current, err := rdb.Get(ctx, directoryVersionKey).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return version, err
 	}
 	if current == version {
 		return version, nil
 	}
-	tmp := DirectoryKey + ":new"
+	tmp := directoryKey + ":new" // same hash tag
 	_, err = rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.Del(ctx, tmp)
 		if len(fields) == 0 {
-			p.Del(ctx, DirectoryKey)
+			p.Del(ctx, directoryKey)
 		} else {
 			p.HSet(ctx, tmp, fields)
-			p.Rename(ctx, tmp, DirectoryKey)
+			p.Rename(ctx, tmp, directoryKey)
 		}
-		p.Set(ctx, DirectoryVersionKey, version, 0)
-		p.Publish(ctx, DirectoryChannel, version)
+		p.Set(ctx, directoryVersionKey, version, 0)
+		p.Publish(ctx, directoryChannel, version)
 		return nil
 	})
 	return version, err
 }
 
-// Directory is a service's in-process copy of the user directory (see DirectoryKey). It is
+// Directory is a service's in-process copy of the user directory (see above). It is
 // loaded on first use and then kept current by pub/sub and polling for the life of the
 // process (Close stops it). While Redis is unreachable the last copy stays in force.
 //
@@ -134,9 +141,11 @@ func WriteDirectory(ctx context.Context, rdb redis.UniversalClient, entries []Di
 // copy that missed a very recent change (a new user, a re-enabled one, a fresh grant) never
 // refuses a credential that Redis already accepts.
 type Directory struct {
+	// Now is the clock of point-lookup spacing (nil: time.Now); set it before first use.
+	Now func() time.Time
+
 	rdb redis.UniversalClient
 	log *slog.Logger
-	now func() time.Time
 
 	start  sync.Once
 	cancel context.CancelFunc
@@ -152,7 +161,7 @@ type Directory struct {
 
 // NewDirectory returns the directory on rdb; nothing runs until its first use.
 func NewDirectory(rdb redis.UniversalClient, log *slog.Logger) *Directory {
-	return &Directory{rdb: rdb, log: log, now: time.Now, loaded: make(chan struct{}),
+	return &Directory{rdb: rdb, log: log, loaded: make(chan struct{}),
 		users: map[int64]DirectoryEntry{}, looked: map[int64]time.Time{}}
 }
 
@@ -193,7 +202,7 @@ func (d *Directory) ensureStarted() {
 func (d *Directory) run(ctx context.Context) {
 	d.reload(ctx, "")
 	close(d.loaded)
-	sub := d.rdb.Subscribe(ctx, DirectoryChannel)
+	sub := d.rdb.Subscribe(ctx, directoryChannel)
 	defer sub.Close()
 	msgs := sub.Channel()
 	tick := time.NewTicker(DirectoryPollInterval)
@@ -224,7 +233,7 @@ func (d *Directory) reload(ctx context.Context, announced string) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, directoryTimeout)
 	defer cancel()
-	version, err := d.rdb.Get(ctx, DirectoryVersionKey).Result()
+	version, err := d.rdb.Get(ctx, directoryVersionKey).Result()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return // not written yet, or Redis lost it: keep the copy until authtoken rewrites it
@@ -236,8 +245,8 @@ func (d *Directory) reload(ctx context.Context, announced string) {
 	}
 	// Read both in one transaction so the version names exactly this content.
 	cmds, err := d.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.Get(ctx, DirectoryVersionKey)
-		p.HGetAll(ctx, DirectoryKey)
+		p.Get(ctx, directoryVersionKey)
+		p.HGetAll(ctx, directoryKey)
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
@@ -262,6 +271,14 @@ func (d *Directory) reload(ctx context.Context, announced string) {
 	d.mu.Lock()
 	d.users, d.version, d.known = users, got, true
 	d.mu.Unlock()
+}
+
+// now reads the directory's clock.
+func (d *Directory) now() time.Time {
+	if d.Now != nil {
+		return d.Now()
+	}
+	return time.Now()
 }
 
 func (d *Directory) warn(msg string, err error) {
@@ -329,13 +346,21 @@ func judge(e DirectoryEntry, found bool, name string, issuedAt *time.Time, roles
 	case issuedAt != nil && issuedAt.Unix() < e.ValidAfter:
 		return nil, ErrSessionRevoked
 	}
-	kept := make([]string, 0, len(roles))
-	for _, r := range roles {
-		if slices.Contains(e.Roles, r) {
-			kept = append(kept, r)
+	for i, r := range roles {
+		if !slices.Contains(e.Roles, r) { // a role taken away: keep only those still held
+			kept := slices.Clone(roles[:i])
+			for _, r := range roles[i+1:] {
+				if slices.Contains(e.Roles, r) {
+					kept = append(kept, r)
+				}
+			}
+			if kept == nil {
+				kept = []string{}
+			}
+			return kept, nil
 		}
 	}
-	return kept, nil
+	return roles, nil // all still held: the common case allocates nothing
 }
 
 var errLookupSkipped = errors.New("looked up a moment ago")
@@ -360,9 +385,9 @@ func (d *Directory) lookup(ctx context.Context, uid int64) (DirectoryEntry, bool
 	d.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
 	defer cancel()
-	v, err := d.rdb.HGet(ctx, DirectoryKey, strconv.FormatInt(uid, 10)).Result()
+	v, err := d.rdb.HGet(ctx, directoryKey, strconv.FormatInt(uid, 10)).Result()
 	if errors.Is(err, redis.Nil) {
-		exists, xerr := d.rdb.Exists(ctx, DirectoryVersionKey).Result()
+		exists, xerr := d.rdb.Exists(ctx, directoryVersionKey).Result()
 		if xerr != nil {
 			return DirectoryEntry{}, false, xerr
 		}

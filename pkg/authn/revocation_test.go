@@ -2,6 +2,7 @@ package authn_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/obsops/obsops/pkg/authn"
+	"github.com/obsops/obsops/pkg/contract"
 	"github.com/obsops/obsops/pkg/testenv"
 )
 
@@ -97,8 +99,8 @@ func TestDirectoryFollowsChanges(t *testing.T) {
 	// A lost announcement: the directory changes in Redis without a PUBLISH. The copy still
 	// accepts alice (so no point lookup happens): only polling can bring the change.
 	rdb := r.Client()
-	require.NoError(t, rdb.HSet(ctx, authn.DirectoryKey, "1", "0|0|admin|alice").Err())
-	require.NoError(t, rdb.Set(ctx, authn.DirectoryVersionKey, "written-without-announcement", 0).Err())
+	require.NoError(t, rdb.HSet(ctx, contract.UserDirectoryKey, "1", "0|0|admin|alice").Err())
+	require.NoError(t, rdb.Set(ctx, contract.UserDirectoryVersionKey, "written-without-announcement", 0).Err())
 	start = time.Now()
 	require.Eventually(t, func() bool {
 		_, err := d.Check(ctx, 1, "alice", nil, []string{"admin"})
@@ -136,10 +138,13 @@ func TestDirectoryWithoutRedis(t *testing.T) {
 	r := testenv.Redis(t)
 	ctx := context.Background()
 	d := directoryOf(t, r, authn.DirectoryEntry{UserID: 1, Username: "alice", Active: false})
+	var now atomic.Int64 // the test's clock, read by the directory's goroutine too
+	now.Store(time.Now().UnixNano())
+	d.Now = func() time.Time { return time.Unix(0, now.Load()) }
 	_, err := d.Check(ctx, 1, "alice", nil, nil)
 	require.ErrorIs(t, err, authn.ErrUserDisabled)
 	r.Kill()
-	time.Sleep(600 * time.Millisecond) // past the point-lookup spacing, so the lookup is tried (and fails)
+	now.Add(int64(time.Second)) // past the point-lookup spacing, so the lookup is tried (and fails)
 	_, err = d.Check(ctx, 1, "alice", nil, nil)
 	require.ErrorIs(t, err, authn.ErrUserDisabled, "the last copy stays in force")
 

@@ -16,6 +16,17 @@ const IngestLastApplyKey = "ingest:stats:last_apply"
 // publishes the overview updates it makes, so that every replica's WebSocket clients see them.
 const TransferOverviewChannel = "ops:transfer:overview"
 
+// The user directory (pkg/authn's revocation.go): authtoken writes what every service must
+// know about every user (username, active, sessions valid after, roles) to the hash
+// UserDirectoryKey, its content digest to UserDirectoryVersionKey, and announces each new
+// version on UserDirectoryChannel; every service's authenticator keeps a copy. The keys share
+// the hash tag {users}, so one transaction can replace both in Redis Cluster too.
+const (
+	UserDirectoryKey        = "ops:{users}:directory"
+	UserDirectoryVersionKey = "ops:{users}:directory:version"
+	UserDirectoryChannel    = "ops:users:directory"
+)
+
 // InternalPrefix begins the paths services offer each other and never the public: the gateway
 // refuses everything under it (any letter case).
 const InternalPrefix = "/internal"

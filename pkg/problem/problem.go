@@ -243,6 +243,9 @@ func (p *Problem) forRequest(path string) *Problem {
 	if cp.Title == "" {
 		cp.Title = KindOf(cp.Status).Title()
 	}
+	if cp.Detail == "" {
+		cp.Detail = cp.Title
+	}
 	return &cp
 }
 
@@ -264,10 +267,12 @@ func From(err error) *Problem {
 
 // Write sends p for the request c with its status, headers and the problem content type.
 func Write(c *fiber.Ctx, p *Problem) error {
-	p = p.forRequest(c.Path())
 	if p.Detail == "" {
-		p.Detail = fiberDetail(c, p.Status)
+		cp := *p
+		cp.Detail = fiberDetail(c, p.Status)
+		p = &cp
 	}
+	p = p.forRequest(c.Path())
 	b, err := c.App().Config().JSONEncoder(p)
 	if err != nil {
 		return err

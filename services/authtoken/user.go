@@ -69,6 +69,24 @@ type UserListQuery struct {
 	Offset int
 }
 
+// UserAuditEntry is one row of the user audit log.
+type UserAuditEntry struct {
+	ID          int64          `json:"id"`
+	At          time.Time      `json:"at"`
+	ActorUserID *int64         `json:"actor_user_id" doc:"The acting user; null for the admin command line and logins."`
+	Actor       string         `json:"actor" doc:"Username of the actor, admin-cli, or login." example:"alice"`
+	UserID      int64          `json:"user_id" doc:"The user changed."`
+	Action      string         `json:"action" enum:"disable,enable,set_roles,grant_roles"`
+	Detail      map[string]any `json:"detail" doc:"What changed: roles before and after (set_roles), roles added (grant_roles), the username (disable, enable)."`
+}
+
+// UserAuditQuery selects a page of the user audit log, optionally of one user.
+type UserAuditQuery struct {
+	UserID int64 // 0: every user
+	Limit  int
+	Offset int
+}
+
 // UserChanges are what a user update sets; a nil field stays as it is.
 type UserChanges struct {
 	Roles  *[]string // the complete new role set
@@ -86,6 +104,8 @@ type UserStore interface {
 	// Update applies ch in one transaction with its audit rows; it refuses a change that
 	// leaves no active admin (ErrLastAdmin). Disabling sets sessions_valid_after to now.
 	Update(ctx context.Context, id int64, ch UserChanges, a Audit) (User, error)
+	// AuditLog returns a page of the user audit log, newest first, and how many entries match.
+	AuditLog(ctx context.Context, q UserAuditQuery) ([]UserAuditEntry, int64, error)
 	// Directory reads every user as the services' user directory holds them and calls
 	// publish with them, serialised with every other Directory call: publishers write in the
 	// order they read.
@@ -141,6 +161,19 @@ func (s *UserService) List(ctx context.Context, caller Caller, q UserListQuery) 
 		items = []User{}
 	}
 	return Page[User]{Items: items, Total: total, Limit: q.Limit, Offset: q.Offset}, err
+}
+
+// AuditLog returns a page of the user audit log (admins only).
+func (s *UserService) AuditLog(ctx context.Context, caller Caller, q UserAuditQuery) (Page[UserAuditEntry], error) {
+	if !caller.Admin {
+		return Page[UserAuditEntry]{}, ErrForbidden
+	}
+	q.Limit, q.Offset = pageBounds(q.Limit, q.Offset)
+	items, total, err := s.Store.AuditLog(ctx, q)
+	if items == nil {
+		items = []UserAuditEntry{}
+	}
+	return Page[UserAuditEntry]{Items: items, Total: total, Limit: q.Limit, Offset: q.Offset}, err
 }
 
 // Update changes a user's roles and/or active flag (admins only). Disabling a user or taking

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/obsops/obsops/pkg/authn"
+	"github.com/obsops/obsops/pkg/contract"
 	"github.com/obsops/obsops/services/authtoken"
 	"github.com/obsops/obsops/services/authtoken/internal/tokentest"
 )
@@ -123,7 +124,7 @@ func TestDirectoryPublishersKeepOrder(t *testing.T) {
 		}()
 	}
 	inRedis := func(id int64) bool {
-		found, err := env.RDB.HExists(context.Background(), authn.DirectoryKey, strconv.FormatInt(id, 10)).Result()
+		found, err := env.RDB.HExists(context.Background(), contract.UserDirectoryKey, strconv.FormatInt(id, 10)).Result()
 		require.NoError(t, err)
 		return found
 	}

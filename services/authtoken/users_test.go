@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/obsops/obsops/pkg/authn"
+	"github.com/obsops/obsops/pkg/contract"
 	"github.com/obsops/obsops/pkg/testenv"
 )
 
@@ -240,6 +241,24 @@ func TestRevokedRoleRefused(t *testing.T) {
 	require.Equal(t, 200, r.Status, "%s", r.Body)
 	waitStatus(t, time.Now(), "granted back", 200, func() int { return remoteStatus(remote, bob, authn.Roles(authn.RoleAdmin)) })
 
+	// A service account losing role service: its API token stops passing service-only routes.
+	r = send(t, "POST", s.GatewayURL+"/api/tokens/service", root, `{"account":"pol2-ingest","scopes":["write:data"]}`)
+	require.Equal(t, 201, r.Status, "%s", r.Body)
+	var svcTok struct {
+		Token   string
+		Account struct {
+			UserID int64 `json:"user_id"`
+		}
+	}
+	r.JSON(t, &svcTok)
+	serviceOnly := authn.ServiceAccount("write:data")
+	require.Equal(t, 200, remoteStatus(remote, svcTok.Token, serviceOnly))
+	start = time.Now()
+	r = send(t, "PUT", s.GatewayURL+fmt.Sprintf("/api/users/%d", svcTok.Account.UserID), root, `{"roles":[]}`)
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	took := waitStatus(t, start, "service token without role service", 403, func() int { return remoteStatus(remote, svcTok.Token, serviceOnly) })
+	t.Logf("API token lost its role %s after the change", took)
+
 	var audit int
 	db, err := sql.Open("postgres", s.DatabaseURL)
 	require.NoError(t, err)
@@ -273,25 +292,35 @@ func TestLastActiveAdmin(t *testing.T) {
 	require.Contains(t, string(out), "last active admin")
 	require.Equal(t, []string{"admin"}, userByName(t, s, root, "root").Roles)
 
-	// Command-line changes are audited too.
-	db, err := sql.Open("postgres", s.DatabaseURL)
-	require.NoError(t, err)
-	defer db.Close()
-	var actions []string
-	rows, err := db.Query(`SELECT action || ' by ' || actor || ' ' || detail::text FROM user_audit WHERE user_id = $1 ORDER BY id`, eveUser.ID)
-	require.NoError(t, err)
-	for rows.Next() {
-		var a string
-		require.NoError(t, rows.Scan(&a))
-		actions = append(actions, a)
+	// Command-line changes are audited too; GET /api/users/audit shows them.
+	audit := func() []string {
+		r := send(t, "GET", s.GatewayURL+fmt.Sprintf("/api/users/audit?user_id=%d", eveUser.ID), root, "")
+		require.Equal(t, 200, r.Status, "%s", r.Body)
+		var page struct {
+			Items []struct {
+				Actor  string         `json:"actor"`
+				Action string         `json:"action"`
+				UserID int64          `json:"user_id"`
+				Detail map[string]any `json:"detail"`
+				At     time.Time      `json:"at"`
+			}
+			Total int
+		}
+		r.JSON(t, &page)
+		var out []string
+		for _, e := range page.Items {
+			require.Equal(t, eveUser.ID, e.UserID)
+			require.WithinDuration(t, time.Now(), e.At, time.Minute)
+			out = append(out, fmt.Sprintf("%s by %s %v", e.Action, e.Actor, e.Detail))
+		}
+		require.Len(t, out, page.Total)
+		return out
 	}
-	require.NoError(t, rows.Err())
-	require.Equal(t, []string{`grant_roles by admin-cli {"added": ["admin"]}`, `disable by root {"username": "eve"}`}, actions)
+	require.Equal(t, []string{"disable by root map[username:eve]", "grant_roles by admin-cli map[added:[admin]]"}, audit())
 
 	// With eve enabled again (by the command line), root may step down.
 	require.Contains(t, s.Admin(t, "enable-user", "--user", "eve"), "enabled")
-	require.NoError(t, db.QueryRow(`SELECT action || ' by ' || actor FROM user_audit WHERE user_id = $1 ORDER BY id DESC LIMIT 1`, eveUser.ID).Scan(&actions[0]))
-	require.Equal(t, "enable by admin-cli", actions[0])
+	require.Equal(t, "enable by admin-cli map[username:eve]", audit()[0])
 	require.Equal(t, 200, send(t, "PUT", url(rootUser), root, `{"roles":["viewer"]}`).Status)
 }
 
@@ -347,6 +376,10 @@ func TestUserRoutes(t *testing.T) {
 		require.Equal(t, 422, r.Status, "%s: %s", query, r.Body)
 		require.Contains(t, string(r.Body), field)
 	}
+	for _, query := range []string{"?limit=0", "?user_id=0", "?offset=-1"} {
+		r := send(t, "GET", base+"/audit"+query, root, "")
+		require.Equal(t, 422, r.Status, "audit%s: %s", query, r.Body)
+	}
 	vera := userByName(t, s, root, "vera")
 	one := fmt.Sprintf("%s/%d", base, vera.ID)
 	r := send(t, "GET", one, root, "")
@@ -374,7 +407,7 @@ func TestUserRoutes(t *testing.T) {
 	require.True(t, got.IsActive)
 
 	// Not for non-admins, nor for API tokens.
-	for _, req := range []struct{ method, url, body string }{{"GET", base, ""}, {"GET", one, ""}, {"PUT", one, `{"is_active":false}`}} {
+	for _, req := range []struct{ method, url, body string }{{"GET", base, ""}, {"GET", base + "/audit", ""}, {"GET", one, ""}, {"PUT", one, `{"is_active":false}`}} {
 		require.Equal(t, 403, send(t, req.method, req.url, viewer, req.body).Status, "%s %s", req.method, req.url)
 	}
 }
@@ -442,10 +475,81 @@ func TestUserDirectorySurvivesARedisFlush(t *testing.T) {
 	require.NoError(t, rdb.FlushAll(ctx).Err())
 	require.Equal(t, 401, remoteStatus(remote, eveJWT, authn.AnyUser()), "the copy stays in force")
 	start := time.Now()
-	require.Eventually(t, func() bool { return rdb.Exists(ctx, authn.DirectoryKey).Val() == 1 }, revocationBound, 50*time.Millisecond)
+	require.Eventually(t, func() bool { return rdb.Exists(ctx, contract.UserDirectoryKey).Val() == 1 }, revocationBound, 50*time.Millisecond)
 	t.Logf("directory rewritten %s after the flush", time.Since(start))
 	fresh := authn.NewDirectory(rdb, nil)
 	defer fresh.Close()
 	_, err := fresh.Check(ctx, eve.ID, "eve", nil, nil)
 	require.ErrorIs(t, err, authn.ErrUserDisabled, "a service starting after the flush knows it too")
+}
+
+// Another real service, through the gateway: the site service shows an admin the full
+// /health report (which address failed); a disabled admin's JWT gets the anonymous one within
+// 5 s, through the site binary's own copy of the user directory.
+func TestDisabledAdminLosesTheSiteAdminView(t *testing.T) {
+	s := testenv.StartSuite(t, testenv.SuiteOptions{Skip: []string{"transfer", "catalog", "ingest"}})
+	root := s.JWT(t, "root", authn.RoleAdmin)
+	eve := s.JWT(t, "eve", authn.RoleAdmin)
+	eveUser := userByName(t, s, root, "eve")
+	detail := func(cred string) string {
+		r := send(t, "GET", s.GatewayURL+"/health", cred, "")
+		var h struct {
+			Services map[string]struct {
+				Detail string `json:"detail"`
+			} `json:"services"`
+		}
+		r.JSON(t, &h)
+		return h.Services["catalog"].Detail
+	}
+	require.NotEmpty(t, detail(eve), "an admin sees why catalog failed")
+	require.Empty(t, detail(""), "anonymous callers do not")
+
+	start := time.Now()
+	require.Equal(t, 200, send(t, "PUT", s.GatewayURL+fmt.Sprintf("/api/users/%d", eveUser.ID), root, `{"is_active":false}`).Status)
+	took := waitStatus(t, start, "site's admin view for a disabled admin", 0, func() int { return len(detail(eve)) })
+	t.Logf("site stopped treating the disabled admin as admin %s after the change", took)
+	require.NotEmpty(t, detail(root))
+}
+
+// Every route of the suite that an admin may use and others may not (the access table's rules
+// naming role admin), as the gateway serves it: a disabled admin's JWT is refused on each
+// within 5 s, whichever service owns it.
+func TestDisabledAdminRefusedOnEveryServiceThroughTheGateway(t *testing.T) {
+	s := testenv.StartSuite(t, testenv.SuiteOptions{})
+	root := s.JWT(t, "root", authn.RoleAdmin)
+	eve := s.JWT(t, "eve", authn.RoleAdmin)
+	eveUser := userByName(t, s, root, "eve")
+
+	r := send(t, "GET", s.GatewayURL+"/openapi.json", "", "")
+	require.Equal(t, 200, r.Status)
+	var doc struct {
+		Paths map[string]map[string]any `json:"paths"`
+	}
+	r.JSON(t, &doc)
+	var routes []adminRoute
+	services := map[string]bool{}
+	for key, rule := range authn.Access() {
+		method, path, _ := strings.Cut(key, " ")
+		if !rule.JWT || !slices.Contains(rule.JWTRoles, authn.RoleAdmin) {
+			continue
+		}
+		if _, served := doc.Paths[path][strings.ToLower(method)]; !served {
+			continue // not built yet
+		}
+		// An id nothing has: a write that got through must not change anything.
+		routes = append(routes, adminRoute{method, strings.ReplaceAll(path, "{id}", "999999999")})
+		services[strings.Split(path, "/")[1]] = true
+	}
+	t.Logf("%d routes under %v", len(routes), services)
+	require.True(t, services["api"], "authtoken's routes are served")
+	for _, rt := range routes {
+		require.NotContains(t, []int{401, 403}, rt.call(t, s.GatewayURL, eve), "before: %s %s", rt.method, rt.path)
+	}
+	start := time.Now()
+	require.Equal(t, 200, send(t, "PUT", s.GatewayURL+fmt.Sprintf("/api/users/%d", eveUser.ID), root, `{"is_active":false}`).Status)
+	var slowest time.Duration
+	for _, rt := range routes {
+		slowest = max(slowest, waitStatus(t, start, rt.method+" "+rt.path, 401, func() int { return rt.call(t, s.GatewayURL, eve) }))
+	}
+	t.Logf("all refused within %s", slowest)
 }

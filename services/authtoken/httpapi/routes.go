@@ -141,7 +141,8 @@ func Register(api huma.API, h *Handlers) {
 			"length, counted from now. The new raw token is in this response only. 409 if the token is revoked.",
 	}), h.regenerateToken)
 
-	// ---- User administration (admins; the service checks the caller again) ----
+	// ---- User administration (admins; the service checks the caller again). Static paths
+	// come before /{id} ones. ----
 	users := []string{"Users"}
 	huma.Register(api, h.Auth.Op(huma.Operation{
 		OperationID: "list-users", Method: http.MethodGet, Path: "/api/users",
@@ -149,6 +150,12 @@ func Register(api huma.API, h *Handlers) {
 		Description: "Users by id, with their roles and state. Filter by q (part of the username, email or display name), " +
 			"role, is_active.",
 	}), h.listUsers)
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "list-user-audit", Method: http.MethodGet, Path: "/api/users/audit",
+		Summary: "User audit log", Tags: users, Errors: []int{422},
+		Description: "Every change to a user's roles or active flag, newest first: actor, time, user, action (disable, " +
+			"enable, set_roles, grant_roles) and what changed. Filter with user_id.",
+	}), h.userAuditLog)
 	huma.Register(api, h.Auth.Op(huma.Operation{
 		OperationID: "get-user", Method: http.MethodGet, Path: "/api/users/{id}",
 		Summary: "User details", Tags: users, Errors: []int{404, 422},

@@ -26,6 +26,12 @@ type userListInput struct {
 	IsActive string `query:"is_active" enum:"true,false" doc:"Only active (true) or disabled (false) users."`
 }
 
+type userAuditInput struct {
+	Limit  int   `query:"limit" default:"50" minimum:"1" maximum:"500" doc:"Page size."`
+	Offset int   `query:"offset" default:"0" minimum:"0" doc:"Items to skip."`
+	UserID int64 `query:"user_id" minimum:"1" doc:"Only the entries of this user."`
+}
+
 type userIDInput struct {
 	ID int64 `path:"id" minimum:"1" doc:"User id."`
 }
@@ -99,4 +105,16 @@ func (h *Handlers) updateUser(ctx context.Context, in *userUpdateInput) (*bodyOu
 		return nil, h.userProblem(ctx, "update", err)
 	}
 	return out(u), nil
+}
+
+func (h *Handlers) userAuditLog(ctx context.Context, in *userAuditInput) (*bodyOutput[authtoken.Page[authtoken.UserAuditEntry]], error) {
+	caller, err := tokenCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	page, err := h.Users.AuditLog(ctx, caller, authtoken.UserAuditQuery{UserID: in.UserID, Limit: in.Limit, Offset: in.Offset})
+	if err != nil {
+		return nil, h.userProblem(ctx, "audit", err)
+	}
+	return out(page), nil
 }

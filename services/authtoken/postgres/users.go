@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
@@ -245,6 +246,36 @@ func (s *Users) Update(ctx context.Context, id int64, ch authtoken.UserChanges, 
 		return authtoken.User{}, err
 	}
 	return after.user(), nil
+}
+
+// AuditLog implements authtoken.UserStore.
+func (s *Users) AuditLog(ctx context.Context, q authtoken.UserAuditQuery) ([]authtoken.UserAuditEntry, int64, error) {
+	const filter = ` WHERE ($1::bigint = 0 OR user_id = $1::bigint)`
+	var total int64
+	if err := s.DB.GetContext(ctx, &total, `SELECT count(*) FROM user_audit`+filter, q.UserID); err != nil {
+		return nil, 0, err
+	}
+	var rows []struct {
+		ID          int64     `db:"id"`
+		At          time.Time `db:"at"`
+		ActorUserID *int64    `db:"actor_user_id"`
+		Actor       string    `db:"actor"`
+		UserID      int64     `db:"user_id"`
+		Action      string    `db:"action"`
+		Detail      []byte    `db:"detail"`
+	}
+	if err := s.DB.SelectContext(ctx, &rows, `SELECT id, at, actor_user_id, actor, user_id, action, detail FROM user_audit`+filter+
+		` ORDER BY id DESC LIMIT $2 OFFSET $3`, q.UserID, q.Limit, q.Offset); err != nil {
+		return nil, 0, err
+	}
+	items := make([]authtoken.UserAuditEntry, len(rows))
+	for i, r := range rows {
+		items[i] = authtoken.UserAuditEntry{ID: r.ID, At: r.At.UTC(), ActorUserID: r.ActorUserID, Actor: r.Actor, UserID: r.UserID, Action: r.Action}
+		if err := json.Unmarshal(r.Detail, &items[i].Detail); err != nil {
+			return nil, 0, fmt.Errorf("user audit row %d: %w", r.ID, err)
+		}
+	}
+	return items, total, nil
 }
 
 // directoryLock serialises publishing the user directory (see Directory).

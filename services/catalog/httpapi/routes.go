@@ -16,13 +16,14 @@ import (
 
 // Handlers serves the catalog routes.
 type Handlers struct {
-	Auth     *authn.Authenticator // rules come from the access table, pkg/authn/access.go
-	Store    *postgres.Store
-	Resolver *resolve.Resolver
-	Site     sky.Site
-	Limits   sky.Limits
-	Now      func() time.Time // the clock of the chip's alt/az (time.Now when nil)
-	Log      *slog.Logger
+	Auth       *authn.Authenticator // rules come from the access table, pkg/authn/access.go
+	Store      *postgres.Store
+	Resolver   *resolve.Resolver
+	Site       sky.Site
+	Limits     sky.Limits
+	Now        func() time.Time // the clock of the chip's alt/az (time.Now when nil)
+	Log        *slog.Logger
+	Visibility *Visibility // the /visibility routes (visibility.go)
 }
 
 // Register adds every route of the catalog service. Access rules come from the suite's access
@@ -121,4 +122,7 @@ func Register(api huma.API, h *Handlers) {
 		Summary: "Detailed view of a source", Tags: sources, Errors: []int{404, 422},
 		Description: "The full record with aliases, where its coordinates came from, and every obs unit using it with its program.",
 	}), h.sourceDetails)
+
+	// ---- Visibility (visibility.go) ----
+	registerVisibility(api, h) // GET /visibility/heatmap, GET /visibility/{source_id}, POST /visibility/precalculate, GET /visibility/precalculate/{job_id}
 }

@@ -1,18 +1,146 @@
-// Package httpapi is the transfer service's HTTP surface.
+// Package httpapi is the transfer service's HTTP surface: SPEC §4.1 under /api/transfer, the
+// movers' agent API and staging requests.
 package httpapi
 
 import (
+	"log/slog"
+	"net/http"
+
 	"github.com/danielgtaylor/huma/v2"
+	"github.com/gofiber/fiber/v2"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/obsops/obsops/pkg/authn"
+	"github.com/obsops/obsops/services/transfer/engine"
+	"github.com/obsops/obsops/services/transfer/live"
+	"github.com/obsops/obsops/services/transfer/postgres"
 )
 
 // Handlers serves the transfer routes.
 type Handlers struct {
-	Auth *authn.Authenticator // rules come from the access table, pkg/authn/access.go
+	Auth       *authn.Authenticator // rules come from the access table, pkg/authn/access.go
+	Store      *postgres.Store
+	Reconciler *engine.Reconciler
+	Redis      *redis.Client
+	Hub        *live.Hub
+	Log        *slog.Logger
 }
 
-// Register adds every route of the transfer service.
-func Register(api huma.API, h *Handlers) {
-	_ = api // business routes arrive with their issue; the chassis already serves /healthz, /readyz, /metrics.
+// Register adds every route of the transfer service: the huma operations on api, the WebSocket
+// on app.
+func Register(api huma.API, app *fiber.App, h *Handlers) {
+	tags := []string{"Transfer"}
+	// ---- Reads (SPEC §4.1) ----
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "transfer-overview", Method: http.MethodGet, Path: "/api/transfer/overview",
+		Summary: "Transfer statistics", Tags: tags,
+		Description: "The funnel (files registered; packages waiting, transferring, archived, failed; DTPs built, transferred, " +
+			"unpacked; archived; staged), per-kind operation counts by status, generated_at and seq (the last published " +
+			"change). Served from maintained counters: constant time at any table size.",
+	}), h.overview)
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "list-raw-packages", Method: http.MethodGet, Path: "/api/transfer/raw-packages",
+		Summary: "List raw data packages in the pipeline", Tags: tags, Errors: []int{422},
+		Description: "Finalized raw data packages that entered the pipeline, newest first, each with its lifecycle state and " +
+			"its chain of operations. Filter by state, site (packages with an operation at that site) and entry time.",
+	}), h.rawPackages)
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "list-transfer-packages", Method: http.MethodGet, Path: "/api/transfer/transfer-packages",
+		Summary: "List data transfer packages", Tags: tags, Errors: []int{422},
+		Description: "Data transfer packages, newest first, each with its state and its data_transfer_package, transfer and " +
+			"unpack operations. Filter by state, site (with an operation at that site) and creation time.",
+	}), h.transferPackages)
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "failure-history", Method: http.MethodGet, Path: "/api/transfer/failure-history/{operation_type}/{operation_id}",
+		Summary: "Failure trail of one operation", Tags: tags, Errors: []int{404, 422},
+		Description: "current_status, retry_count and every attempt, failure (error type, message, log path) and reset (who, " +
+			"when, reason), oldest first. 422 for an unknown operation type, 404 for an unknown id.",
+	}), h.failureHistory)
+
+	// ---- Resets and reconcile (admin; SPEC §3) ----
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "reset-operation", Method: http.MethodPost, Path: "/api/transfer/operation/{kind}/{id}/reset",
+		Summary: "Reset a failed operation", Tags: tags, Errors: []int{404, 409, 422},
+		Description: "FAILED → PENDING with retry_count + 1, lease and error cleared, history kept (with the caller and reason). " +
+			"Any other status: 409 naming it. dry_run=true changes nothing and answers what the operation would become.",
+	}), h.resetOperation)
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "reset-all-failed", Method: http.MethodPost, Path: "/api/transfer/operation/{kind}/reset-all-failed",
+		Summary: "Reset every failed operation of a kind", Tags: tags, Errors: []int{422},
+		Description: "Resets every FAILED operation of the kind as the single reset does, in one transaction; answers {ids, count, dry_run}.",
+	}), h.resetAllFailed)
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "reconcile-package", Method: http.MethodPost, Path: "/api/transfer/raw-data-package/{id}/reconcile",
+		Summary: "Recompute one package's state", Tags: tags, Errors: []int{404, 422},
+		Description: "Recomputes the package's lifecycle state from its operation chain, stores it and removes the package " +
+			"from the inconsistent set; answers each change as {package_id, from, to} (none if it was right).",
+	}), h.reconcileOne)
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "reconcile-inconsistent", Method: http.MethodPost, Path: "/api/transfer/raw-data-package/reconcile-inconsistent",
+		Summary: "Reconcile every package in the inconsistent set", Tags: tags,
+		Description: "Recomputes every package in the inconsistent set (filled by the periodic sweep) and drains the set; " +
+			"answers each package that changed as {package_id, from, to}.",
+	}), h.reconcileInconsistent)
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "reset-data-transfer", Method: http.MethodPost, Path: "/api/transfer/data-transfer/{id}/reset",
+		Summary: "Reset a failed transfer (legacy shim)", Tags: tags, Errors: []int{404, 409, 422},
+		Description: "Resets the FAILED operation rows behind the legacy data_transfer row (its transfer and unpack " +
+			"operations, found by foreign key). The legacy row's own status and counters are not touched. 409 when none is FAILED.",
+	}), h.resetLegacy(postgres.LegacyDataTransfer))
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "reset-long-term-archive", Method: http.MethodPost, Path: "/api/transfer/long-term-archive/{id}/reset",
+		Summary: "Reset a failed archive transfer (legacy shim)", Tags: tags, Errors: []int{404, 409, 422},
+		Description: "Resets the FAILED long_term_archive operation behind the legacy long_term_archive_transfer row. " +
+			"The legacy row's own status and counters are not touched.",
+	}), h.resetLegacy(postgres.LegacyLongTermArchive))
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "reset-all-data-transfers", Method: http.MethodPost, Path: "/api/transfer/data-transfer/reset-all-failed",
+		Summary: "Reset all failed transfers (legacy shim)", Tags: tags,
+		Description: "Resets the FAILED operations behind every legacy data_transfer row; answers the legacy ids.",
+	}), h.resetAllLegacy(postgres.LegacyDataTransfer))
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "reset-all-long-term-archives", Method: http.MethodPost, Path: "/api/transfer/long-term-archive/reset-all-failed",
+		Summary: "Reset all failed archive transfers (legacy shim)", Tags: tags,
+		Description: "Resets the FAILED operations behind every legacy long_term_archive_transfer row; answers the legacy ids.",
+	}), h.resetAllLegacy(postgres.LegacyLongTermArchive))
+
+	// ---- Staging requests (any user) ----
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "request-staging", Method: http.MethodPost, Path: "/api/transfer/staging",
+		Summary: "Stage archived packages to a processing location", Tags: tags, Errors: []int{422}, DefaultStatus: http.StatusCreated,
+		Description: "Creates a staging job with one staging operation per ARCHIVED package, copying it from an archive " +
+			"location to the processing location (default: the first active one). 422 names a package that is unknown or not archived.",
+	}), h.requestStaging)
+
+	// ---- Agent API for movers (service-account token with write:data) ----
+	agent := []string{"Transfer agent (movers)"}
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "agent-claim", Method: http.MethodPost, Path: "/api/transfer/agent/claim",
+		Summary: "Claim operations", Tags: agent, Errors: []int{422},
+		Description: "Leases up to max due PENDING operations of the given kinds (optionally at one site) to the caller for " +
+			"OPS_OPERATION_LEASE (FOR UPDATE SKIP LOCKED: concurrent movers never get the same operation). They become " +
+			"IN_PROGRESS; keep them with heartbeats, end them with complete or fail. An empty items list means no work.",
+	}), h.claim)
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "agent-heartbeat", Method: http.MethodPost, Path: "/api/transfer/agent/operations/{id}/heartbeat",
+		Summary: "Extend a lease", Tags: agent, Errors: []int{404, 409, 422},
+		Description: "Extends the caller's lease by OPS_OPERATION_LEASE. 409 if the operation is no longer IN_PROGRESS or is " +
+			"leased to another mover (e.g. the lease expired and it was claimed again).",
+	}), h.heartbeat)
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "agent-complete", Method: http.MethodPost, Path: "/api/transfer/agent/operations/{id}/complete",
+		Summary: "Report success", Tags: agent, Errors: []int{404, 409, 422},
+		Description: "Marks the operation COMPLETED with the bytes moved, the checksum and the physical copies made; the " +
+			"planner then creates the next operations of the chain.",
+	}), h.complete)
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "agent-fail", Method: http.MethodPost, Path: "/api/transfer/agent/operations/{id}/fail",
+		Summary: "Report failure", Tags: agent, Errors: []int{404, 409, 422},
+		Description: "Records the failed attempt in the failure trail. Retryable and retries left (retry_count < max_retries): " +
+			"back to PENDING with retry_count + 1 and exponential backoff (OPS_RETRY_BACKOFF doubling up to " +
+			"OPS_RETRY_BACKOFF_MAX); otherwise FAILED until an admin resets it.",
+	}), h.fail)
+
+	// ---- WebSocket (outside huma; same access table) ----
+	app.Get("/api/transfer/ws/overview", h.Auth.Fiber(authn.RuleFor(http.MethodGet, "/api/transfer/ws/overview")), h.Hub.Admit, h.Hub.Handler())
 }

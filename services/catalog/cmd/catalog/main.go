@@ -17,6 +17,7 @@ import (
 	"github.com/obsops/obsops/services/catalog/postgres"
 	"github.com/obsops/obsops/services/catalog/resolve"
 	"github.com/obsops/obsops/services/catalog/sky"
+	"github.com/obsops/obsops/services/catalog/visibility"
 )
 
 var version, commit = "dev", "unknown" // set with -ldflags -X
@@ -31,9 +32,13 @@ func run(ctx context.Context) error {
 	if len(os.Args) > 1 && os.Args[1] == "admin" {
 		return admin.Run(ctx, &cfg, os.Stdout, os.Args[2:])
 	}
+	var vcfg visibility.Config
+	if err := config.Load(&vcfg); err != nil {
+		return err
+	}
 	svc, err := service.New(service.Options{
 		Name: "catalog", Title: "obsops catalog", Addr: cfg.Addr, Common: cfg.Common,
-		Description: "Observing programs, sources, name resolution and instruments.",
+		Description: "Observing programs, sources, name resolution, instruments and visibility.",
 		Build:       service.Build{Version: version, Commit: commit},
 	})
 	if err != nil {
@@ -53,8 +58,12 @@ func run(ctx context.Context) error {
 		resolver.Online = resolve.NewSesame(cfg.SesameURL, cfg.SesameTimeout, cfg.SesameCacheTTL, svc.Redis, svc.Log, svc.Metrics)
 	}
 	auth := authn.NewRemote(cfg.Config, cfg.AuthtokenURL, cfg.InternalSecret, svc.Redis, svc.Log)
+	vis, err := visibilityRoutes(svc, db, &vcfg)
+	if err != nil {
+		return err
+	}
 	httpapi.Register(svc.API, &httpapi.Handlers{
-		Auth: auth, Store: store, Resolver: resolver, Log: svc.Log,
+		Auth: auth, Store: store, Resolver: resolver, Log: svc.Log, Visibility: vis,
 		Site:   sky.Site{LatDeg: cfg.LatitudeDeg, LonDeg: cfg.LongitudeDeg, HeightM: cfg.ElevationM},
 		Limits: sky.Limits{MinElevationDeg: cfg.MinElevationDeg, MaxElevationDeg: cfg.MaxElevationDeg, SunAvoidanceDeg: cfg.SunAvoidanceDeg},
 	})

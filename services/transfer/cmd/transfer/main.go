@@ -1,4 +1,5 @@
-// Command transfer serves the transfer service. Data transfer, unpacking, archiving and staging operations.
+// Command transfer serves the transfer service: the operations pipeline, its planner, the
+// movers' agent API, resets, reconcile and the live overview.
 package main
 
 import (
@@ -10,7 +11,10 @@ import (
 	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/pkg/service"
 	"github.com/obsops/obsops/services/transfer"
+	"github.com/obsops/obsops/services/transfer/engine"
 	"github.com/obsops/obsops/services/transfer/httpapi"
+	"github.com/obsops/obsops/services/transfer/live"
+	"github.com/obsops/obsops/services/transfer/postgres"
 )
 
 var version, commit = "dev", "unknown" // set with -ldflags -X
@@ -23,17 +27,42 @@ func run(ctx context.Context) error {
 		return err
 	}
 	svc, err := service.New(service.Options{
-		Name: "transfer", Title: "obsops transfer", Description: "Data transfer, unpacking, archiving and staging operations.", Addr: cfg.Addr, Common: cfg.Common,
-		Build: service.Build{Version: version, Commit: commit},
+		Name: "transfer", Title: "obsops transfer", Addr: cfg.Addr, Common: cfg.Common,
+		Description: "Data transfer, unpacking, archiving and staging operations.",
+		Build:       service.Build{Version: version, Commit: commit},
 	})
 	if err != nil {
 		return err
 	}
-	if _, err := database.Attach(svc, migrations.Latest()); err != nil {
+	db, err := database.Attach(svc, migrations.Latest())
+	if err != nil {
 		return err
 	}
 	auth := authn.NewRemote(cfg.Config, cfg.AuthtokenURL, cfg.InternalSecret, svc.Redis, svc.Log)
-	httpapi.Register(svc.API, &httpapi.Handlers{Auth: auth})
+	store := &postgres.Store{DB: db, Lease: cfg.OperationLease, MaxRetries: cfg.MaxRetries, Backoff: cfg.RetryBackoff, BackoffMax: cfg.RetryBackoffMax}
+	reconciler := &engine.Reconciler{Store: store, Redis: svc.Redis}
+	hub := live.NewHub(store, svc.Redis, svc.Log, cfg.WSHeartbeat, cfg.WSMaxPerUser, svc.Metrics)
+	planner := engine.NewPlanner(db, store, svc.Redis, reconciler, &cfg, svc.Log, svc.Metrics)
 
+	bg, stop := context.WithCancel(context.Background())
+	done := make(chan struct{}, 2)
+	go func() { planner.Run(bg); done <- struct{}{} }()
+	go func() { hub.Run(bg); done <- struct{}{} }()
+	svc.OnShutdown("overview websockets", hub.CloseAll)
+	svc.OnShutdown("planner", func(ctx context.Context) error {
+		stop()
+		for range 2 {
+			select {
+			case <-done:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	})
+
+	httpapi.Register(svc.API, svc.App, &httpapi.Handlers{
+		Auth: auth, Store: store, Reconciler: reconciler, Redis: svc.Redis, Hub: hub, Log: svc.Log,
+	})
 	return svc.Run(ctx)
 }

@@ -1,0 +1,530 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/obsops/obsops/pkg/authn"
+	"github.com/obsops/obsops/services/catalog/visibility"
+	"github.com/obsops/obsops/services/catalog/visibility/precalc"
+	"github.com/obsops/obsops/services/catalog/visibility/render"
+	"github.com/obsops/obsops/services/catalog/visibility/store"
+)
+
+// Visibility holds what the /visibility routes need.
+type Visibility struct {
+	Store    *store.Store
+	Site     *visibility.Site
+	Heatmaps *precalc.Service
+	Log      *slog.Logger
+}
+
+// Limits of the visibility routes.
+const (
+	maxVisibilitySamples = 10_000
+	maxVisibilityRange   = 1100 * 24 * time.Hour // about three years
+	maxHeatmapSources    = 5000
+	minYear, maxYear     = 1900, 2100 // the span of SOFA's Moon and planet ephemerides
+)
+
+// registerVisibility adds the /visibility routes (issue 14). The heatmap route comes before
+// /visibility/{source_id}.
+func registerVisibility(api huma.API, h *Handlers) {
+	v := h.Visibility
+	tags := []string{"Visibility"}
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "get-visibility-heatmap", Method: http.MethodGet, Path: "/visibility/heatmap",
+		Summary: "Visibility heatmap", Tags: tags, Errors: []int{404, 422},
+		Description: "Hours observable per source per UTC day of a year (elevation within the site's limits and the Sun " +
+			"farther than OPS_SUN_AVOIDANCE_DEG), for a program's sources (program_id) or a list (source_ids). Served from " +
+			"the cache filled by POST /visibility/precalculate; a request with at most OPS_VISIBILITY_SYNC_MAX_SOURCES " +
+			"(20) uncached sources is computed on the spot (cached: false), more answer 404 saying how to precalculate. " +
+			"A cached row is used only while the source's coordinates and the site settings are those it was computed " +
+			"with. format=svg or png draws it (sources × days, colour scale).",
+		Responses: heatmapResponses(api),
+	}), v.heatmap)
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "get-visibility", Method: http.MethodGet, Path: "/visibility/{source_id}",
+		Summary: "Visibility of a source", Tags: tags, Errors: []int{404, 422},
+		Description: "Altitude (geometric unless OPS_SITE_REFRACTION), azimuth (from north through east), airmass (sec z, " +
+			"null below the horizon) and Sun separation from the site, sampled at exactly start + k·step_s up to end " +
+			"inclusive (at most 10,000 samples); the windows in which the source is observable with their edges " +
+			"root-found to under a second and why each starts and ends; the next rise, set (crossings of the elevation " +
+			"limit) and transit after start; the highest altitude and the hours observable in the range. " +
+			"Accept: image/svg+xml or format=svg answers an altitude plot instead.",
+		Responses: visibilityResponses(api),
+	}), v.source)
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "precalculate-visibility", Method: http.MethodPost, Path: "/visibility/precalculate",
+		Summary: "Precalculate visibility heatmaps", Tags: tags, Errors: []int{403, 404, 422, 503},
+		DefaultStatus: http.StatusAccepted,
+		Description: "Queues the computation of a year's heatmap rows for a program's sources, a list of sources or all " +
+			"sources (asynq queue \"visibility\", worker in the catalog service). Sources already cached under the " +
+			"current settings are skipped. The same request while its job is queued or running answers that job.",
+	}), v.precalculate)
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "get-visibility-precalculation", Method: http.MethodGet, Path: "/visibility/precalculate/{job_id}",
+		Summary: "Precalculation progress", Tags: tags, Errors: []int{404, 422},
+	}), v.job)
+}
+
+// ---- shared input checks ----
+
+// unknownParams rejects query parameters an operation does not define (a typo must not silently
+// give a default answer).
+func unknownParams(ctx huma.Context, allowed ...string) []error {
+	var errs []error
+	u := ctx.URL()
+	for name := range u.Query() {
+		known := false
+		for _, a := range allowed {
+			known = known || name == a
+		}
+		if !known {
+			errs = append(errs, &huma.ErrorDetail{Location: "query." + name, Message: "unknown parameter; allowed: " + strings.Join(allowed, ", ")})
+		}
+	}
+	return errs
+}
+
+// ---- GET /visibility/{source_id} ----
+
+type visibilityInput struct {
+	SourceID        int64   `path:"source_id" minimum:"1" doc:"Source id."`
+	Start           string  `query:"start" doc:"RFC 3339 (fractional seconds kept exactly); default now."`
+	End             string  `query:"end" doc:"RFC 3339; default start + 24 h."`
+	StepS           int64   `query:"step_s" minimum:"1" maximum:"95040000" default:"600" doc:"Seconds between samples (at most the longest range, 1100 days)."`
+	MinElevationDeg float64 `query:"min_elevation_deg" minimum:"0" maximum:"90" doc:"Lower elevation limit instead of the site's (an obs unit's own limit)."`
+	Format          string  `query:"format" enum:"json,svg" doc:"svg: the altitude plot (as Accept: image/svg+xml)."`
+	Accept          string  `header:"Accept"`
+	minElSet        bool
+}
+
+// Resolve notes whether min_elevation_deg was given and rejects unknown parameters.
+func (in *visibilityInput) Resolve(ctx huma.Context) []error {
+	u := ctx.URL()
+	in.minElSet = u.Query().Has("min_elevation_deg")
+	return unknownParams(ctx, "start", "end", "step_s", "min_elevation_deg", "format")
+}
+
+// VisibilityResponse is the visibility of a source over a range.
+type VisibilityResponse struct {
+	SourceID        int64                 `json:"source_id"`
+	SourceName      string                `json:"source_name"`
+	Start           time.Time             `json:"start"`
+	End             time.Time             `json:"end"`
+	StepS           int64                 `json:"step_s"`
+	MinElevationDeg float64               `json:"min_elevation_deg" doc:"The lower elevation limit applied."`
+	MaxElevationDeg float64               `json:"max_elevation_deg"`
+	SunAvoidanceDeg float64               `json:"sun_avoidance_deg"`
+	Refraction      bool                  `json:"refraction" doc:"Whether altitudes include refraction (OPS_SITE_REFRACTION)."`
+	Samples         []visibility.Sample   `json:"samples"`
+	Windows         []visibility.Window   `json:"windows"`
+	SunAvoidance    []visibility.Interval `json:"sun_avoidance" doc:"Periods in which the source is closer to the Sun than the avoidance radius."`
+	Rise            *time.Time            `json:"rise" doc:"Next time after start the source rises above the elevation limit (null: not within 26 h)."`
+	Set             *time.Time            `json:"set" doc:"Next time after start it sets below the elevation limit."`
+	Transit         *time.Time            `json:"transit" doc:"Next upper culmination after start."`
+	MaxAltDeg       float64               `json:"max_alt_deg"`
+	HoursObservable float64               `json:"hours_observable"`
+}
+
+type rawOutput struct {
+	ContentType string `header:"Content-Type"`
+	Body        []byte
+}
+
+func visibilityResponses(api huma.API) map[string]*huma.Response {
+	schema := api.OpenAPI().Components.Schemas.Schema(reflect.TypeFor[VisibilityResponse](), true, "VisibilityResponse")
+	return map[string]*huma.Response{"200": {
+		Description: "The visibility (JSON) or the altitude plot (SVG).",
+		Content: map[string]*huma.MediaType{
+			"application/json": {Schema: schema},
+			"image/svg+xml":    {Schema: &huma.Schema{Type: huma.TypeString, Description: "Altitude against UTC with the limit, Sun avoidance and windows shaded."}},
+		},
+	}}
+}
+
+func parseTime(field, s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, huma.Error422UnprocessableEntity("validation failed",
+			&huma.ErrorDetail{Location: "query." + field, Message: "must be an RFC 3339 time, e.g. 2026-05-01T00:00:00Z", Value: s})
+	}
+	return t.UTC(), nil
+}
+
+func (v *Visibility) source(ctx context.Context, in *visibilityInput) (*rawOutput, error) {
+	start := time.Now().UTC().Truncate(time.Second)
+	var err error
+	if in.Start != "" {
+		if start, err = parseTime("start", in.Start); err != nil {
+			return nil, err
+		}
+	}
+	end := start.Add(24 * time.Hour)
+	if in.End != "" {
+		if end, err = parseTime("end", in.End); err != nil {
+			return nil, err
+		}
+	}
+	step := time.Duration(in.StepS) * time.Second
+	switch {
+	case end.Before(start):
+		return nil, huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: "query.end", Message: "must not be before start", Value: in.End})
+	case end.Sub(start) > maxVisibilityRange:
+		return nil, huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: "query.end", Message: "the range may span at most 1100 days", Value: in.End})
+	case start.Year() < minYear || end.Year() > maxYear:
+		return nil, huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: "query.start", Message: "times must lie within 1900–2100 (the ephemerides' span)", Value: in.Start})
+	}
+	if n := visibility.SampleCount(start, end, step); n > maxVisibilitySamples {
+		return nil, huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: "query.step_s",
+			Message: fmt.Sprintf("the range gives %d samples at this step; at most %d (use a larger step_s or a shorter range)", n, maxVisibilitySamples), Value: in.StepS})
+	}
+	src, err := v.Store.Source(ctx, in.SourceID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, huma.Error404NotFound("no source with this id")
+	}
+	if err != nil {
+		return nil, v.internal(ctx, "read source", err)
+	}
+	if err := src.Source.Validate(); err != nil {
+		return nil, huma.Error422UnprocessableEntity("this source's coordinates cannot be computed: " + err.Error())
+	}
+	req := visibility.Request{Start: start, End: end, Step: step}
+	if in.minElSet {
+		req.MinElevationDeg = &in.MinElevationDeg
+	}
+	res := visibility.Compute(v.Site, &src.Source, req)
+	if in.Format == "svg" || in.Format == "" && wantsSVG(in.Accept) {
+		sub := fmt.Sprintf("%s – %s UTC · limit %g° · Sun avoidance %g° · %.2f h observable",
+			start.Format("2006-01-02 15:04"), end.Format("2006-01-02 15:04"), res.MinElevationDeg, v.Site.SunAvoidanceDeg, res.HoursObservable)
+		return &rawOutput{ContentType: "image/svg+xml", Body: render.Plot(render.PlotInput{
+			Title: fmt.Sprintf("%s (source %d) from %s", src.Name, src.ID, siteName(v.Site)), Subtitle: sub, Result: res, Start: start, End: end})}, nil
+	}
+	body := VisibilityResponse{SourceID: src.ID, SourceName: src.Name, Start: start, End: end, StepS: in.StepS,
+		MinElevationDeg: res.MinElevationDeg, MaxElevationDeg: v.Site.MaxElevationDeg, SunAvoidanceDeg: v.Site.SunAvoidanceDeg,
+		Refraction: v.Site.Refraction, Samples: res.Samples, Windows: res.Windows, SunAvoidance: res.SunAvoidance,
+		Rise: res.Rise, Set: res.Set, Transit: res.Transit, MaxAltDeg: res.MaxAltDeg, HoursObservable: res.HoursObservable}
+	if body.Windows == nil {
+		body.Windows = []visibility.Window{}
+	}
+	if body.SunAvoidance == nil {
+		body.SunAvoidance = []visibility.Interval{}
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, v.internal(ctx, "encode visibility", err)
+	}
+	return &rawOutput{ContentType: "application/json", Body: b}, nil
+}
+
+func siteName(s *visibility.Site) string {
+	return fmt.Sprintf("%.4f°, %.4f°, %g m", s.LatitudeDeg, s.LongitudeDeg, s.ElevationM)
+}
+
+// wantsSVG: the Accept header prefers an SVG image to JSON.
+func wantsSVG(accept string) bool {
+	return strings.Contains(accept, "image/svg+xml") && !strings.Contains(accept, "application/json")
+}
+
+func (v *Visibility) internal(ctx context.Context, op string, err error) error {
+	if v.Log != nil {
+		v.Log.ErrorContext(ctx, "visibility failed", "op", op, "error", err)
+	}
+	return huma.Error500InternalServerError("internal error; see the catalog log")
+}
+
+// ---- GET /visibility/heatmap ----
+
+type heatmapInput struct {
+	Year      int    `query:"year" required:"true" minimum:"1900" maximum:"2100" doc:"Calendar year (UTC days)."`
+	ProgramID int64  `query:"program_id" minimum:"1" doc:"The distinct sources of this program's obs units."`
+	SourceIDs string `query:"source_ids" doc:"Comma-separated source ids (instead of program_id), at most 5000."`
+	Format    string `query:"format" enum:"json,svg,png" default:"json"`
+}
+
+// Resolve rejects unknown parameters.
+func (in *heatmapInput) Resolve(ctx huma.Context) []error {
+	return unknownParams(ctx, "year", "program_id", "source_ids", "format")
+}
+
+// HeatmapSource names a row of the heatmap.
+type HeatmapSource struct {
+	ID   int64  `json:"id"`
+	Name string `json:"name"`
+}
+
+// HeatmapParameters are the inputs the heatmap was computed for.
+type HeatmapParameters struct {
+	Year            int     `json:"year"`
+	ProgramID       *int64  `json:"program_id,omitempty"`
+	SourceIDs       []int64 `json:"source_ids"`
+	LatitudeDeg     float64 `json:"latitude_deg"`
+	LongitudeDeg    float64 `json:"longitude_deg"`
+	ElevationM      float64 `json:"elevation_m"`
+	MinElevationDeg float64 `json:"min_elevation_deg"`
+	MaxElevationDeg float64 `json:"max_elevation_deg"`
+	SunAvoidanceDeg float64 `json:"sun_avoidance_deg"`
+	Refraction      bool    `json:"refraction"`
+}
+
+// HeatmapResponse is hours observable per source (rows) per UTC day (columns).
+type HeatmapResponse struct {
+	Days        []string          `json:"days" doc:"The UTC days (YYYY-MM-DD), the columns of hours."`
+	Sources     []HeatmapSource   `json:"sources" doc:"The rows of hours."`
+	Hours       hoursMatrix       `json:"hours" doc:"hours[source][day]: hours observable, to 0.01 h."`
+	GeneratedAt time.Time         `json:"generated_at" doc:"When the oldest row was computed."`
+	Cached      bool              `json:"cached" doc:"true: every row came from the cache; false: some were computed for this request (and cached)."`
+	Parameters  HeatmapParameters `json:"parameters"`
+}
+
+func heatmapResponses(api huma.API) map[string]*huma.Response {
+	schema := api.OpenAPI().Components.Schemas.Schema(reflect.TypeFor[HeatmapResponse](), true, "HeatmapResponse")
+	img := &huma.Schema{Type: huma.TypeString, Description: "Sources × days, colour scale 0–24 h, labels."}
+	return map[string]*huma.Response{"200": {
+		Description: "The heatmap (JSON), or drawn (format=svg, png).",
+		Content: map[string]*huma.MediaType{
+			"application/json": {Schema: schema}, "image/svg+xml": {Schema: img}, "image/png": {Schema: img},
+		},
+	}}
+}
+
+func parseIDs(field, s string) ([]int64, error) {
+	var ids []int64
+	seen := map[int64]bool{}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		id, err := strconv.ParseInt(part, 10, 64)
+		if err != nil || id < 1 {
+			return nil, huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: field, Message: "must be comma-separated positive integer ids", Value: part})
+		}
+		if !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) > maxHeatmapSources {
+		return nil, huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: field, Message: fmt.Sprintf("at most %d sources", maxHeatmapSources)})
+	}
+	return ids, nil
+}
+
+func (v *Visibility) heatmap(ctx context.Context, in *heatmapInput) (*rawOutput, error) {
+	if (in.ProgramID == 0) == (in.SourceIDs == "") {
+		return nil, huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: "query.program_id", Message: "give either program_id or source_ids"})
+	}
+	params := HeatmapParameters{Year: in.Year, LatitudeDeg: v.Site.LatitudeDeg, LongitudeDeg: v.Site.LongitudeDeg, ElevationM: v.Site.ElevationM,
+		MinElevationDeg: v.Site.MinElevationDeg, MaxElevationDeg: v.Site.MaxElevationDeg, SunAvoidanceDeg: v.Site.SunAvoidanceDeg, Refraction: v.Site.Refraction}
+	var srcs []store.Source
+	if in.ProgramID != 0 {
+		params.ProgramID = &in.ProgramID
+		var err error
+		srcs, err = v.Store.ProgramSources(ctx, in.ProgramID)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, huma.Error404NotFound("no observing program with this id")
+		}
+		if err != nil {
+			return nil, v.internal(ctx, "read program", err)
+		}
+		srcs = srcs[:min(len(srcs), maxHeatmapSources)]
+	} else {
+		ids, err := parseIDs("query.source_ids", in.SourceIDs)
+		if err != nil {
+			return nil, err
+		}
+		var missing []int64
+		srcs, missing, err = v.Store.Sources(ctx, ids)
+		if err != nil {
+			return nil, v.internal(ctx, "read sources", err)
+		}
+		if len(missing) > 0 {
+			return nil, huma.Error404NotFound(fmt.Sprintf("no source with id %v", missing))
+		}
+	}
+	ids := make([]int64, len(srcs))
+	for i := range srcs {
+		ids[i] = srcs[i].ID
+	}
+	params.SourceIDs = ids
+	hm, err := v.Heatmaps.Get(ctx, in.Year, srcs)
+	var nc *precalc.NotCachedError
+	if errors.As(err, &nc) {
+		how := fmt.Sprintf(`{"year": %d, "source_ids": [...]}`, in.Year)
+		if in.ProgramID != 0 {
+			how = fmt.Sprintf(`{"year": %d, "program_id": %d}`, in.Year, in.ProgramID)
+		}
+		return nil, huma.Error404NotFound(fmt.Sprintf("%s. An admin computes it with POST /visibility/precalculate %s and follows "+
+			"GET /visibility/precalculate/{job_id}; or ask for at most %d uncached sources at a time.", nc.Error(), how, nc.SyncMax))
+	}
+	if err != nil {
+		return nil, v.internal(ctx, "heatmap", err)
+	}
+	days := visibility.DaysIn(in.Year)
+	body := HeatmapResponse{Days: make([]string, days), Sources: make([]HeatmapSource, len(srcs)), Hours: hm.Hours,
+		GeneratedAt: hm.GeneratedAt, Cached: hm.Cached, Parameters: params}
+	d0 := time.Date(in.Year, 1, 1, 0, 0, 0, 0, time.UTC)
+	for d := range days {
+		body.Days[d] = d0.AddDate(0, 0, d).Format(time.DateOnly)
+	}
+	labels := make([]string, len(srcs))
+	for i, s := range srcs {
+		body.Sources[i] = HeatmapSource{ID: s.ID, Name: s.Name}
+		labels[i] = s.Name
+	}
+	switch in.Format {
+	case "svg", "png":
+		img := render.HeatmapInput{Title: fmt.Sprintf("Hours observable per day, %d (limit %g°, Sun avoidance %g°)", in.Year, v.Site.MinElevationDeg, v.Site.SunAvoidanceDeg),
+			Year: in.Year, Labels: labels, Hours: hm.Hours}
+		if in.Format == "png" {
+			return &rawOutput{ContentType: "image/png", Body: render.HeatmapPNG(img)}, nil
+		}
+		return &rawOutput{ContentType: "image/svg+xml", Body: render.HeatmapSVG(img)}, nil
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, v.internal(ctx, "encode heatmap", err)
+	}
+	return &rawOutput{ContentType: "application/json", Body: b}, nil
+}
+
+// ---- POST /visibility/precalculate, GET /visibility/precalculate/{job_id} ----
+
+type precalculateBody struct {
+	Year      int     `json:"year" minimum:"1900" maximum:"2100" doc:"Calendar year (UTC days)."`
+	ProgramID *int64  `json:"program_id,omitempty" minimum:"1" doc:"The sources of this program's obs units."`
+	SourceIDs []int64 `json:"source_ids,omitempty" minItems:"1" maxItems:"5000" doc:"These sources."`
+	All       bool    `json:"all,omitempty" doc:"Every source."`
+}
+
+// hoursMatrix is hours[source][day], written to 0.01 h by hand: encoding/json's float formatting
+// was most of the time of serving a cached heatmap.
+type hoursMatrix [][]float64
+
+// MarshalJSON writes the matrix with two decimals (trailing zeros dropped).
+func (m hoursMatrix) MarshalJSON() ([]byte, error) {
+	n := 2
+	for _, row := range m {
+		n += 2 + 6*len(row)
+	}
+	b := make([]byte, 0, n)
+	b = append(b, '[')
+	for i, row := range m {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '[')
+		for d, h := range row {
+			if d > 0 {
+				b = append(b, ',')
+			}
+			c := int64(math.Round(h * 100)) // centi-hours, 0..2400
+			if c < 0 || math.IsNaN(h) {
+				c = 0
+			}
+			b = strconv.AppendInt(b, c/100, 10)
+			if f := c % 100; f != 0 {
+				b = append(b, '.', byte('0'+f/10))
+				if f%10 != 0 {
+					b = append(b, byte('0'+f%10))
+				}
+			}
+		}
+		b = append(b, ']')
+	}
+	return append(b, ']'), nil
+}
+
+// PrecalculateResponse is a queued (or already queued) precalculation.
+type PrecalculateResponse struct {
+	JobID        int64  `json:"job_id"`
+	Status       string `json:"status" enum:"queued,running,completed,failed"`
+	SourcesTotal int    `json:"sources_total"`
+	Year         int    `json:"year"`
+}
+
+type precalculateOutput struct {
+	Location string `header:"Location"`
+	Body     PrecalculateResponse
+}
+
+func (v *Visibility) precalculate(ctx context.Context, in *struct{ Body precalculateBody }) (*precalculateOutput, error) {
+	// the access table already admits admins only; checked again here, where the work is done
+	p := authn.PrincipalFrom(ctx)
+	if p == nil || !p.IsAdmin() {
+		return nil, huma.Error403Forbidden("precalculation is for admins")
+	}
+	b := in.Body
+	n := 0
+	for _, set := range []bool{b.ProgramID != nil, b.SourceIDs != nil, b.All} {
+		if set {
+			n++
+		}
+	}
+	if n != 1 {
+		return nil, huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: "body", Message: "give exactly one of program_id, source_ids or all: true"})
+	}
+	var ids []int64
+	var err error
+	switch {
+	case b.ProgramID != nil:
+		ids, err = v.Store.ProgramSourceIDs(ctx, *b.ProgramID)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, huma.Error404NotFound("no observing program with this id")
+		}
+	case b.All:
+		ids, err = v.Store.AllSourceIDs(ctx)
+	default:
+		seen := map[int64]bool{}
+		for i, id := range b.SourceIDs {
+			if id < 1 {
+				return nil, huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: fmt.Sprintf("body.source_ids[%d]", i), Message: "must be a positive id", Value: id})
+			}
+			if !seen[id] {
+				seen[id] = true
+				ids = append(ids, id)
+			}
+		}
+		var missing []int64
+		if _, missing, err = v.Store.Sources(ctx, ids); err == nil && len(missing) > 0 {
+			return nil, huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: "body.source_ids", Message: "unknown source ids", Value: missing})
+		}
+	}
+	if err != nil {
+		return nil, v.internal(ctx, "read sources", err)
+	}
+	job, err := v.Heatmaps.Enqueue(ctx, b.Year, ids, p.Username)
+	if err != nil {
+		if v.Log != nil {
+			v.Log.ErrorContext(ctx, "visibility precalculation not queued", "error", err)
+		}
+		return nil, huma.Error503ServiceUnavailable("the precalculation could not be queued; try again")
+	}
+	return &precalculateOutput{Location: "/visibility/precalculate/" + strconv.FormatInt(job.ID, 10),
+		Body: PrecalculateResponse{JobID: job.ID, Status: job.Status, SourcesTotal: job.SourcesTotal, Year: job.Year}}, nil
+}
+
+type jobInput struct {
+	JobID int64 `path:"job_id" minimum:"1"`
+}
+
+func (v *Visibility) job(ctx context.Context, in *jobInput) (*struct{ Body store.Job }, error) {
+	j, err := v.Store.Job(ctx, in.JobID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, huma.Error404NotFound("no precalculation job with this id")
+	}
+	if err != nil {
+		return nil, v.internal(ctx, "read job", err)
+	}
+	return &struct{ Body store.Job }{Body: j}, nil
+}

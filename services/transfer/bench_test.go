@@ -1,0 +1,287 @@
+package transfer_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/obsops/obsops/services/transfer"
+)
+
+func benchSeconds() time.Duration {
+	if v, err := strconv.Atoi(os.Getenv("OPS_BENCH_SECONDS")); err == nil && v > 0 {
+		return time.Duration(v) * time.Second
+	}
+	return 5 * time.Second
+}
+
+func pct(d []time.Duration, p float64) time.Duration {
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	return d[int(float64(len(d)-1)*p)]
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "PASS"
+	}
+	return "MISS"
+}
+
+// GET /overview with 1,000,000 operations and 100,000 packages: p99 from the maintained
+// counters, next to a plain COUNT(*) ... GROUP BY over the operations table in the same run.
+func TestBenchOverview(t *testing.T) {
+	if os.Getenv("OPS_BENCH") == "" {
+		t.Skip("benchmark: make bench (OPS_BENCH=1)")
+	}
+	s := startStack(t, map[string]string{"OPS_PLANNER_INTERVAL": "1h"})
+	db := s.Kit.DB
+	start := time.Now()
+	// 100,000 packages; 1,000,000 operations: per package its raw_data_package operation, two
+	// archive operations and seven staging operations (seven staging jobs), statuses mixed.
+	for _, q := range []string{
+		`INSERT INTO package_states (raw_data_package_id, state, size_bytes)
+		 SELECT md5(i::text)::uuid, (ARRAY['WAITING','TRANSFERRING','ARCHIVED','FAILED'])[1 + i % 4], 1000 FROM generate_series(1, 100000) i`,
+		`INSERT INTO staging_jobs (requested_by, destination_location_id) SELECT 'bench', 5 FROM generate_series(1, 7)`,
+		`INSERT INTO operations (kind, status, raw_data_package_id, site_id, source_location_id, destination_location_id)
+		 SELECT 'raw_data_package', 'COMPLETED', raw_data_package_id, 1, 1, 2 FROM package_states`,
+		`INSERT INTO operations (kind, status, raw_data_package_id, site_id, source_location_id, destination_location_id)
+		 SELECT 'long_term_archive', (ARRAY['PENDING','COMPLETED','FAILED'])[1 + (hashtext(raw_data_package_id::text || l) & 1023) % 3], raw_data_package_id, 2, l, l
+		   FROM package_states, (VALUES (3), (4)) v(l)`,
+		`INSERT INTO operations (kind, status, raw_data_package_id, staging_job_id, site_id, source_location_id, destination_location_id)
+		 SELECT 'staging', (ARRAY['PENDING','COMPLETED','FAILED'])[1 + (hashtext(raw_data_package_id::text || j.id) & 1023) % 3], raw_data_package_id, j.id, 2, 3, 5
+		   FROM package_states, staging_jobs j`,
+		`ANALYZE operations`,
+	} {
+		_, err := db.Exec(q)
+		require.NoError(t, err, q)
+	}
+	require.NoError(t, s.Kit.Store.FoldCounters(t.Context()))
+	var ops int
+	require.NoError(t, db.Get(&ops, `SELECT count(*) FROM operations`))
+	require.Equal(t, 1_000_000, ops)
+	t.Logf("seeded %d operations and 100000 packages in %s", ops, time.Since(start).Round(time.Second))
+
+	url := s.URLs["transfer"] + "/api/transfer/overview"
+	c := &http.Client{Timeout: 10 * time.Second}
+	var lat []time.Duration
+	deadline := time.Now().Add(benchSeconds())
+	for time.Now().Before(deadline) {
+		t0 := time.Now()
+		resp, err := c.Get(url)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		require.Equal(t, 200, resp.StatusCode)
+		lat = append(lat, time.Since(t0))
+	}
+	var plain []time.Duration
+	for i := 0; i < 10; i++ {
+		t0 := time.Now()
+		var rows []struct {
+			Kind   string `db:"kind"`
+			Status string `db:"status"`
+			N      int64  `db:"n"`
+		}
+		require.NoError(t, db.Select(&rows, `SELECT kind, status, count(*) AS n FROM operations GROUP BY kind, status`))
+		plain = append(plain, time.Since(t0))
+	}
+	p99 := pct(lat, 0.99)
+	fmt.Printf("BENCH overview (1,000,000 operations, 100,000 packages): /overview %d requests p50 %s p99 %s | plain COUNT(*) GROUP BY p50 %s p99 %s | %.0fx faster at p50 | target p99 <= 50ms: %s\n",
+		len(lat), pct(lat, 0.5).Round(10*time.Microsecond), p99.Round(10*time.Microsecond),
+		pct(plain, 0.5).Round(time.Millisecond), pct(plain, 0.99).Round(time.Millisecond),
+		float64(pct(plain, 0.5))/float64(pct(lat, 0.5)), verdict(p99 <= 50*time.Millisecond))
+}
+
+// Claim/complete throughput of the agent API with 8 concurrent movers (through the real HTTP
+// routes, API-token authenticated), and that no operation is leased twice.
+func TestBenchAgentThroughput(t *testing.T) {
+	if os.Getenv("OPS_BENCH") == "" {
+		t.Skip("benchmark: make bench (OPS_BENCH=1)")
+	}
+	s := startStack(t, map[string]string{"OPS_PLANNER_INTERVAL": "1h", "OPS_DB_MAX_CONNS": "16"})
+	db := s.Kit.DB
+	const seeded = 200_000
+	for _, q := range []string{
+		`INSERT INTO package_states (raw_data_package_id, state, size_bytes) SELECT md5(i::text)::uuid, 'WAITING', 1 FROM generate_series(1, ` + strconv.Itoa(seeded) + `) i`,
+		`INSERT INTO operations (kind, raw_data_package_id, site_id, source_location_id, destination_location_id)
+		 SELECT 'raw_data_package', raw_data_package_id, 1, 1, 2 FROM package_states`,
+		`ANALYZE operations`,
+	} {
+		_, err := db.Exec(q)
+		require.NoError(t, err)
+	}
+	base := s.URLs["transfer"]
+	var done atomic.Int64
+	var claimLat, completeLat latencies
+	var mu sync.Mutex
+	leased := map[int64]int{}
+	stop := time.Now().Add(benchSeconds())
+	var wg sync.WaitGroup
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			agent := "bench-" + strconv.Itoa(w)
+			for time.Now().Before(stop) {
+				c0 := time.Now()
+				ops := claim(t, base, s.Mover, map[string]any{"kinds": []string{"raw_data_package"}, "max": 20, "agent": agent})
+				claimLat.add(time.Since(c0))
+				mu.Lock()
+				for _, o := range ops {
+					leased[o.ID]++
+				}
+				mu.Unlock()
+				for _, o := range ops {
+					c0 := time.Now()
+					r := call(t, "POST", fmt.Sprintf("%s/api/transfer/agent/operations/%d/complete", base, o.ID), s.Mover,
+						map[string]any{"agent": agent, "bytes": 1, "checksum": "xxh64:00"})
+					completeLat.add(time.Since(c0))
+					if r.Status != 200 {
+						t.Errorf("complete %d: %d %s", o.ID, r.Status, r.Body)
+						return
+					}
+					done.Add(1)
+				}
+			}
+		}(w)
+	}
+	t0 := time.Now()
+	wg.Wait()
+	elapsed := time.Since(t0)
+	twice := 0
+	for _, n := range leased {
+		if n > 1 {
+			twice++
+		}
+	}
+	rate := float64(done.Load()) / elapsed.Seconds()
+	fmt.Printf("BENCH agent API, 8 movers (claim max 20 + complete each, HTTP, API token): %d operations completed in %s = %.0f ops/s, leased twice: %d | target >= 2000 ops/s: %s\n",
+		done.Load(), elapsed.Round(time.Millisecond), rate, twice, verdict(rate >= 2000 && twice == 0))
+	fmt.Printf("BENCH agent API latencies: claim p50 %s p99 %s, complete p50 %s p99 %s\n",
+		claimLat.pct(0.5), claimLat.pct(0.99), completeLat.pct(0.5), completeLat.pct(0.99))
+	require.Zero(t, twice)
+	var completed int64
+	require.NoError(t, db.Get(&completed, `SELECT count(*) FROM operations WHERE status = 'COMPLETED'`))
+	require.Equal(t, done.Load(), completed)
+
+	// The same work on the store alone (no HTTP, no token verification), in this process: what
+	// the database path carries, for comparison in the same run.
+	var direct atomic.Int64
+	stop = time.Now().Add(benchSeconds())
+	t0 = time.Now()
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			holder := "direct-" + strconv.Itoa(w)
+			for time.Now().Before(stop) {
+				ops, err := s.Kit.Store.Claim(t.Context(), holder, []transfer.Kind{transfer.KindRawDataPackage}, "", 20)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				for _, o := range ops {
+					if _, err := s.Kit.Store.Complete(t.Context(), o.ID, holder, 1, "xxh64:00", nil); err != nil {
+						t.Error(err)
+						return
+					}
+					direct.Add(1)
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	drate := float64(direct.Load()) / time.Since(t0).Seconds()
+	fmt.Printf("BENCH agent store path alone, 8 goroutines: %.0f ops/s; HTTP path = %.0f%% of it\n", drate, 100*rate/drate)
+}
+
+// latencies collects durations from several goroutines.
+type latencies struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (l *latencies) add(d time.Duration) {
+	l.mu.Lock()
+	l.d = append(l.d, d)
+	l.mu.Unlock()
+}
+
+func (l *latencies) pct(p float64) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.d) == 0 {
+		return 0
+	}
+	return pct(l.d, p).Round(10 * time.Microsecond)
+}
+
+// WebSocket fan-out: 1,000 overview clients through the gateway, 10 updates per second
+// published on the Redis channel: publish → receive latency and missed updates.
+func TestBenchWebSocketFanout(t *testing.T) {
+	if os.Getenv("OPS_BENCH") == "" {
+		t.Skip("benchmark: make bench (OPS_BENCH=1)")
+	}
+	clients := 1000
+	if v, err := strconv.Atoi(os.Getenv("OPS_BENCH_WS_CLIENTS")); err == nil && v > 0 {
+		clients = v
+	}
+	s := startStack(t, map[string]string{"OPS_PLANNER_INTERVAL": "1h", "OPS_WS_MAX_PER_USER": strconv.Itoa(clients + 10), "OPS_RATE_LIMIT_PER_MINUTE": "0"})
+	conns := make([]*wsClient, clients)
+	for i := range conns {
+		c, _, err := dialWS(t, s.GatewayURL, "?token="+s.Viewer, nil)
+		require.NoError(t, err, "client %d", i)
+		require.Equal(t, "snapshot", c.next(30*time.Second).Type)
+		conns[i] = c
+	}
+	const base = int64(1) << 40 // above any seq the planner publishes
+	var lat latencies
+	missed := atomic.Int64{}
+	dur := benchSeconds()
+	n := int(dur / (100 * time.Millisecond))
+	var wg sync.WaitGroup
+	for _, c := range conns {
+		wg.Add(1)
+		go func(c *wsClient) {
+			defer wg.Done()
+			want := base + 1
+			for want <= base+int64(n) {
+				_ = c.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+				_, b, err := c.conn.ReadMessage()
+				if err != nil {
+					missed.Add(base + int64(n) - want + 1)
+					return
+				}
+				var m struct {
+					Type   string `json:"type"`
+					Seq    int64  `json:"seq"`
+					SentNs int64  `json:"sent_ns"`
+				}
+				if json.Unmarshal(b, &m) != nil || m.Type != "update" {
+					continue
+				}
+				lat.add(time.Duration(time.Now().UnixNano() - m.SentNs))
+				missed.Add(m.Seq - want)
+				want = m.Seq + 1
+			}
+		}(c)
+	}
+	rdb := s.Redis.Client()
+	for i := 1; i <= n; i++ {
+		b, _ := json.Marshal(map[string]any{"type": "update", "seq": base + int64(i), "sent_ns": time.Now().UnixNano()})
+		require.NoError(t, rdb.Publish(t.Context(), "ops:transfer:overview", b).Err())
+		time.Sleep(100 * time.Millisecond)
+	}
+	wg.Wait()
+	p99 := lat.pct(0.99)
+	fmt.Printf("BENCH websocket fan-out: %d clients through the gateway, %d updates at 10/s: publish→receive p50 %s p99 %s, missed %d | target p99 <= 100ms, 0 missed: %s\n",
+		clients, n, lat.pct(0.5), p99, missed.Load(), verdict(p99 <= 100*time.Millisecond && missed.Load() == 0))
+}

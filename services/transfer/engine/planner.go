@@ -1,0 +1,240 @@
+// Package engine runs the transfer pipeline on top of the store: the planner (one active replica
+// at a time, elected with a PostgreSQL advisory lock), the overview publisher, and the
+// inconsistent-package set in Redis with its sweep and reconcile.
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/obsops/obsops/pkg/contract"
+	"github.com/obsops/obsops/services/transfer"
+	"github.com/obsops/obsops/services/transfer/postgres"
+)
+
+// Redis names used by the transfer service.
+const (
+	// OverviewChannel carries every overview update to every replica (DESIGN §6).
+	OverviewChannel = contract.TransferOverviewChannel
+	// WakeChannel wakes the active planner early (a mover completed an operation; ingest may
+	// publish here when it finalizes a package). The poll every OPS_PLANNER_INTERVAL is the
+	// guarantee; a lost wake-up only delays.
+	WakeChannel = "ops:transfer:planner"
+	// InconsistentSet holds the ids of packages whose stored state may differ from their
+	// derivation, until reconciled.
+	InconsistentSet = "ops:transfer:inconsistent"
+)
+
+// PlannerLockID is the advisory-lock key held by the active planner ("transfer").
+const PlannerLockID int64 = 0x7472616e73666572
+
+// batch bounds each planner step's work per round.
+const batch = 500
+
+// Planner drives the pipeline: brings finalized packages in, groups them into DTPs, creates each
+// next operation when its predecessor completes, expires stale leases, refreshes the file count,
+// sweeps package states into the inconsistent set and publishes overview updates. Every replica
+// runs one; only the holder of the advisory lock works, the others stand by.
+type Planner struct {
+	DB         *sqlx.DB
+	Store      *postgres.Store
+	Redis      *redis.Client
+	Reconciler *Reconciler
+	Config     *transfer.Config
+	Log        *slog.Logger
+
+	active prometheus.Gauge
+	rounds *prometheus.CounterVec
+	// lastFullEnter is when Enter last looked at every finalized package (see Store.Enter).
+	lastFullEnter time.Time
+}
+
+// NewPlanner returns a planner registering its metrics with reg.
+func NewPlanner(db *sqlx.DB, store *postgres.Store, rdb *redis.Client, rec *Reconciler, cfg *transfer.Config, log *slog.Logger, reg prometheus.Registerer) *Planner {
+	p := &Planner{DB: db, Store: store, Redis: rdb, Reconciler: rec, Config: cfg, Log: log,
+		active: prometheus.NewGauge(prometheus.GaugeOpts{Name: "obsops_transfer_planner_active", Help: "1 while this replica holds the planner lock."}),
+		rounds: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "obsops_transfer_planner_items_total", Help: "Items handled by the planner, by step."}, []string{"step"}),
+	}
+	if reg != nil {
+		reg.MustRegister(p.active, p.rounds)
+	}
+	return p
+}
+
+// Run stands by for the planner lock and works while holding it, until ctx ends.
+func (p *Planner) Run(ctx context.Context) {
+	for ctx.Err() == nil {
+		if err := p.lead(ctx); err != nil && ctx.Err() == nil {
+			p.Log.Warn("planner", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(p.Config.PlannerInterval):
+		}
+	}
+}
+
+// lead takes the lock if free and works until ctx ends or the lock's connection fails.
+func (p *Planner) lead(ctx context.Context) error {
+	conn, err := p.DB.Connx(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	var got bool
+	if err := conn.GetContext(ctx, &got, `SELECT pg_try_advisory_lock($1)`, PlannerLockID); err != nil || !got {
+		return err
+	}
+	defer func() {
+		_, _ = conn.ExecContext(context.Background(), `SELECT pg_advisory_unlock($1)`, PlannerLockID)
+	}()
+	p.active.Set(1)
+	defer p.active.Set(0)
+	p.Log.Info("planner active")
+
+	wake := p.Redis.Subscribe(ctx, WakeChannel)
+	defer wake.Close()
+	wakeC := wake.Channel()
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	pub := &publisher{store: p.Store, redis: p.Redis, log: p.Log}
+	go pub.run(ctx, p.Config.OverviewInterval)
+
+	tick := time.NewTicker(p.Config.PlannerInterval)
+	defer tick.Stop()
+	var lastSweep, lastFiles time.Time
+	for {
+		if err := conn.PingContext(ctx); err != nil {
+			return err // the lock went with the connection
+		}
+		p.round(ctx)
+		if time.Since(lastFiles) >= 5*time.Second {
+			if err := p.Store.RefreshFileCount(ctx); err != nil && ctx.Err() == nil {
+				p.Log.Warn("planner: file count", "error", err)
+			}
+			lastFiles = time.Now()
+		}
+		if time.Since(lastSweep) >= p.Config.SweepInterval {
+			if n, err := p.Reconciler.Sweep(ctx); err != nil && ctx.Err() == nil {
+				p.Log.Warn("planner: sweep", "error", err)
+			} else if n > 0 {
+				p.Log.Warn("planner: packages whose stored state differs from their derivation added to the inconsistent set", "count", n)
+			}
+			lastSweep = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		case <-wakeC:
+		}
+	}
+}
+
+// round runs every step once.
+func (p *Planner) round(ctx context.Context) {
+	step := func(name string, fn func() (int, error)) {
+		n, err := fn()
+		if err != nil && ctx.Err() == nil {
+			p.Log.Warn("planner step failed", "step", name, "error", err)
+		}
+		if n > 0 {
+			p.rounds.WithLabelValues(name).Add(float64(n))
+		}
+	}
+	step("expire_leases", func() (int, error) { return p.Store.ExpireLeases(ctx, batch) })
+	step("enter", func() (int, error) {
+		if ok, err := p.Store.RawPackagesTableExists(ctx); err != nil || !ok {
+			return 0, err
+		}
+		var since *time.Time
+		if time.Since(p.lastFullEnter) < p.Config.SweepInterval {
+			var err error
+			if since, err = p.Store.EnterWatermark(ctx, 10*time.Minute); err != nil {
+				return 0, err
+			}
+		}
+		n, err := p.Store.Enter(ctx, batch, since)
+		if err == nil && since == nil && n < batch {
+			p.lastFullEnter = time.Now() // a full pass found everything
+		}
+		return n, err
+	})
+	step("advance", func() (int, error) { return p.Store.Advance(ctx, batch) })
+	step("group", func() (int, error) { return p.Store.Group(ctx, p.Config.DTPTargetBytes, p.Config.DTPMaxWait, 10*batch) })
+	step("advance", func() (int, error) { return p.Store.Advance(ctx, batch) })
+}
+
+// RunOnce runs one planner round without the lock (tests and the bench drive the pipeline
+// step by step with it).
+func (p *Planner) RunOnce(ctx context.Context) { p.round(ctx) }
+
+// Wake asks the active planner (at whichever replica) to run a round now.
+func Wake(ctx context.Context, rdb *redis.Client) {
+	ctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	_ = rdb.Publish(ctx, WakeChannel, "1").Err()
+}
+
+// publisher folds the counters and publishes an overview update whenever the counts changed,
+// at most once per interval: the one source of seq numbers and of update messages.
+type publisher struct {
+	store *postgres.Store
+	redis *redis.Client
+	log   *slog.Logger
+	last  *transfer.Overview
+}
+
+// Message is a WebSocket message: {type: snapshot|update|heartbeat, seq, ...overview}.
+type Message struct {
+	Type string `json:"type"`
+	*transfer.Overview
+}
+
+func (pub *publisher) run(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		if err := pub.once(ctx); err != nil && ctx.Err() == nil {
+			pub.log.Warn("overview publisher", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (pub *publisher) once(ctx context.Context) error {
+	if err := pub.store.FoldCounters(ctx); err != nil {
+		return err
+	}
+	counts, _, err := pub.store.Counts(ctx)
+	if err != nil {
+		return err
+	}
+	o := transfer.BuildOverview(counts, 0, time.Now())
+	if pub.last != nil && pub.last.SameCounts(o) {
+		return nil
+	}
+	if o.Seq, err = pub.store.NextSeq(ctx); err != nil {
+		return err
+	}
+	b, err := json.Marshal(Message{Type: "update", Overview: o})
+	if err != nil {
+		return err
+	}
+	if err := pub.redis.Publish(ctx, OverviewChannel, b).Err(); err != nil {
+		return err
+	}
+	pub.last = o
+	return nil
+}

@@ -1,0 +1,287 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/lib/pq"
+
+	"github.com/obsops/obsops/services/transfer"
+)
+
+// Page is one page of a list (DESIGN §8).
+type Page[T any] struct {
+	Items  []T `json:"items"`
+	Total  int `json:"total"`
+	Limit  int `json:"limit"`
+	Offset int `json:"offset"`
+}
+
+// ListQuery filters and pages a list.
+type ListQuery struct {
+	State  string     // package state or DTP state; "" any
+	Site   string     // only those with an operation at this site; "" any
+	From   *time.Time // created at or after
+	To     *time.Time // created before
+	Limit  int
+	Offset int
+}
+
+// ChainStep is one operation of a package's chain as lists show it.
+type ChainStep struct {
+	ID          int64           `json:"id" db:"id"`
+	Kind        transfer.Kind   `json:"kind" db:"kind"`
+	Status      transfer.Status `json:"status" db:"status"`
+	RetryCount  int             `json:"retry_count" db:"retry_count"`
+	Site        string          `json:"site" db:"site"`
+	Destination *string         `json:"destination_location" db:"destination_location"`
+	UpdatedAt   time.Time       `json:"updated_at" db:"updated_at"`
+	Owner       string          `json:"-" db:"owner"`
+}
+
+// RawPackage is a row of GET /raw-packages.
+type RawPackage struct {
+	ID                    uuid.UUID             `json:"id" db:"raw_data_package_id"`
+	Name                  string                `json:"name" db:"name"`
+	State                 transfer.PackageState `json:"state" db:"state"`
+	SizeBytes             int64                 `json:"size_bytes" db:"size_bytes"`
+	InstrumentModuleID    *int64                `json:"instrument_module_id" db:"instrument_module_id"`
+	DataTransferPackageID *int64                `json:"data_transfer_package_id" db:"data_transfer_package_id"`
+	FinalizedAt           time.Time             `json:"finalized_at" db:"finalized_at"`
+	StateChangedAt        time.Time             `json:"state_changed_at" db:"state_changed_at"`
+	CreatedAt             time.Time             `json:"created_at" db:"created_at"`
+	Chain                 []ChainStep           `json:"chain" doc:"Its operations: raw_data_package, its DTP's data_transfer_package, transfer and unpack, its long_term_archive and staging, in creation order."`
+}
+
+// TransferPackage is a row of GET /transfer-packages.
+type TransferPackage struct {
+	ID           int64       `json:"id" db:"id"`
+	Name         string      `json:"name" db:"name"`
+	State        string      `json:"state" db:"state"`
+	PackageCount int         `json:"package_count" db:"package_count"`
+	SizeBytes    int64       `json:"size_bytes" db:"size_bytes"`
+	Location     string      `json:"location" db:"location"`
+	CreatedAt    time.Time   `json:"created_at" db:"created_at"`
+	UpdatedAt    time.Time   `json:"updated_at" db:"updated_at"`
+	Chain        []ChainStep `json:"chain" doc:"Its data_transfer_package, transfer and unpack operations, in creation order."`
+}
+
+// where builds the filter shared by both lists; siteExists is the EXISTS clause for a site
+// filter with $N standing for the site id's placeholder.
+func (q ListQuery) where(args *[]any, siteExists string) (string, error) {
+	var conds []string
+	add := func(v any) string {
+		*args = append(*args, v)
+		return "$" + strconv.Itoa(len(*args))
+	}
+	if q.State != "" {
+		conds = append(conds, "x.state = "+add(q.State))
+	}
+	if q.Site != "" {
+		conds = append(conds, strings.ReplaceAll(siteExists, "$N", "(SELECT id FROM sites WHERE name = "+add(q.Site)+")"))
+	}
+	if q.From != nil {
+		conds = append(conds, "x.created_at >= "+add(*q.From))
+	}
+	if q.To != nil {
+		conds = append(conds, "x.created_at < "+add(*q.To))
+	}
+	if len(conds) == 0 {
+		return "true", nil
+	}
+	return strings.Join(conds, " AND "), nil
+}
+
+// SiteExists reports whether a site of that name exists.
+func (s *Store) SiteExists(ctx context.Context, name string) (bool, error) {
+	var ok bool
+	err := s.DB.GetContext(ctx, &ok, `SELECT EXISTS (SELECT 1 FROM sites WHERE name = $1)`, name)
+	return ok, err
+}
+
+const chainColumns = `o.id, o.kind, o.status, o.retry_count, s.name AS site, dst.name AS destination_location, o.updated_at`
+
+// RawPackages lists packages in the pipeline, newest first, each with its chain.
+func (s *Store) RawPackages(ctx context.Context, q ListQuery) (Page[RawPackage], error) {
+	page := Page[RawPackage]{Items: []RawPackage{}, Limit: q.Limit, Offset: q.Offset}
+	var args []any
+	where, err := q.where(&args, `EXISTS (SELECT 1 FROM operations o WHERE o.site_id = $N AND
+		(o.raw_data_package_id = x.raw_data_package_id OR o.data_transfer_package_id = x.data_transfer_package_id))`)
+	if err != nil {
+		return page, err
+	}
+	if err := s.DB.GetContext(ctx, &page.Total, `SELECT count(*) FROM package_states x WHERE `+where, args...); err != nil {
+		return page, err
+	}
+	args = append(args, q.Limit, q.Offset)
+	if err := s.DB.SelectContext(ctx, &page.Items, `
+		SELECT raw_data_package_id, name, state, size_bytes, instrument_module_id, data_transfer_package_id, finalized_at, state_changed_at, created_at
+		  FROM package_states x WHERE `+where+`
+		 ORDER BY created_at DESC, raw_data_package_id DESC LIMIT $`+strconv.Itoa(len(args)-1)+` OFFSET $`+strconv.Itoa(len(args)), args...); err != nil {
+		return page, err
+	}
+	if len(page.Items) == 0 {
+		return page, nil
+	}
+	ids := make([]uuid.UUID, len(page.Items))
+	for i, p := range page.Items {
+		ids[i] = p.ID
+	}
+	var steps []ChainStep
+	if err := s.DB.SelectContext(ctx, &steps, `
+		SELECT `+chainColumns+`, x.raw_data_package_id::text AS owner FROM package_states x
+		  JOIN operations o ON o.raw_data_package_id = x.raw_data_package_id
+		  JOIN sites s ON s.id = o.site_id LEFT JOIN data_locations dst ON dst.id = o.destination_location_id
+		 WHERE x.raw_data_package_id = ANY($1::uuid[])
+		UNION ALL
+		SELECT `+chainColumns+`, x.raw_data_package_id::text FROM package_states x
+		  JOIN operations o ON o.data_transfer_package_id = x.data_transfer_package_id
+		  JOIN sites s ON s.id = o.site_id LEFT JOIN data_locations dst ON dst.id = o.destination_location_id
+		 WHERE x.raw_data_package_id = ANY($1::uuid[])
+		ORDER BY id`, uuids(ids)); err != nil {
+		return page, err
+	}
+	byOwner := map[string][]ChainStep{}
+	for _, st := range steps {
+		byOwner[st.Owner] = append(byOwner[st.Owner], st)
+	}
+	for i := range page.Items {
+		page.Items[i].Chain = byOwner[page.Items[i].ID.String()]
+		if page.Items[i].Chain == nil {
+			page.Items[i].Chain = []ChainStep{}
+		}
+	}
+	return page, nil
+}
+
+// TransferPackages lists data transfer packages, newest first, each with its chain.
+func (s *Store) TransferPackages(ctx context.Context, q ListQuery) (Page[TransferPackage], error) {
+	page := Page[TransferPackage]{Items: []TransferPackage{}, Limit: q.Limit, Offset: q.Offset}
+	var args []any
+	where, err := q.where(&args, `EXISTS (SELECT 1 FROM operations o WHERE o.site_id = $N AND o.data_transfer_package_id = x.id)`)
+	if err != nil {
+		return page, err
+	}
+	if err := s.DB.GetContext(ctx, &page.Total, `SELECT count(*) FROM data_transfer_packages x WHERE `+where, args...); err != nil {
+		return page, err
+	}
+	args = append(args, q.Limit, q.Offset)
+	if err := s.DB.SelectContext(ctx, &page.Items, `
+		SELECT x.id, x.name, x.state, x.package_count, x.size_bytes, l.name AS location, x.created_at, x.updated_at
+		  FROM data_transfer_packages x JOIN data_locations l ON l.id = x.location_id WHERE `+where+`
+		 ORDER BY x.created_at DESC, x.id DESC LIMIT $`+strconv.Itoa(len(args)-1)+` OFFSET $`+strconv.Itoa(len(args)), args...); err != nil {
+		return page, err
+	}
+	if len(page.Items) == 0 {
+		return page, nil
+	}
+	ids := make([]int64, len(page.Items))
+	for i, p := range page.Items {
+		ids[i] = p.ID
+	}
+	var steps []ChainStep
+	if err := s.DB.SelectContext(ctx, &steps, `
+		SELECT `+chainColumns+`, o.data_transfer_package_id::text AS owner FROM operations o
+		  JOIN sites s ON s.id = o.site_id LEFT JOIN data_locations dst ON dst.id = o.destination_location_id
+		 WHERE o.data_transfer_package_id = ANY($1) ORDER BY o.id`, pq.Array(ids)); err != nil {
+		return page, err
+	}
+	byOwner := map[string][]ChainStep{}
+	for _, st := range steps {
+		byOwner[st.Owner] = append(byOwner[st.Owner], st)
+	}
+	for i := range page.Items {
+		page.Items[i].Chain = byOwner[strconv.FormatInt(page.Items[i].ID, 10)]
+		if page.Items[i].Chain == nil {
+			page.Items[i].Chain = []ChainStep{}
+		}
+	}
+	return page, nil
+}
+
+// Counts returns the maintained overview counters (folded values plus pending deltas) and the
+// last published seq.
+func (s *Store) Counts(ctx context.Context) (map[string]int64, int64, error) {
+	var rows []struct {
+		Key   string `db:"key"`
+		Value int64  `db:"value"`
+	}
+	if err := s.DB.SelectContext(ctx, &rows, `
+		SELECT key, sum(v)::bigint AS value FROM (
+			SELECT key, value AS v FROM transfer_counters
+			UNION ALL SELECT key, delta FROM transfer_counter_deltas) c GROUP BY key`); err != nil {
+		return nil, 0, err
+	}
+	counts := make(map[string]int64, len(rows))
+	for _, r := range rows {
+		counts[r.Key] = r.Value
+	}
+	seq, err := s.Seq(ctx)
+	return counts, seq, err
+}
+
+// Seq is the last published overview seq (0 before the first).
+func (s *Store) Seq(ctx context.Context) (int64, error) {
+	var row struct {
+		Last   int64 `db:"last_value"`
+		Called bool  `db:"is_called"`
+	}
+	if err := s.DB.GetContext(ctx, &row, `SELECT last_value, is_called FROM transfer_overview_seq`); err != nil {
+		return 0, err
+	}
+	if !row.Called {
+		return 0, nil
+	}
+	return row.Last, nil
+}
+
+// NextSeq takes the next overview seq.
+func (s *Store) NextSeq(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.DB.GetContext(ctx, &n, `SELECT nextval('transfer_overview_seq')`)
+	return n, err
+}
+
+// FoldCounters moves the pending counter deltas into the counters; exact under concurrency
+// (each delta row is deleted by exactly one fold, in the transaction that adds it).
+func (s *Store) FoldCounters(ctx context.Context) error {
+	_, err := s.DB.ExecContext(ctx, `
+		WITH d AS (DELETE FROM transfer_counter_deltas RETURNING key, delta),
+		     t AS (SELECT key, sum(delta)::bigint AS v FROM d GROUP BY key)
+		INSERT INTO transfer_counters (key, value) SELECT key, v FROM t
+		ON CONFLICT (key) DO UPDATE SET value = transfer_counters.value + EXCLUDED.value`)
+	return err
+}
+
+// RefreshFileCount stores the number of registered raw data files (ingest's raw_data_files)
+// as the overview's files_registered; without that table it does nothing.
+func (s *Store) RefreshFileCount(ctx context.Context) error {
+	var exists bool
+	if err := s.DB.GetContext(ctx, &exists, `SELECT to_regclass('raw_data_files') IS NOT NULL`); err != nil || !exists {
+		return err
+	}
+	_, err := s.DB.ExecContext(ctx, `
+		INSERT INTO transfer_counters (key, value) SELECT 'files_registered', count(*) FROM raw_data_files
+		ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`)
+	return err
+}
+
+// RawPackagesTableExists reports whether ingest's raw_data_packages exists yet.
+func (s *Store) RawPackagesTableExists(ctx context.Context) (bool, error) {
+	var exists bool
+	err := s.DB.GetContext(ctx, &exists, `SELECT to_regclass('raw_data_packages') IS NOT NULL`)
+	return exists, err
+}
+
+// ignoreNoRows maps sql.ErrNoRows to ErrNotFound.
+func ignoreNoRows(err error) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return transfer.ErrNotFound
+	}
+	return err
+}

@@ -1,0 +1,648 @@
+// Package postgres stores the transfer service's tables: operations and their history, data
+// transfer packages, legacy rows, staging jobs, physical copies, package states and the
+// maintained overview counters. Every operation change and the package states it affects are
+// written in one transaction.
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+
+	"github.com/obsops/obsops/services/transfer"
+)
+
+// Store is the transfer service's PostgreSQL store.
+type Store struct {
+	DB *sqlx.DB
+	// Lease is how long a claim or heartbeat leases an operation.
+	Lease time.Duration
+	// MaxRetries is max_retries of new operations.
+	MaxRetries int
+	// Backoff and BackoffMax shape the wait after retryable failures (transfer.Backoff).
+	Backoff, BackoffMax time.Duration
+}
+
+// opColumns selects an operation as transfer.Operation (alias o, joined as in opFrom).
+const opColumns = `o.id, o.kind, o.status, o.retry_count, o.max_retries, o.attempt, o.raw_data_package_id,
+	o.data_transfer_package_id,
+	coalesce((SELECT d.id FROM data_transfers d WHERE d.transfer_operation_id = o.id),
+	         (SELECT d.id FROM data_transfers d WHERE d.unpack_operation_id = o.id)) AS data_transfer_id,
+	(SELECT l.id FROM long_term_archive_transfers l WHERE l.operation_id = o.id) AS long_term_archive_transfer_id,
+	o.staging_job_id, s.name AS site, src.name AS source_location, dst.name AS destination_location,
+	o.lease_holder, o.lease_expires_at, o.next_attempt_at, o.last_error_type, o.last_error, o.bytes, o.checksum,
+	o.created_at, o.updated_at, o.completed_at`
+
+const opFrom = ` FROM operations o JOIN sites s ON s.id = o.site_id
+	LEFT JOIN data_locations src ON src.id = o.source_location_id
+	LEFT JOIN data_locations dst ON dst.id = o.destination_location_id`
+
+type queryer interface {
+	sqlx.QueryerContext
+	sqlx.ExecerContext
+}
+
+func (s *Store) operations(ctx context.Context, q queryer, ids []int64) ([]transfer.Operation, error) {
+	ops := []transfer.Operation{}
+	if len(ids) == 0 {
+		return ops, nil
+	}
+	err := sqlx.SelectContext(ctx, q, &ops, `SELECT `+opColumns+opFrom+` WHERE o.id = ANY($1) ORDER BY o.id`, pq.Array(ids))
+	return ops, err
+}
+
+// Operation returns one operation; kind "" matches any kind.
+func (s *Store) Operation(ctx context.Context, kind transfer.Kind, id int64) (transfer.Operation, error) {
+	return s.operation(ctx, s.DB, kind, id)
+}
+
+func (s *Store) operation(ctx context.Context, q queryer, kind transfer.Kind, id int64) (transfer.Operation, error) {
+	var op transfer.Operation
+	err := sqlx.GetContext(ctx, q, &op, `SELECT `+opColumns+opFrom+` WHERE o.id = $1 AND ($2 = '' OR o.kind = $2)`, id, string(kind))
+	if errors.Is(err, sql.ErrNoRows) {
+		return op, transfer.ErrNotFound
+	}
+	return op, err
+}
+
+// lockOperation locks one operation row for a change and returns its current state.
+func (s *Store) lockOperation(ctx context.Context, tx *sqlx.Tx, kind transfer.Kind, id int64) (transfer.Operation, error) {
+	var op transfer.Operation
+	err := tx.GetContext(ctx, &op, `SELECT `+opColumns+opFrom+` WHERE o.id = $1 AND ($2 = '' OR o.kind = $2) FOR UPDATE OF o`, id, string(kind))
+	if errors.Is(err, sql.ErrNoRows) {
+		return op, transfer.ErrNotFound
+	}
+	return op, err
+}
+
+// inTx runs fn in a transaction, again (up to three times) if PostgreSQL aborted it as a
+// deadlock victim or serialization failure: fn must only touch the database.
+func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		if err = s.tryTx(ctx, fn); !retryable(err) {
+			return err
+		}
+	}
+	return err
+}
+
+func (s *Store) tryTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
+	tx, err := s.DB.BeginTxx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+func retryable(err error) bool {
+	var pqErr *pq.Error
+	return errors.As(err, &pqErr) && (pqErr.Code == "40P01" || pqErr.Code == "40001")
+}
+
+func seconds(d time.Duration) float64 { return d.Seconds() }
+
+// Claim leases up to max due PENDING operations of the given kinds (at site, when not empty) to
+// holder: FOR UPDATE SKIP LOCKED, so concurrent movers never lease one operation twice.
+func (s *Store) Claim(ctx context.Context, holder string, kinds []transfer.Kind, site string, max int) ([]transfer.Operation, error) {
+	var ops []transfer.Operation
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		var siteID sql.NullInt64
+		if site != "" {
+			if err := tx.GetContext(ctx, &siteID, `SELECT id FROM sites WHERE name = $1`, site); errors.Is(err, sql.ErrNoRows) {
+				return &transfer.InputError{Field: "body.site", Message: "no such site", Value: site}
+			} else if err != nil {
+				return err
+			}
+		}
+		var ids []int64
+		for _, k := range kinds {
+			if len(ids) >= max {
+				break
+			}
+			var got []int64
+			err := tx.SelectContext(ctx, &got, `
+				WITH c AS (
+					SELECT id FROM operations
+					 WHERE status = 'PENDING' AND kind = $1 AND next_attempt_at <= now()
+					   AND ($2::integer IS NULL OR site_id = $2)
+					 ORDER BY next_attempt_at, id LIMIT $3 FOR UPDATE SKIP LOCKED),
+				u AS (
+					UPDATE operations o SET status = 'IN_PROGRESS', attempt = o.attempt + 1, lease_holder = $4,
+					       lease_expires_at = now() + make_interval(secs => $5), started_at = now(), updated_at = now()
+					  FROM c WHERE o.id = c.id
+					RETURNING o.id, o.attempt, o.retry_count)
+				INSERT INTO operation_history (operation_id, event, from_status, to_status, actor, attempt, retry_count)
+				SELECT id, 'claimed', 'PENDING', 'IN_PROGRESS', $4, attempt, retry_count FROM u
+				RETURNING operation_id`,
+				string(k), siteID, max-len(ids), holder, seconds(s.Lease))
+			if err != nil {
+				return err
+			}
+			ids = append(ids, got...)
+		}
+		var err error
+		ops, err = s.operations(ctx, tx, ids)
+		return err
+	})
+	return ops, err
+}
+
+// checkLease returns an error unless op is IN_PROGRESS and leased to holder.
+func checkLease(op transfer.Operation, holder string) error {
+	if op.Status != transfer.StatusInProgress {
+		return &transfer.StatusConflictError{ID: op.ID, Kind: op.Kind, Current: op.Status, Want: "only an IN_PROGRESS operation can be reported on (claim it first)"}
+	}
+	if op.LeaseHolder == nil || *op.LeaseHolder != holder {
+		h := ""
+		if op.LeaseHolder != nil {
+			h = *op.LeaseHolder
+		}
+		return &transfer.LeaseConflictError{ID: op.ID, Holder: h}
+	}
+	return nil
+}
+
+// Heartbeat extends holder's lease of operation id.
+func (s *Store) Heartbeat(ctx context.Context, id int64, holder string) (transfer.Operation, error) {
+	var op transfer.Operation
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		cur, err := s.lockOperation(ctx, tx, "", id)
+		if err != nil {
+			return err
+		}
+		if err := checkLease(cur, holder); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE operations SET lease_expires_at = now() + make_interval(secs => $2), updated_at = now() WHERE id = $1`,
+			id, seconds(s.Lease)); err != nil {
+			return err
+		}
+		op, err = s.operation(ctx, tx, "", id)
+		return err
+	})
+	return op, err
+}
+
+// Copy is a physical copy a mover reports having made.
+type Copy struct {
+	Location string
+	Path     string
+}
+
+// Complete records holder's successful end of operation id.
+func (s *Store) Complete(ctx context.Context, id int64, holder string, bytes int64, checksum string, copies []Copy) (transfer.Operation, error) {
+	var op transfer.Operation
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		cur, err := s.lockOperation(ctx, tx, "", id)
+		if err != nil {
+			return err
+		}
+		if err := checkLease(cur, holder); err != nil {
+			return err
+		}
+		locs := make([]int64, len(copies))
+		for i, c := range copies {
+			if err := tx.GetContext(ctx, &locs[i], `SELECT id FROM data_locations WHERE name = $1`, c.Location); errors.Is(err, sql.ErrNoRows) {
+				return &transfer.InputError{Field: fmt.Sprintf("body.physical_copies[%d].location", i), Message: "no such data location", Value: c.Location}
+			} else if err != nil {
+				return err
+			}
+		}
+		var at time.Time
+		if err := tx.GetContext(ctx, &at, `
+			WITH u AS (
+				UPDATE operations SET status = 'COMPLETED', bytes = $2, checksum = nullif($3, ''), completed_at = now(),
+				       lease_holder = NULL, lease_expires_at = NULL, updated_at = now()
+				 WHERE id = $1 RETURNING id, attempt, retry_count, updated_at),
+			h AS (
+				INSERT INTO operation_history (operation_id, event, from_status, to_status, actor, attempt, retry_count)
+				SELECT id, 'completed', 'IN_PROGRESS', 'COMPLETED', $4, attempt, retry_count FROM u)
+			SELECT updated_at FROM u`,
+			id, bytes, checksum, holder); err != nil {
+			return err
+		}
+		for i, c := range copies {
+			if _, err := tx.ExecContext(ctx, `
+				INSERT INTO physical_copies (raw_data_package_id, data_transfer_package_id, location_id, path, operation_id)
+				VALUES ($1, $2, $3, $4, $5) ON CONFLICT (location_id, path) DO NOTHING`,
+				cur.RawDataPackageID, cur.DataTransferPackageID, locs[i], c.Path, id); err != nil {
+				return err
+			}
+		}
+		if err := mirrorLegacy(ctx, tx, cur, "completed"); err != nil {
+			return err
+		}
+		if _, err := refreshForOperation(ctx, tx, cur); err != nil {
+			return err
+		}
+		op = cur
+		op.Status, op.LeaseHolder, op.LeaseExpiresAt, op.UpdatedAt, op.CompletedAt = transfer.StatusCompleted, nil, nil, at, &at
+		op.Bytes = &bytes
+		if checksum != "" {
+			op.Checksum = &checksum
+		} else {
+			op.Checksum = nil
+		}
+		return nil
+	})
+	return op, err
+}
+
+// Failure is a failed attempt as a mover reports it.
+type Failure struct {
+	ErrorType string
+	Message   string
+	Retryable bool
+	LogPath   string
+}
+
+// Fail records holder's failed attempt at operation id: back to PENDING with backoff while
+// retries remain and the failure is retryable, else FAILED.
+func (s *Store) Fail(ctx context.Context, id int64, holder string, f Failure) (transfer.Operation, error) {
+	var op transfer.Operation
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		cur, err := s.lockOperation(ctx, tx, "", id)
+		if err != nil {
+			return err
+		}
+		if err := checkLease(cur, holder); err != nil {
+			return err
+		}
+		if err := s.failLocked(ctx, tx, cur, f, holder); err != nil {
+			return err
+		}
+		op, err = s.operation(ctx, tx, "", id)
+		return err
+	})
+	return op, err
+}
+
+// failLocked applies a failure to a locked IN_PROGRESS operation.
+func (s *Store) failLocked(ctx context.Context, tx *sqlx.Tx, cur transfer.Operation, f Failure, actor string) error {
+	to, event, retry := transfer.StatusFailed, "failed", cur.RetryCount
+	var wait time.Duration
+	if f.Retryable && cur.RetryCount < cur.MaxRetries {
+		to, event, retry = transfer.StatusPending, "retry", cur.RetryCount+1
+		wait = transfer.Backoff(s.Backoff, s.BackoffMax, retry)
+	}
+	if f.ErrorType == transfer.ErrorTypeStalled {
+		event = "stalled"
+	}
+	var historyID int64
+	err := tx.GetContext(ctx, &historyID, `
+		WITH u AS (
+			UPDATE operations SET status = $2, retry_count = $3, next_attempt_at = now() + make_interval(secs => $4),
+			       lease_holder = NULL, lease_expires_at = NULL, last_error_type = $5, last_error = $6, updated_at = now()
+			 WHERE id = $1 RETURNING id, attempt, retry_count)
+		INSERT INTO operation_history (operation_id, event, from_status, to_status, actor, error, attempt, retry_count)
+		SELECT id, $7, 'IN_PROGRESS', $2, $8, $5 || ': ' || $6, attempt, retry_count FROM u RETURNING id`,
+		cur.ID, string(to), retry, seconds(wait), f.ErrorType, f.Message, event, actor)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `
+		INSERT INTO operation_failures (operation_id, history_id, attempt, error_type, message, retryable, log_path, reported_by)
+		VALUES ($1, $2, $3, $4, $5, $6, nullif($7, ''), $8)`,
+		cur.ID, historyID, cur.Attempt, f.ErrorType, f.Message, f.Retryable, f.LogPath, actor); err != nil {
+		return err
+	}
+	if to == transfer.StatusFailed {
+		if err := mirrorLegacy(ctx, tx, cur, "failed"); err != nil {
+			return err
+		}
+	}
+	_, err = refreshForOperation(ctx, tx, cur)
+	return err
+}
+
+// mirrorLegacy writes a mover's final outcome into the legacy rows of operation op (their own
+// status and counter columns; resets never touch them). Only transfer, unpack and
+// long_term_archive operations have legacy rows.
+func mirrorLegacy(ctx context.Context, tx *sqlx.Tx, op transfer.Operation, status string) error {
+	var q string
+	switch op.Kind {
+	case transfer.KindTransfer:
+		q = `UPDATE data_transfers SET status = $2, retry_count = $3, updated_at = now() WHERE transfer_operation_id = $1`
+	case transfer.KindUnpack:
+		q = `UPDATE data_transfers SET unpack_status = $2, unpack_retry_count = $3, updated_at = now() WHERE unpack_operation_id = $1`
+	case transfer.KindLongTermArchive:
+		q = `UPDATE long_term_archive_transfers SET status = $2, attempt_count = $3, updated_at = now() WHERE operation_id = $1`
+	default:
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, q, op.ID, status, op.Attempt)
+	return err
+}
+
+// ExpireLeases turns IN_PROGRESS operations whose lease expired into failures of type stalled
+// (retryable: they go back to PENDING while retries remain). It returns how many it expired.
+func (s *Store) ExpireLeases(ctx context.Context, limit int) (int, error) {
+	n := 0
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		var ids []int64
+		if err := tx.SelectContext(ctx, &ids, `
+			SELECT id FROM operations WHERE status = 'IN_PROGRESS' AND lease_expires_at < now()
+			 ORDER BY lease_expires_at LIMIT $1 FOR UPDATE SKIP LOCKED`, limit); err != nil {
+			return err
+		}
+		ops, err := s.operations(ctx, tx, ids)
+		if err != nil {
+			return err
+		}
+		for _, op := range ops {
+			holder := ""
+			if op.LeaseHolder != nil {
+				holder = *op.LeaseHolder
+			}
+			msg := fmt.Sprintf("lease of %s expired at %s without a heartbeat", holder, op.LeaseExpiresAt.UTC().Format(time.RFC3339))
+			if err := s.failLocked(ctx, tx, op, Failure{ErrorType: transfer.ErrorTypeStalled, Message: msg, Retryable: true}, "planner"); err != nil {
+				return err
+			}
+		}
+		n = len(ops)
+		return nil
+	})
+	return n, err
+}
+
+// ResetResult is the answer of a reset of one operation: the operation as it now is (or would
+// be, with dry_run).
+type ResetResult = transfer.Operation
+
+// Reset turns FAILED operation (kind, id) back into PENDING with retry_count + 1, its lease and
+// error cleared and a history entry naming actor and reason. dryRun changes nothing and answers
+// what the operation would become.
+func (s *Store) Reset(ctx context.Context, kind transfer.Kind, id int64, actor, reason string, dryRun bool) (transfer.Operation, error) {
+	var op transfer.Operation
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		cur, err := s.lockOperation(ctx, tx, kind, id)
+		if err != nil {
+			return err
+		}
+		if cur.Status != transfer.StatusFailed {
+			return &transfer.StatusConflictError{ID: id, Kind: cur.Kind, Current: cur.Status, Want: "only a FAILED operation can be reset"}
+		}
+		if dryRun {
+			op = wouldReset(cur)
+			return nil
+		}
+		if _, err := s.resetIDs(ctx, tx, []int64{id}, actor, reason); err != nil {
+			return err
+		}
+		op, err = s.operation(ctx, tx, "", id)
+		return err
+	})
+	return op, err
+}
+
+func wouldReset(op transfer.Operation) transfer.Operation {
+	op.Status = transfer.StatusPending
+	op.RetryCount++
+	op.LeaseHolder, op.LeaseExpiresAt, op.LastError, op.LastErrorType = nil, nil, nil, nil
+	return op
+}
+
+// resetIDs resets the FAILED operations among ids (locked by the caller) and refreshes the
+// packages they belong to; it returns the ids it reset.
+func (s *Store) resetIDs(ctx context.Context, tx *sqlx.Tx, ids []int64, actor, reason string) ([]int64, error) {
+	var done []int64
+	if err := tx.SelectContext(ctx, &done, `
+		WITH u AS (
+			UPDATE operations SET status = 'PENDING', retry_count = retry_count + 1, lease_holder = NULL, lease_expires_at = NULL,
+			       last_error = NULL, last_error_type = NULL, next_attempt_at = now(), updated_at = now()
+			 WHERE id = ANY($1) AND status = 'FAILED'
+			RETURNING id, attempt, retry_count)
+		INSERT INTO operation_history (operation_id, event, from_status, to_status, actor, reason, attempt, retry_count)
+		SELECT id, 'reset', 'FAILED', 'PENDING', $2, nullif($3, ''), attempt, retry_count FROM u
+		RETURNING operation_id`, pq.Array(ids), actor, reason); err != nil {
+		return nil, err
+	}
+	if len(done) == 0 {
+		return done, nil
+	}
+	_, err := refreshForOperations(ctx, tx, done)
+	return done, err
+}
+
+// ResetAllFailed resets every FAILED operation of kind and returns their ids (the ids it would
+// reset, with dryRun).
+func (s *Store) ResetAllFailed(ctx context.Context, kind transfer.Kind, actor, reason string, dryRun bool) ([]int64, error) {
+	ids := []int64{}
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		if err := tx.SelectContext(ctx, &ids, `SELECT id FROM operations WHERE kind = $1 AND status = 'FAILED' ORDER BY id FOR UPDATE`, string(kind)); err != nil {
+			return err
+		}
+		if dryRun || len(ids) == 0 {
+			return nil
+		}
+		var err error
+		ids, err = s.resetIDs(ctx, tx, ids, actor, reason)
+		return err
+	})
+	return ids, err
+}
+
+// LegacyKind names the two legacy row types with reset shims.
+type LegacyKind string
+
+// Legacy row types.
+const (
+	LegacyDataTransfer    LegacyKind = "data_transfer"
+	LegacyLongTermArchive LegacyKind = "long_term_archive"
+)
+
+// LegacyReset is the answer of a legacy shim reset of one row.
+type LegacyReset struct {
+	ID         int64                `json:"id" doc:"The legacy row's id."`
+	DryRun     bool                 `json:"dry_run"`
+	Operations []transfer.Operation `json:"operations" doc:"The operation rows behind the legacy row that were reset (or would be, with dry_run)."`
+}
+
+// legacyOps returns the operation ids behind a legacy row (locked), or ErrNotFound.
+func legacyOps(ctx context.Context, tx *sqlx.Tx, kind LegacyKind, id int64) ([]int64, error) {
+	var ids []int64
+	var err error
+	if kind == LegacyDataTransfer {
+		var row struct {
+			T int64         `db:"transfer_operation_id"`
+			U sql.NullInt64 `db:"unpack_operation_id"`
+		}
+		err = tx.GetContext(ctx, &row, `SELECT transfer_operation_id, unpack_operation_id FROM data_transfers WHERE id = $1`, id)
+		ids = append(ids, row.T)
+		if row.U.Valid {
+			ids = append(ids, row.U.Int64)
+		}
+	} else {
+		var op int64
+		err = tx.GetContext(ctx, &op, `SELECT operation_id FROM long_term_archive_transfers WHERE id = $1`, id)
+		ids = append(ids, op)
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, transfer.ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	_, err = tx.ExecContext(ctx, `SELECT id FROM operations WHERE id = ANY($1) ORDER BY id FOR UPDATE`, pq.Array(ids))
+	return ids, err
+}
+
+// ResetLegacy resets the FAILED operation rows behind legacy row (kind, id), found by foreign
+// key; the legacy row's own columns are left as they are. 409 (StatusConflictError) when none of
+// them is FAILED.
+func (s *Store) ResetLegacy(ctx context.Context, kind LegacyKind, id int64, actor, reason string, dryRun bool) (LegacyReset, error) {
+	res := LegacyReset{ID: id, DryRun: dryRun, Operations: []transfer.Operation{}}
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		ids, err := legacyOps(ctx, tx, kind, id)
+		if err != nil {
+			return err
+		}
+		ops, err := s.operations(ctx, tx, ids)
+		if err != nil {
+			return err
+		}
+		var failed []int64
+		for _, op := range ops {
+			if op.Status == transfer.StatusFailed {
+				failed = append(failed, op.ID)
+				if dryRun {
+					res.Operations = append(res.Operations, wouldReset(op))
+				}
+			}
+		}
+		if len(failed) == 0 {
+			return &transfer.StatusConflictError{ID: ops[0].ID, Kind: ops[0].Kind, Current: ops[len(ops)-1].Status,
+				Want: fmt.Sprintf("no operation behind %s %d is FAILED (%s)", kind, id, statusList(ops))}
+		}
+		if dryRun {
+			return nil
+		}
+		if _, err := s.resetIDs(ctx, tx, failed, actor, reason); err != nil {
+			return err
+		}
+		res.Operations, err = s.operations(ctx, tx, failed)
+		return err
+	})
+	return res, err
+}
+
+func statusList(ops []transfer.Operation) string {
+	out := ""
+	for i, op := range ops {
+		if i > 0 {
+			out += ", "
+		}
+		out += fmt.Sprintf("%s %d is %s", op.Kind, op.ID, op.Status)
+	}
+	return out
+}
+
+// LegacyResetAll is the answer of a legacy reset-all-failed shim.
+type LegacyResetAll struct {
+	IDs          []int64 `json:"ids" doc:"Legacy rows whose operations were reset (or would be, with dry_run)."`
+	Count        int     `json:"count"`
+	DryRun       bool    `json:"dry_run"`
+	OperationIDs []int64 `json:"operation_ids" doc:"The operation rows reset."`
+}
+
+// ResetAllLegacy resets the FAILED operations behind every legacy row of kind.
+func (s *Store) ResetAllLegacy(ctx context.Context, kind LegacyKind, actor, reason string, dryRun bool) (LegacyResetAll, error) {
+	res := LegacyResetAll{IDs: []int64{}, OperationIDs: []int64{}, DryRun: dryRun}
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		var rows []struct {
+			ID int64 `db:"id"`
+			Op int64 `db:"op"`
+		}
+		q := `SELECT l.id, o.id AS op FROM long_term_archive_transfers l JOIN operations o ON o.id = l.operation_id
+		       WHERE o.status = 'FAILED' ORDER BY o.id FOR UPDATE OF o`
+		if kind == LegacyDataTransfer {
+			q = `SELECT d.id, o.id AS op FROM data_transfers d JOIN operations o ON o.id IN (d.transfer_operation_id, d.unpack_operation_id)
+			      WHERE o.status = 'FAILED' ORDER BY o.id FOR UPDATE OF o`
+		}
+		if err := tx.SelectContext(ctx, &rows, q); err != nil {
+			return err
+		}
+		seen := map[int64]bool{}
+		for _, r := range rows {
+			if !seen[r.ID] {
+				seen[r.ID] = true
+				res.IDs = append(res.IDs, r.ID)
+			}
+			res.OperationIDs = append(res.OperationIDs, r.Op)
+		}
+		res.Count = len(res.IDs)
+		if dryRun || len(rows) == 0 {
+			return nil
+		}
+		_, err := s.resetIDs(ctx, tx, res.OperationIDs, actor, reason)
+		return err
+	})
+	return res, err
+}
+
+// HistoryEvent is one entry of an operation's failure history: an attempt, a failure, a reset.
+type HistoryEvent struct {
+	At         time.Time `json:"at" db:"at"`
+	Event      string    `json:"event" db:"event" doc:"created, claimed, completed, failed, retry, stalled or reset."`
+	From       *string   `json:"from" db:"from_status"`
+	To         string    `json:"to" db:"to_status"`
+	Actor      string    `json:"actor" db:"actor" doc:"Username of an admin (reset), the mover's lease holder, or planner."`
+	Reason     *string   `json:"reason,omitempty" db:"reason"`
+	Attempt    int       `json:"attempt" db:"attempt"`
+	RetryCount int       `json:"retry_count" db:"retry_count"`
+	ErrorType  *string   `json:"error_type,omitempty" db:"error_type"`
+	Message    *string   `json:"message,omitempty" db:"message"`
+	Retryable  *bool     `json:"retryable,omitempty" db:"retryable"`
+	LogPath    *string   `json:"log_path,omitempty" db:"log_path"`
+}
+
+// FailureHistory is the durable failure trail of one operation.
+type FailureHistory struct {
+	OperationID   int64           `json:"operation_id"`
+	OperationType transfer.Kind   `json:"operation_type"`
+	CurrentStatus transfer.Status `json:"current_status"`
+	RetryCount    int             `json:"retry_count"`
+	MaxRetries    int             `json:"max_retries"`
+	Failures      int             `json:"failures" doc:"Failed attempts recorded (mover reports and stalls)."`
+	Events        []HistoryEvent  `json:"events" doc:"Every attempt, failure and reset, oldest first."`
+}
+
+// FailureHistory returns the history of operation (kind, id).
+func (s *Store) FailureHistory(ctx context.Context, kind transfer.Kind, id int64) (FailureHistory, error) {
+	op, err := s.Operation(ctx, kind, id)
+	if err != nil {
+		return FailureHistory{}, err
+	}
+	h := FailureHistory{OperationID: op.ID, OperationType: op.Kind, CurrentStatus: op.Status, RetryCount: op.RetryCount, MaxRetries: op.MaxRetries, Events: []HistoryEvent{}}
+	err = s.DB.SelectContext(ctx, &h.Events, `
+		SELECT h.at, h.event, h.from_status, h.to_status,
+		       h.actor, h.reason, h.attempt, h.retry_count, f.error_type, f.message, f.retryable, f.log_path
+		  FROM operation_history h LEFT JOIN operation_failures f ON f.history_id = h.id
+		 WHERE h.operation_id = $1 ORDER BY h.id`, id)
+	for _, e := range h.Events {
+		if e.ErrorType != nil {
+			h.Failures++
+		}
+	}
+	return h, err
+}
+
+// uuids converts ids for pq.
+func uuids(ids []uuid.UUID) any {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = id.String()
+	}
+	return pq.Array(s)
+}

@@ -1,0 +1,480 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+
+	"github.com/obsops/obsops/services/transfer"
+)
+
+// deriveSQL computes each package's lifecycle state from its operation chain (DESIGN §6), in
+// this order: ARCHIVED if a long_term_archive operation of it completed or a copy of it is at a
+// long-term archive location; else FAILED if any operation of its chain (its raw_data_package
+// and long_term_archive operations, its DTP's data_transfer_package, transfer and unpack
+// operations) is FAILED; else TRANSFERRING if it belongs to a DTP whose operations are not all
+// done (one not COMPLETED, no unpack yet, or a transfer without its unpack); else WAITING.
+// %s is the WHERE clause choosing the packages (alias p).
+const deriveSQL = `
+SELECT p.raw_data_package_id AS id, p.state AS current,
+  CASE
+    WHEN EXISTS (SELECT 1 FROM operations o WHERE o.raw_data_package_id = p.raw_data_package_id
+                    AND o.kind = 'long_term_archive' AND o.status = 'COMPLETED')
+      OR EXISTS (SELECT 1 FROM physical_copies c JOIN data_locations l ON l.id = c.location_id
+                  WHERE c.raw_data_package_id = p.raw_data_package_id AND l.role = 'long_term_archive')
+      THEN 'ARCHIVED'
+    WHEN EXISTS (SELECT 1 FROM operations o WHERE o.raw_data_package_id = p.raw_data_package_id
+                    AND o.kind IN ('raw_data_package', 'long_term_archive') AND o.status = 'FAILED')
+      OR EXISTS (SELECT 1 FROM operations o WHERE o.data_transfer_package_id = p.data_transfer_package_id AND o.status = 'FAILED')
+      THEN 'FAILED'
+    WHEN p.data_transfer_package_id IS NOT NULL AND (
+           EXISTS (SELECT 1 FROM operations o WHERE o.data_transfer_package_id = p.data_transfer_package_id AND o.status <> 'COMPLETED')
+        OR NOT EXISTS (SELECT 1 FROM operations o WHERE o.data_transfer_package_id = p.data_transfer_package_id AND o.kind = 'unpack')
+        OR EXISTS (SELECT 1 FROM operations t WHERE t.data_transfer_package_id = p.data_transfer_package_id AND t.kind = 'transfer'
+                     AND NOT EXISTS (SELECT 1 FROM operations u WHERE u.data_transfer_package_id = t.data_transfer_package_id
+                                        AND u.kind = 'unpack' AND u.destination_location_id = t.destination_location_id)))
+      THEN 'TRANSFERRING'
+    ELSE 'WAITING'
+  END AS derived
+FROM package_states p WHERE %s`
+
+// StateChange is one package whose stored state was recomputed: {package_id, from, to}.
+type StateChange struct {
+	PackageID uuid.UUID             `json:"package_id" db:"id"`
+	From      transfer.PackageState `json:"from" db:"current"`
+	To        transfer.PackageState `json:"to" db:"derived"`
+}
+
+// refreshPackages stores the derived state of the packages chosen by where (with args) and
+// returns the ones that changed.
+func refreshPackages(ctx context.Context, q queryer, where string, args ...any) ([]StateChange, error) {
+	// Lock the rows first, in one order, in a statement of their own: concurrent refreshes of
+	// overlapping packages (a DTP's members) then wait for each other instead of deadlocking.
+	if _, err := q.ExecContext(ctx, `SELECT 1 FROM package_states p WHERE `+where+
+		` ORDER BY p.raw_data_package_id FOR NO KEY UPDATE`, args...); err != nil {
+		return nil, err
+	}
+	return deriveAndStore(ctx, q, where, args...)
+}
+
+// deriveAndStore stores the derived states (the rows are locked by the caller, or it is one row).
+func deriveAndStore(ctx context.Context, q queryer, where string, args ...any) ([]StateChange, error) {
+	changes := []StateChange{}
+	err := sqlx.SelectContext(ctx, q, &changes, `
+		WITH d AS MATERIALIZED (`+fmt.Sprintf(deriveSQL, where)+`)
+		UPDATE package_states p SET state = d.derived, state_changed_at = now(), updated_at = now()
+		  FROM d WHERE p.raw_data_package_id = d.id AND d.current <> d.derived
+		RETURNING d.id, d.current, d.derived`, args...)
+	return changes, err
+}
+
+// refreshForOperation refreshes the packages whose chain includes op.
+func refreshForOperation(ctx context.Context, q queryer, op transfer.Operation) ([]StateChange, error) {
+	if op.RawDataPackageID != nil && op.DataTransferPackageID == nil {
+		return deriveAndStore(ctx, q, `p.raw_data_package_id = $1`, *op.RawDataPackageID) // one row: no lock order to keep
+	}
+	return refreshForOperations(ctx, q, []int64{op.ID})
+}
+
+// refreshForOperations refreshes the packages whose chains include the operations ids.
+func refreshForOperations(ctx context.Context, q queryer, ids []int64) ([]StateChange, error) {
+	return refreshPackages(ctx, q, `p.raw_data_package_id IN (
+		SELECT o.raw_data_package_id FROM operations o WHERE o.id = ANY($1) AND o.raw_data_package_id IS NOT NULL
+		UNION
+		SELECT m.raw_data_package_id FROM operations o JOIN data_transfer_package_members m
+		    ON m.data_transfer_package_id = o.data_transfer_package_id WHERE o.id = ANY($1))`, pq.Array(ids))
+}
+
+// Reconcile recomputes the stored state of the packages ids and returns those that changed.
+// Unknown ids are ignored.
+func (s *Store) Reconcile(ctx context.Context, ids []uuid.UUID) ([]StateChange, error) {
+	var changes []StateChange
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		var err error
+		changes, err = refreshPackages(ctx, tx, `p.raw_data_package_id = ANY($1::uuid[])`, uuids(ids))
+		return err
+	})
+	return changes, err
+}
+
+// PackageExists reports whether package id entered the pipeline.
+func (s *Store) PackageExists(ctx context.Context, id uuid.UUID) (bool, error) {
+	var ok bool
+	err := s.DB.GetContext(ctx, &ok, `SELECT EXISTS (SELECT 1 FROM package_states WHERE raw_data_package_id = $1)`, id)
+	return ok, err
+}
+
+// Inconsistent returns the packages whose stored state differs from their derivation, from
+// the package after `after` on, at most limit (keyset pages for the sweep), and the last id
+// examined (nil at the end).
+func (s *Store) Inconsistent(ctx context.Context, after uuid.UUID, limit int) ([]uuid.UUID, *uuid.UUID, error) {
+	var rows []struct {
+		ID      uuid.UUID `db:"id"`
+		Current string    `db:"current"`
+		Derived string    `db:"derived"`
+	}
+	err := s.DB.SelectContext(ctx, &rows, fmt.Sprintf(deriveSQL,
+		`p.raw_data_package_id IN (SELECT raw_data_package_id FROM package_states WHERE raw_data_package_id > $1 ORDER BY raw_data_package_id LIMIT $2)`)+
+		` ORDER BY p.raw_data_package_id`, after, limit)
+	if err != nil {
+		return nil, nil, err
+	}
+	var out []uuid.UUID
+	for _, r := range rows {
+		if r.Current != r.Derived {
+			out = append(out, r.ID)
+		}
+	}
+	if len(rows) < limit {
+		return out, nil, nil
+	}
+	last := rows[len(rows)-1].ID
+	return out, &last, nil
+}
+
+// locationsByRole returns the active locations of a role, by id.
+func locationsByRole(ctx context.Context, q queryer, role string) ([]location, error) {
+	var locs []location
+	err := sqlx.SelectContext(ctx, q, &locs, `SELECT id, site_id, name FROM data_locations WHERE role = $1 AND active ORDER BY id`, role)
+	return locs, err
+}
+
+type location struct {
+	ID     int64  `db:"id"`
+	SiteID int64  `db:"site_id"`
+	Name   string `db:"name"`
+}
+
+func firstLocation(ctx context.Context, q queryer, role string) (location, error) {
+	locs, err := locationsByRole(ctx, q, role)
+	if err != nil {
+		return location{}, err
+	}
+	if len(locs) == 0 {
+		return location{}, fmt.Errorf("no active data location with role %s (see data_locations)", role)
+	}
+	return locs[0], nil
+}
+
+// Enter brings up to limit finalized raw data packages (ingest's raw_data_packages with status
+// complete) that have no package state yet into the pipeline: a package state (WAITING) and
+// its raw_data_package operation. With since, only packages finalized at or after it are looked
+// at (ingest's (status, finalized_at) index; the planner's frequent rounds); without, all (its
+// periodic full pass, which also catches packages replayed late with an old finalized_at). It
+// returns how many entered.
+func (s *Store) Enter(ctx context.Context, limit int, since *time.Time) (int, error) {
+	n := 0
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		src, err := firstLocation(ctx, tx, "source")
+		if err != nil {
+			return err
+		}
+		buf, err := firstLocation(ctx, tx, "buffer")
+		if err != nil {
+			return err
+		}
+		return tx.GetContext(ctx, &n, `
+			WITH new AS (
+				SELECT r.id, r.name, r.size_bytes, r.instrument_module_id, r.finalized_at FROM raw_data_packages r
+				 WHERE r.status = 'complete' AND ($6::timestamptz IS NULL OR r.finalized_at >= $6)
+				   AND NOT EXISTS (SELECT 1 FROM package_states p WHERE p.raw_data_package_id = r.id)
+				 ORDER BY r.finalized_at LIMIT $1),
+			ps AS (
+				INSERT INTO package_states (raw_data_package_id, state, name, size_bytes, instrument_module_id, finalized_at)
+				SELECT id, 'WAITING', coalesce(name::text, ''), coalesce(size_bytes, 0), instrument_module_id, coalesce(finalized_at, now()) FROM new
+				ON CONFLICT DO NOTHING RETURNING raw_data_package_id),
+			op AS (
+				INSERT INTO operations (kind, raw_data_package_id, site_id, source_location_id, destination_location_id, max_retries)
+				SELECT 'raw_data_package', raw_data_package_id, $2, $3, $4, $5 FROM ps
+				ON CONFLICT (raw_data_package_id) WHERE kind = 'raw_data_package' DO NOTHING RETURNING id, status),
+			h AS (INSERT INTO operation_history (operation_id, event, to_status, actor) SELECT id, 'created', status, 'planner' FROM op)
+			SELECT count(*) FROM op`, limit, src.SiteID, src.ID, buf.ID, s.MaxRetries, since)
+	})
+	return n, err
+}
+
+// EnterWatermark is where the planner's frequent Enter rounds start: the newest finalized_at
+// among entered packages, less a margin for packages committed out of order.
+func (s *Store) EnterWatermark(ctx context.Context, margin time.Duration) (*time.Time, error) {
+	var t *time.Time
+	err := s.DB.GetContext(ctx, &t, `SELECT max(finalized_at) - make_interval(secs => $1) FROM package_states`, seconds(margin))
+	return t, err
+}
+
+type readyPackage struct {
+	ID    uuid.UUID `db:"id"`
+	Size  int64     `db:"size_bytes"`
+	Ready time.Time `db:"completed_at"`
+}
+
+// Group puts packages whose raw_data_package operation completed and that belong to no DTP yet
+// into data transfer packages: a DTP is made whenever the oldest ones add up to targetBytes,
+// and the rest become one DTP once the oldest of them has waited maxWait. Each DTP gets its
+// data_transfer_package operation. It returns the number of DTPs made.
+func (s *Store) Group(ctx context.Context, targetBytes int64, maxWait time.Duration, limit int) (int, error) {
+	var ready []readyPackage
+	if err := s.DB.SelectContext(ctx, &ready, `
+		SELECT p.raw_data_package_id AS id, p.size_bytes, o.completed_at
+		  FROM package_states p JOIN operations o ON o.raw_data_package_id = p.raw_data_package_id AND o.kind = 'raw_data_package'
+		 WHERE p.data_transfer_package_id IS NULL AND o.status = 'COMPLETED'
+		 ORDER BY o.completed_at, p.raw_data_package_id LIMIT $1`, limit); err != nil {
+		return 0, err
+	}
+	var now time.Time
+	if err := s.DB.GetContext(ctx, &now, `SELECT now()`); err != nil {
+		return 0, err
+	}
+	made := 0
+	var group []readyPackage
+	var size int64
+	for _, p := range ready {
+		group = append(group, p)
+		size += p.Size
+		if size >= targetBytes {
+			if err := s.makeDTP(ctx, group, size); err != nil {
+				return made, err
+			}
+			made++
+			group, size = nil, 0
+		}
+	}
+	if len(group) > 0 && now.Sub(group[0].Ready) >= maxWait {
+		if err := s.makeDTP(ctx, group, size); err != nil {
+			return made, err
+		}
+		made++
+	}
+	return made, nil
+}
+
+func (s *Store) makeDTP(ctx context.Context, group []readyPackage, size int64) error {
+	ids := make([]uuid.UUID, len(group))
+	for i, p := range group {
+		ids[i] = p.ID
+	}
+	return s.inTx(ctx, func(tx *sqlx.Tx) error {
+		buf, err := firstLocation(ctx, tx, "buffer")
+		if err != nil {
+			return err
+		}
+		var dtp int64
+		if err := tx.GetContext(ctx, &dtp, `
+			INSERT INTO data_transfer_packages (name, location_id, package_count, size_bytes)
+			VALUES ('dtp-' || to_char(now() AT TIME ZONE 'UTC', 'YYYYMMDD"T"HH24MISS') || '-' || substr(md5(random()::text), 1, 8), $1, $2, $3)
+			RETURNING id`, buf.ID, len(group), size); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `SELECT 1 FROM package_states WHERE raw_data_package_id = ANY($1::uuid[])
+			ORDER BY raw_data_package_id FOR NO KEY UPDATE`, uuids(ids)); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE package_states SET data_transfer_package_id = $1, updated_at = now()
+			WHERE raw_data_package_id = ANY($2::uuid[]) AND data_transfer_package_id IS NULL`, dtp, uuids(ids))
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n != int64(len(group)) {
+			return errors.New("grouping raced with another planner; retried on the next round")
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO data_transfer_package_members (data_transfer_package_id, raw_data_package_id)
+			SELECT $1, unnest($2::uuid[])`, dtp, uuids(ids)); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `
+			WITH op AS (
+				INSERT INTO operations (kind, data_transfer_package_id, site_id, source_location_id, destination_location_id, max_retries)
+				VALUES ('data_transfer_package', $1, $2, $3, $3, $4)
+				ON CONFLICT (data_transfer_package_id) WHERE kind = 'data_transfer_package' DO NOTHING RETURNING id, status)
+			INSERT INTO operation_history (operation_id, event, to_status, actor) SELECT id, 'created', status, 'planner' FROM op`,
+			dtp, buf.SiteID, buf.ID, s.MaxRetries); err != nil {
+			return err
+		}
+		_, err = refreshPackages(ctx, tx, `p.data_transfer_package_id = $1`, dtp)
+		return err
+	})
+}
+
+// Advance creates the successors of up to limit completed operations the planner has not yet
+// advanced: a built DTP gets a transfer (and legacy data_transfer row) to every active
+// long-term archive location; a completed transfer gets its unpack; a completed unpack gets a
+// long_term_archive operation (and legacy row) for each package of the DTP at that location.
+// Every insert is ON CONFLICT DO NOTHING, so advancing twice creates nothing twice.
+func (s *Store) Advance(ctx context.Context, limit int) (int, error) {
+	var ids []int64
+	if err := s.DB.SelectContext(ctx, &ids, `SELECT id FROM operations WHERE status = 'COMPLETED' AND NOT advanced ORDER BY id LIMIT $1`, limit); err != nil {
+		return 0, err
+	}
+	for _, id := range ids {
+		if err := s.inTx(ctx, func(tx *sqlx.Tx) error { return s.advance(ctx, tx, id) }); err != nil {
+			return 0, fmt.Errorf("advance operation %d: %w", id, err)
+		}
+	}
+	return len(ids), nil
+}
+
+func (s *Store) advance(ctx context.Context, tx *sqlx.Tx, id int64) error {
+	var op struct {
+		Kind string        `db:"kind"`
+		DTP  sql.NullInt64 `db:"data_transfer_package_id"`
+		Dest sql.NullInt64 `db:"destination_location_id"`
+		Src  sql.NullInt64 `db:"source_location_id"`
+	}
+	err := tx.GetContext(ctx, &op, `SELECT kind, data_transfer_package_id, destination_location_id, source_location_id FROM operations
+		WHERE id = $1 AND status = 'COMPLETED' AND NOT advanced FOR UPDATE SKIP LOCKED`, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil // advanced meanwhile, or reset
+	}
+	if err != nil {
+		return err
+	}
+	switch transfer.Kind(op.Kind) {
+	case transfer.KindDataTransferPackage:
+		archives, err := locationsByRole(ctx, tx, "long_term_archive")
+		if err != nil {
+			return err
+		}
+		for _, a := range archives {
+			if _, err := tx.ExecContext(ctx, `
+				WITH op AS (
+					INSERT INTO operations (kind, data_transfer_package_id, site_id, source_location_id, destination_location_id, max_retries)
+					VALUES ('transfer', $1, $2, $3, $4, $5)
+					ON CONFLICT (data_transfer_package_id, destination_location_id) WHERE kind = 'transfer' DO NOTHING RETURNING id, status),
+				h AS (INSERT INTO operation_history (operation_id, event, to_status, actor) SELECT id, 'created', status, 'planner' FROM op)
+				INSERT INTO data_transfers (data_transfer_package_id, origin_location_id, destination_location_id, transfer_operation_id)
+				SELECT $1, $3, $4, id FROM op`, op.DTP, a.SiteID, op.Src, a.ID, s.MaxRetries); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE data_transfer_packages SET state = 'BUILT', updated_at = now() WHERE id = $1 AND state = 'BUILDING'`, op.DTP); err != nil {
+			return err
+		}
+	case transfer.KindTransfer:
+		if _, err := tx.ExecContext(ctx, `
+			WITH op AS (
+				INSERT INTO operations (kind, data_transfer_package_id, site_id, source_location_id, destination_location_id, max_retries)
+				SELECT 'unpack', $1, l.site_id, l.id, l.id, $3 FROM data_locations l WHERE l.id = $2
+				ON CONFLICT (data_transfer_package_id, destination_location_id) WHERE kind = 'unpack' DO NOTHING RETURNING id, status),
+			h AS (INSERT INTO operation_history (operation_id, event, to_status, actor) SELECT id, 'created', status, 'planner' FROM op)
+			UPDATE data_transfers d SET unpack_operation_id = op.id, updated_at = now() FROM op
+			 WHERE d.data_transfer_package_id = $1 AND d.destination_location_id = $2`, op.DTP, op.Dest, s.MaxRetries); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE data_transfer_packages SET state = 'TRANSFERRED', updated_at = now()
+			WHERE id = $1 AND state = 'BUILT'
+			  AND NOT EXISTS (SELECT 1 FROM operations o WHERE o.data_transfer_package_id = $1 AND o.kind = 'transfer' AND o.status <> 'COMPLETED')`, op.DTP); err != nil {
+			return err
+		}
+	case transfer.KindUnpack:
+		if _, err := tx.ExecContext(ctx, `
+			WITH op AS (
+				INSERT INTO operations (kind, raw_data_package_id, site_id, source_location_id, destination_location_id, max_retries)
+				SELECT 'long_term_archive', m.raw_data_package_id, l.site_id, l.id, l.id, $3
+				  FROM data_transfer_package_members m, data_locations l WHERE m.data_transfer_package_id = $1 AND l.id = $2
+				ON CONFLICT (raw_data_package_id, destination_location_id) WHERE kind = 'long_term_archive' DO NOTHING
+				RETURNING id, status, raw_data_package_id),
+			h AS (INSERT INTO operation_history (operation_id, event, to_status, actor) SELECT id, 'created', status, 'planner' FROM op)
+			INSERT INTO long_term_archive_transfers (raw_data_package_id, location_id, operation_id)
+			SELECT raw_data_package_id, $2, id FROM op`, op.DTP, op.Dest, s.MaxRetries); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE data_transfer_packages SET state = 'UNPACKED', updated_at = now()
+			WHERE id = $1 AND state = 'TRANSFERRED'
+			  AND NOT EXISTS (SELECT 1 FROM operations o WHERE o.data_transfer_package_id = $1 AND o.kind IN ('transfer', 'unpack') AND o.status <> 'COMPLETED')
+			  AND (SELECT count(*) FROM operations o WHERE o.data_transfer_package_id = $1 AND o.kind = 'unpack')
+			    = (SELECT count(*) FROM operations o WHERE o.data_transfer_package_id = $1 AND o.kind = 'transfer')`, op.DTP); err != nil {
+			return err
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE operations SET advanced = true WHERE id = $1`, id); err != nil {
+		return err
+	}
+	_, err = refreshForOperations(ctx, tx, []int64{id})
+	return err
+}
+
+// StagingJob is a staging request and its operations.
+type StagingJob struct {
+	ID          int64                `json:"id"`
+	RequestedBy string               `json:"requested_by"`
+	Destination string               `json:"destination_location"`
+	Operations  []transfer.Operation `json:"operations"`
+}
+
+// CreateStaging requests staging of archived packages to a processing location (the first
+// active one when destination is empty): one staging operation per package, from an archive
+// location holding it.
+func (s *Store) CreateStaging(ctx context.Context, actor string, packages []uuid.UUID, destination, reason string) (StagingJob, error) {
+	job := StagingJob{RequestedBy: actor}
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		var dest location
+		var err error
+		if destination == "" {
+			dest, err = firstLocation(ctx, tx, "processing")
+			if err != nil {
+				return err
+			}
+		} else if err = tx.GetContext(ctx, &dest, `SELECT id, site_id, name FROM data_locations WHERE name = $1 AND role = 'processing' AND active`, destination); errors.Is(err, sql.ErrNoRows) {
+			return &transfer.InputError{Field: "body.destination_location", Message: "no active processing location of this name", Value: destination}
+		} else if err != nil {
+			return err
+		}
+		job.Destination = dest.Name
+		sources := make([]int64, len(packages))
+		for i, p := range packages {
+			var st struct {
+				State string        `db:"state"`
+				Src   sql.NullInt64 `db:"src"`
+			}
+			err := tx.GetContext(ctx, &st, `
+				SELECT p.state, (SELECT o.destination_location_id FROM operations o WHERE o.raw_data_package_id = p.raw_data_package_id
+				                   AND o.kind = 'long_term_archive' AND o.status = 'COMPLETED' ORDER BY o.completed_at LIMIT 1) AS src
+				  FROM package_states p WHERE p.raw_data_package_id = $1`, p)
+			if errors.Is(err, sql.ErrNoRows) {
+				return &transfer.InputError{Field: fmt.Sprintf("body.raw_data_package_ids[%d]", i), Message: "no such package in the transfer pipeline", Value: p.String()}
+			}
+			if err != nil {
+				return err
+			}
+			if st.State != string(transfer.StateArchived) {
+				return &transfer.InputError{Field: fmt.Sprintf("body.raw_data_package_ids[%d]", i), Message: "package is " + st.State + "; only ARCHIVED packages can be staged", Value: p.String()}
+			}
+			if st.Src.Valid {
+				sources[i] = st.Src.Int64
+			} else if err := tx.GetContext(ctx, &sources[i], `SELECT c.location_id FROM physical_copies c JOIN data_locations l ON l.id = c.location_id
+				WHERE c.raw_data_package_id = $1 AND l.role = 'long_term_archive' ORDER BY c.id LIMIT 1`, p); err != nil {
+				return err
+			}
+		}
+		if err := tx.GetContext(ctx, &job.ID, `INSERT INTO staging_jobs (requested_by, destination_location_id, reason) VALUES ($1, $2, $3) RETURNING id`,
+			actor, dest.ID, reason); err != nil {
+			return err
+		}
+		var ids []int64
+		for i, p := range packages {
+			var id int64
+			err := tx.GetContext(ctx, &id, `
+				WITH op AS (
+					INSERT INTO operations (kind, raw_data_package_id, staging_job_id, site_id, source_location_id, destination_location_id, max_retries)
+					VALUES ('staging', $1, $2, $3, $4, $5, $6)
+					ON CONFLICT (staging_job_id, raw_data_package_id) WHERE kind = 'staging' DO NOTHING RETURNING id, status),
+				h AS (INSERT INTO operation_history (operation_id, event, to_status, actor) SELECT id, 'created', status, $7 FROM op)
+				SELECT id FROM op`, p, job.ID, dest.SiteID, sources[i], dest.ID, s.MaxRetries, actor)
+			if errors.Is(err, sql.ErrNoRows) {
+				continue // the same package listed twice
+			}
+			if err != nil {
+				return err
+			}
+			ids = append(ids, id)
+		}
+		job.Operations, err = s.operations(ctx, tx, ids)
+		return err
+	})
+	return job, err
+}

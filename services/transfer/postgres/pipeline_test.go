@@ -1,0 +1,280 @@
+package postgres_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/obsops/obsops/services/transfer"
+	"github.com/obsops/obsops/services/transfer/internal/transfertest"
+	"github.com/obsops/obsops/services/transfer/postgres"
+)
+
+var allKinds = []transfer.Kind{transfer.KindRawDataPackage, transfer.KindDataTransferPackage, transfer.KindTransfer, transfer.KindUnpack, transfer.KindLongTermArchive}
+
+func count(t *testing.T, e *transfertest.Env, q string, args ...any) int {
+	t.Helper()
+	var n int
+	require.NoError(t, e.DB.Get(&n, q, args...))
+	return n
+}
+
+// The planner's whole chain, step by step, and that every step is idempotent.
+func TestPlannerChainIsIdempotent(t *testing.T) {
+	e := transfertest.New(t)
+	ctx := context.Background()
+	ids := transfertest.AddPackages(t, e.DB, 3, 1000, "complete")
+	transfertest.AddPackages(t, e.DB, 1, 1000, "building") // not finalized: never enters
+
+	e.Round(t)
+	e.Round(t)
+	require.Equal(t, 3, count(t, e, `SELECT count(*) FROM operations WHERE kind = 'raw_data_package'`))
+	require.Equal(t, 3, count(t, e, `SELECT count(*) FROM package_states WHERE state = 'WAITING'`))
+
+	require.Equal(t, 3, e.DriveAll(t, "m", transfer.KindRawDataPackage))
+	e.Round(t)
+	// 3 x 1000 bytes reach the 3000-byte target: one DTP with its operation, once.
+	require.Equal(t, 1, count(t, e, `SELECT count(*) FROM data_transfer_packages`))
+	require.Equal(t, 1, count(t, e, `SELECT count(*) FROM operations WHERE kind = 'data_transfer_package'`))
+	for _, id := range ids {
+		require.Equal(t, "TRANSFERRING", e.State(t, id))
+	}
+
+	require.Equal(t, 1, e.DriveAll(t, "m", transfer.KindDataTransferPackage))
+	e.Round(t)
+	require.Equal(t, 2, count(t, e, `SELECT count(*) FROM operations WHERE kind = 'transfer'`), "one per archive location")
+	require.Equal(t, 2, count(t, e, `SELECT count(*) FROM data_transfers`))
+	require.Equal(t, 2, e.DriveAll(t, "m", transfer.KindTransfer))
+	e.Round(t)
+	require.Equal(t, 2, count(t, e, `SELECT count(*) FROM operations WHERE kind = 'unpack'`))
+	require.Equal(t, 2, count(t, e, `SELECT count(*) FROM data_transfers WHERE unpack_operation_id IS NOT NULL`))
+	require.Equal(t, 2, e.DriveAll(t, "m", transfer.KindUnpack))
+	e.Round(t)
+	require.Equal(t, 6, count(t, e, `SELECT count(*) FROM operations WHERE kind = 'long_term_archive'`), "one per (package, archive)")
+	require.Equal(t, 6, count(t, e, `SELECT count(*) FROM long_term_archive_transfers`))
+	require.Equal(t, "UNPACKED", func() string {
+		var s string
+		require.NoError(t, e.DB.Get(&s, `SELECT state FROM data_transfer_packages`))
+		return s
+	}())
+	for _, id := range ids {
+		require.Equal(t, "WAITING", e.State(t, id), "unpacked, waiting for its archive")
+	}
+	// Archived as soon as one of its archive operations completes.
+	ops, err := e.Store.Claim(ctx, "m", []transfer.Kind{transfer.KindLongTermArchive}, "cornell", 100)
+	require.NoError(t, err)
+	require.Len(t, ops, 3)
+	for _, op := range ops {
+		_, err := e.Store.Complete(ctx, op.ID, "m", 1, "", nil)
+		require.NoError(t, err)
+	}
+	for _, id := range ids {
+		require.Equal(t, "ARCHIVED", e.State(t, id))
+	}
+	// Running the planner again creates nothing.
+	before := count(t, e, `SELECT count(*) FROM operations`)
+	e.Round(t)
+	e.Round(t)
+	_, err = e.Store.Advance(ctx, 100)
+	require.NoError(t, err)
+	require.Equal(t, before, count(t, e, `SELECT count(*) FROM operations`))
+	_, err = e.DB.Exec(`UPDATE operations SET advanced = false`) // as if a planner crashed before recording it
+	require.NoError(t, err)
+	_, err = e.Store.Advance(ctx, 1000)
+	require.NoError(t, err)
+	require.Equal(t, before, count(t, e, `SELECT count(*) FROM operations`))
+	require.Equal(t, 6, count(t, e, `SELECT count(*) FROM long_term_archive_transfers`))
+
+	// Staging: archived packages only.
+	_, err = e.Store.CreateStaging(ctx, "bob", []uuid.UUID{uuid.New()}, "", "")
+	var input *transfer.InputError
+	require.ErrorAs(t, err, &input)
+	require.Equal(t, "body.raw_data_package_ids[0]", input.Field)
+	job, err := e.Store.CreateStaging(ctx, "bob", ids[:2], "", "analysis")
+	require.NoError(t, err)
+	require.Len(t, job.Operations, 2)
+	require.Equal(t, "cologne-processing", job.Destination)
+	require.Equal(t, transfer.KindStaging, job.Operations[0].Kind)
+}
+
+// DTPs by age: fewer bytes than the target wait until the oldest has waited OPS_DTP_MAX_WAIT.
+func TestGroupingByAge(t *testing.T) {
+	e := transfertest.New(t)
+	ctx := context.Background()
+	transfertest.AddPackages(t, e.DB, 2, 10, "complete")
+	e.Round(t)
+	e.DriveAll(t, "m", transfer.KindRawDataPackage)
+	n, err := e.Store.Group(ctx, 1<<40, time.Hour, 100)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	_, err = e.DB.Exec(`UPDATE operations SET completed_at = now() - interval '2 hours'`)
+	require.NoError(t, err)
+	n, err = e.Store.Group(ctx, 1<<40, time.Hour, 100)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Equal(t, 2, count(t, e, `SELECT package_count FROM data_transfer_packages`))
+}
+
+// Retryable failures back off and retry until max_retries, then FAILED; non-retryable fail at
+// once; an expired lease is a stalled failure. Each lands in history and the failure trail.
+func TestRetriesBackoffMaxRetriesAndStall(t *testing.T) {
+	e := transfertest.New(t)
+	ctx := context.Background()
+	transfertest.AddPackages(t, e.DB, 2, 1, "complete")
+	e.Round(t)
+	kinds := []transfer.Kind{transfer.KindRawDataPackage}
+
+	ops, err := e.Store.Claim(ctx, "m", kinds, "", 1)
+	require.NoError(t, err)
+	require.Len(t, ops, 1)
+	id := ops[0].ID
+	require.Equal(t, transfer.StatusInProgress, ops[0].Status)
+	require.Equal(t, 1, ops[0].Attempt)
+
+	// Another mover cannot report on it.
+	_, err = e.Store.Fail(ctx, id, "other", postgres.Failure{ErrorType: "x", Message: "y", Retryable: true})
+	var lease *transfer.LeaseConflictError
+	require.ErrorAs(t, err, &lease)
+
+	for i := 1; i <= 3; i++ {
+		op, err := e.Store.Fail(ctx, id, "m", postgres.Failure{ErrorType: "network", Message: "link down", Retryable: true, LogPath: "/logs/a"})
+		require.NoError(t, err)
+		require.Equal(t, transfer.StatusPending, op.Status)
+		require.Equal(t, i, op.RetryCount)
+		wait := transfer.Backoff(e.Config.RetryBackoff, e.Config.RetryBackoffMax, i)
+		require.WithinDuration(t, time.Now().Add(wait), op.NextAttemptAt, 150*time.Millisecond+wait/2)
+		// Not due yet: a claim does not return it (the other package is claimable).
+		got, err := e.Store.Claim(ctx, "m", kinds, "", 10)
+		require.NoError(t, err)
+		for _, g := range got {
+			require.NotEqual(t, id, g.ID, "claimed during its backoff")
+			_, err = e.Store.Fail(ctx, g.ID, "m", postgres.Failure{ErrorType: "disk_full", Message: "no space", Retryable: false})
+			require.NoError(t, err)
+		}
+		require.Eventually(t, func() bool {
+			got, err := e.Store.Claim(ctx, "m", kinds, "", 1)
+			require.NoError(t, err)
+			return len(got) == 1 && got[0].ID == id
+		}, 5*time.Second, 20*time.Millisecond)
+	}
+	op, err := e.Store.Fail(ctx, id, "m", postgres.Failure{ErrorType: "network", Message: "still down", Retryable: true})
+	require.NoError(t, err)
+	require.Equal(t, transfer.StatusFailed, op.Status, "max_retries reached")
+	require.Equal(t, 3, op.RetryCount)
+	require.Equal(t, "still down", *op.LastError)
+
+	// The non-retryable one failed at once, retry_count 0.
+	var other transfer.Operation
+	require.NoError(t, e.DB.Get(&other.RetryCount, `SELECT retry_count FROM operations WHERE kind = 'raw_data_package' AND id <> $1`, id))
+	require.Zero(t, other.RetryCount)
+	require.Equal(t, 2, count(t, e, `SELECT count(*) FROM operations WHERE status = 'FAILED'`))
+
+	hist, err := e.Store.FailureHistory(ctx, transfer.KindRawDataPackage, id)
+	require.NoError(t, err)
+	require.Equal(t, transfer.StatusFailed, hist.CurrentStatus)
+	require.Equal(t, 4, hist.Failures)
+	var events []string
+	for _, ev := range hist.Events {
+		events = append(events, ev.Event)
+	}
+	require.Equal(t, []string{"created", "claimed", "retry", "claimed", "retry", "claimed", "retry", "claimed", "failed"}, events)
+	require.Equal(t, "/logs/a", *hist.Events[2].LogPath)
+	require.Equal(t, "network", *hist.Events[2].ErrorType)
+
+	// Stall: a lease that expires without heartbeat.
+	_, err = e.Store.Reset(ctx, transfer.KindRawDataPackage, id, "admin", "", false)
+	require.NoError(t, err)
+	_, err = e.DB.Exec(`UPDATE operations SET max_retries = 10 WHERE id = $1`, id)
+	require.NoError(t, err)
+	ops, err = e.Store.Claim(ctx, "m", kinds, "", 1)
+	require.NoError(t, err)
+	require.Len(t, ops, 1)
+	hb, err := e.Store.Heartbeat(ctx, id, "m")
+	require.NoError(t, err)
+	require.True(t, hb.LeaseExpiresAt.After(time.Now().Add(50*time.Second)))
+	n, err := e.Store.ExpireLeases(ctx, 100)
+	require.NoError(t, err)
+	require.Zero(t, n, "lease still valid")
+	_, err = e.DB.Exec(`UPDATE operations SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, id)
+	require.NoError(t, err)
+	e.Round(t) // the planner expires leases
+	op, err = e.Store.Operation(ctx, "", id)
+	require.NoError(t, err)
+	require.Equal(t, transfer.StatusPending, op.Status)
+	require.Equal(t, transfer.ErrorTypeStalled, *op.LastErrorType)
+	_, err = e.Store.Complete(ctx, id, "m", 1, "", nil)
+	var conflict *transfer.StatusConflictError
+	require.ErrorAs(t, err, &conflict, "a stalled mover's late report is refused")
+	hist, err = e.Store.FailureHistory(ctx, transfer.KindRawDataPackage, id)
+	require.NoError(t, err)
+	last := hist.Events[len(hist.Events)-1]
+	require.Equal(t, "stalled", last.Event)
+	require.Equal(t, "planner", last.Actor)
+}
+
+// Concurrent movers never lease one operation twice.
+func TestConcurrentClaimsNeverDoubleLease(t *testing.T) {
+	e := transfertest.New(t)
+	ctx := context.Background()
+	transfertest.AddPackages(t, e.DB, 300, 1, "complete")
+	e.Round(t)
+	var mu sync.Mutex
+	seen := map[int64]string{}
+	var wg sync.WaitGroup
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			mover := string(rune('a' + w))
+			for {
+				ops, err := e.Store.Claim(ctx, mover, allKinds, "", 7)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if len(ops) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, op := range ops {
+					if prev, dup := seen[op.ID]; dup {
+						t.Errorf("operation %d leased to %s and %s", op.ID, prev, mover)
+					}
+					seen[op.ID] = mover
+				}
+				mu.Unlock()
+			}
+		}(w)
+	}
+	wg.Wait()
+	require.Len(t, seen, 300)
+	require.Equal(t, 300, count(t, e, `SELECT count(*) FROM operation_history WHERE event = 'claimed'`))
+}
+
+// Frequent rounds look only at packages finalized after the watermark; the full pass also
+// finds one replayed late with an old finalized_at.
+func TestEnterWatermarkAndFullPass(t *testing.T) {
+	e := transfertest.New(t)
+	ctx := context.Background()
+	transfertest.AddPackages(t, e.DB, 2, 1, "complete")
+	n, err := e.Store.Enter(ctx, 100, nil)
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	late := transfertest.AddPackages(t, e.DB, 1, 1, "complete")
+	_, err = e.DB.Exec(`UPDATE raw_data_packages SET finalized_at = now() - interval '1 day' WHERE id = $1`, late[0])
+	require.NoError(t, err)
+	since, err := e.Store.EnterWatermark(ctx, 10*time.Minute)
+	require.NoError(t, err)
+	require.NotNil(t, since)
+	n, err = e.Store.Enter(ctx, 100, since)
+	require.NoError(t, err)
+	require.Zero(t, n, "older than the watermark")
+	n, err = e.Store.Enter(ctx, 100, nil)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "the full pass finds it")
+	require.Equal(t, "WAITING", e.State(t, late[0]))
+}

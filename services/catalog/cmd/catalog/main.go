@@ -58,7 +58,7 @@ func run(ctx context.Context) error {
 		resolver.Online = resolve.NewSesame(cfg.SesameURL, cfg.SesameTimeout, cfg.SesameCacheTTL, svc.Redis, svc.Log, svc.Metrics)
 	}
 	auth := authn.NewRemote(cfg.Config, cfg.AuthtokenURL, cfg.InternalSecret, svc.Redis, svc.Log)
-	vis, err := visibilityRoutes(svc, db, &vcfg)
+	vis, err := visibilityRoutes(svc, db, &vcfg, visibility.Site{Site: cfg.Site})
 	if err != nil {
 		return err
 	}

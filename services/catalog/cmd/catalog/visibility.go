@@ -13,10 +13,10 @@ import (
 )
 
 // visibilityRoutes wires the /visibility routes and, unless disabled, starts the precalculation
-// worker (asynq queue "visibility") in this process, stopped at shutdown.
-func visibilityRoutes(svc *service.Service, db *sqlx.DB, cfg *visibility.Config) (*httpapi.Visibility, error) {
+// worker (asynq queue "visibility") in this process, stopped at shutdown. site is the engine's
+// site, built from the catalog's site configuration.
+func visibilityRoutes(svc *service.Service, db *sqlx.DB, cfg *visibility.Config, site visibility.Site) (*httpapi.Visibility, error) {
 	st := &store.Store{DB: db}
-	site := cfg.Site
 	heatmaps := precalc.New(st, &site, svc.Redis, cfg.SyncMaxSources, cfg.JobChunk, svc.Log, svc.Metrics)
 	if cfg.Worker {
 		srv, mux := precalc.NewWorker(svc.Redis, heatmaps)

@@ -427,9 +427,9 @@ type Chip struct {
 	RAHMS         string       `json:"ra_hms,omitempty" example:"05h35m14.10s"`
 	DecDMS        string       `json:"dec_dms,omitempty" example:"-05d22m30.0s"`
 	ObjectType    *string      `json:"object_type"`
-	AltDeg        float64      `json:"alt_deg" doc:"Current geometric elevation from the site (no refraction)."`
+	AltDeg        float64      `json:"alt_deg" doc:"Current elevation from the site: geometric, refracted with OPS_SITE_REFRACTION=true."`
 	AzDeg         float64      `json:"az_deg" doc:"Current azimuth, from north through east."`
-	SunSepDeg     float64      `json:"sun_sep_deg" doc:"Current angular distance from the Sun."`
+	SunSepDeg     float64      `json:"sun_sep_deg" doc:"Current angular distance from the Sun (a constant-elevation scan: its closest point)."`
 	ObservableNow bool         `json:"observable_now" doc:"Elevation within the site limits and outside the Sun avoidance radius now."`
 	At            time.Time    `json:"at" doc:"When alt/az were computed (UTC)."`
 	Programs      []ProgramRef `json:"programs" doc:"Programs with obs units on this source."`

@@ -22,19 +22,6 @@ type Store struct {
 	DB *sqlx.DB
 }
 
-// tx runs fn in a transaction, committing when it returns nil.
-func (s *Store) tx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
-	tx, err := s.DB.BeginTxx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = tx.Rollback() }()
-	if err := fn(tx); err != nil {
-		return err
-	}
-	return tx.Commit()
-}
-
 func pqCode(err error) (string, string) {
 	var pe *pq.Error
 	if errors.As(err, &pe) {

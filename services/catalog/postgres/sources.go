@@ -11,6 +11,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
+	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/services/catalog"
 	"github.com/obsops/obsops/services/catalog/resolve"
 )
@@ -148,7 +149,7 @@ func (s *Store) getSource(ctx context.Context, db sqlx.QueryerContext, id int64)
 // and white space ignored) to any name or alias of another source is a conflict naming the field.
 func (s *Store) CreateSource(ctx context.Context, spec catalog.SourceSpec, by string) (catalog.Source, error) {
 	var out catalog.Source
-	err := s.tx(ctx, func(tx *sqlx.Tx) error {
+	err := database.InTx(ctx, s.DB, func(tx *sqlx.Tx) error {
 		if err := checkNamesFree(ctx, tx, 0, spec); err != nil {
 			return err
 		}
@@ -174,7 +175,7 @@ func (s *Store) CreateSource(ctx context.Context, spec catalog.SourceSpec, by st
 // ReplaceSource replaces a source's fields and aliases in one transaction.
 func (s *Store) ReplaceSource(ctx context.Context, id int64, spec catalog.SourceSpec) (catalog.Source, error) {
 	var out catalog.Source
-	err := s.tx(ctx, func(tx *sqlx.Tx) error {
+	err := database.InTx(ctx, s.DB, func(tx *sqlx.Tx) error {
 		var exists bool
 		if err := tx.GetContext(ctx, &exists, `SELECT true FROM sources WHERE id = $1 FOR UPDATE`, id); err != nil {
 			if errors.Is(err, sql.ErrNoRows) {

@@ -16,7 +16,6 @@ import (
 	"github.com/obsops/obsops/services/catalog/httpapi"
 	"github.com/obsops/obsops/services/catalog/postgres"
 	"github.com/obsops/obsops/services/catalog/resolve"
-	"github.com/obsops/obsops/services/catalog/sky"
 	"github.com/obsops/obsops/services/catalog/visibility"
 )
 
@@ -58,14 +57,14 @@ func run(ctx context.Context) error {
 		resolver.Online = resolve.NewSesame(cfg.SesameURL, cfg.SesameTimeout, cfg.SesameCacheTTL, svc.Redis, svc.Log, svc.Metrics)
 	}
 	auth := authn.NewRemote(cfg.Config, cfg.AuthtokenURL, cfg.InternalSecret, svc.Redis, svc.Log)
-	vis, err := visibilityRoutes(svc, db, &vcfg)
+	site := &visibility.Site{Site: cfg.Site}
+	vis, err := visibilityRoutes(svc, db, &vcfg, site)
 	if err != nil {
 		return err
 	}
 	httpapi.Register(svc.API, &httpapi.Handlers{
 		Auth: auth, Store: store, Resolver: resolver, Log: svc.Log, Visibility: vis,
-		Site:   sky.Site{LatDeg: cfg.LatitudeDeg, LonDeg: cfg.LongitudeDeg, HeightM: cfg.ElevationM},
-		Limits: sky.Limits{MinElevationDeg: cfg.MinElevationDeg, MaxElevationDeg: cfg.MaxElevationDeg, SunAvoidanceDeg: cfg.SunAvoidanceDeg},
+		Site: site,
 	})
 	return svc.Run(ctx)
 }

@@ -325,6 +325,22 @@ func testConeSearch(t *testing.T, e *env) {
 				}
 			}
 			require.Equal(t, len(got), total)
+			// Past the end: no items, the same total (the count-only path of the cone statement).
+			var past sourcePage
+			r := e.call(t, http.MethodGet, e.gw(fmt.Sprintf("/sources/?ra_deg=%v&dec_deg=%v&radius_deg=%v&limit=10&offset=%d", c.ra, c.dec, c.r, total+5)), e.viewer, nil)
+			require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+			r.JSON(t, &past)
+			require.Empty(t, past.Items)
+			require.Equal(t, total, past.Total)
+			// With another filter the cone takes the general query: the same answer.
+			var filtered sourcePage
+			r = e.call(t, http.MethodGet, e.gw(fmt.Sprintf("/sources/?ra_deg=%v&dec_deg=%v&radius_deg=%v&kind=fixed&limit=500", c.ra, c.dec, c.r)), e.viewer, nil)
+			require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+			r.JSON(t, &filtered)
+			require.Equal(t, total, filtered.Total)
+			for i := range min(len(filtered.Items), len(got)) {
+				require.Equal(t, got[i].ID, filtered.Items[i].ID, "same order (distance, then id)")
+			}
 			var gotIDs []int64
 			prev := -1.0
 			for _, s := range got {

@@ -52,6 +52,9 @@ const sourceColumns = `s.id, s.name, s.kind, s.ra_deg, s.dec_deg, s.pm_ra_mas_yr
 // centre with one (q3c_radial_query, served by the q3c index; exact across RA 0/360 and at the
 // poles). q matches any part of a name or alias, ignoring case and white space.
 func (s *Store) ListSources(ctx context.Context, q catalog.SourceQuery) (catalog.Page[catalog.Source], error) {
+	if s.Cone != nil && q.RADeg != nil && q.DecDeg != nil && q.Radius != nil && q.Q == "" && q.Kind == "" && q.ProgramID == 0 {
+		return s.coneSearch(ctx, q)
+	}
 	var where []string
 	var args []any
 	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
@@ -92,6 +95,41 @@ func (s *Store) ListSources(ctx context.Context, q catalog.SourceQuery) (catalog
 	}
 	if len(rows) == 0 && q.Offset > 0 {
 		if err := s.DB.GetContext(ctx, &page.Total, `SELECT count(*) FROM sources s `+cond, args[:len(args)-2]...); err != nil {
+			return page, err
+		}
+	}
+	return page, s.attachAliases(ctx, s.DB, page.Items)
+}
+
+// coneSQL is the plain cone search (no other filter), prepared once per connection of the Cone
+// pool: q3c_radial_query on the sources_q3c index, the distance computed once per row, sorted by
+// it with the page's LIMIT (a top-N sort), total from the same scan.
+const coneSQL = `
+	SELECT ` + sourceColumns + `, d.distance_deg, count(*) OVER () AS total
+	FROM sources s CROSS JOIN LATERAL (SELECT q3c_dist(s.ra_deg, s.dec_deg, $1, $2) AS distance_deg) d
+	WHERE q3c_radial_query(s.ra_deg, s.dec_deg, $1, $2, $3)
+	ORDER BY d.distance_deg, s.id LIMIT $4 OFFSET $5`
+
+// coneSearch answers a plain cone search with the statement prepared on the Cone pool, whose
+// sessions use generic plans without JIT (ConeDSN): q3c expands a cone into 100 index ranges,
+// and planning them anew for every request cost as much as running the query.
+func (s *Store) coneSearch(ctx context.Context, q catalog.SourceQuery) (catalog.Page[catalog.Source], error) {
+	s.coneOnce.Do(func() { s.coneStmt, s.coneErr = s.Cone.PreparexContext(context.WithoutCancel(ctx), coneSQL) })
+	if s.coneErr != nil {
+		return catalog.Page[catalog.Source]{}, s.coneErr
+	}
+	var rows []sourceRow
+	if err := s.coneStmt.SelectContext(ctx, &rows, *q.RADeg, *q.DecDeg, *q.Radius, q.Limit, q.Offset); err != nil {
+		return catalog.Page[catalog.Source]{}, err
+	}
+	page := catalog.Page[catalog.Source]{Items: make([]catalog.Source, 0, len(rows)), Limit: q.Limit, Offset: q.Offset}
+	for _, r := range rows {
+		page.Items = append(page.Items, r.source())
+		page.Total = r.Total
+	}
+	if len(rows) == 0 && q.Offset > 0 { // past the end: the window saw no row, count alone
+		if err := s.Cone.GetContext(ctx, &page.Total, `SELECT count(*) FROM sources s WHERE q3c_radial_query(s.ra_deg, s.dec_deg, $1, $2, $3)`,
+			*q.RADeg, *q.DecDeg, *q.Radius); err != nil {
 			return page, err
 		}
 	}

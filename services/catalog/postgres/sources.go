@@ -36,13 +36,15 @@ type sourceRow struct {
 	DistanceDeg    *float64  `db:"distance_deg"`
 	Total          int       `db:"total"`
 	Key            string    `db:"key"` // LookupNames: the alias key that matched
+	// Aliases is filled by the cone statement (the page's aliases in the same round trip).
+	Aliases pq.StringArray `db:"aliases"`
 }
 
 func (r sourceRow) source() catalog.Source {
 	return catalog.Source{ID: r.ID, Name: r.Name, Kind: r.Kind, RADeg: r.RADeg, DecDeg: r.DecDeg, PMRAMasYr: r.PMRAMasYr,
 		PMDecMasYr: r.PMDecMasYr, Epoch: r.Epoch, Body: r.Body, ElevationDeg: r.ElevationDeg, AzMinDeg: r.AzMinDeg,
 		AzMaxDeg: r.AzMaxDeg, ObjectType: r.ObjectType, CoordOrigin: r.CoordOrigin, CoordReference: r.CoordReference,
-		DistanceDeg: r.DistanceDeg, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), Aliases: []string{}}
+		DistanceDeg: r.DistanceDeg, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), Aliases: append([]string{}, r.Aliases...)}
 }
 
 const sourceColumns = `s.id, s.name, s.kind, s.ra_deg, s.dec_deg, s.pm_ra_mas_yr, s.pm_dec_mas_yr, s.epoch, s.body,
@@ -103,12 +105,17 @@ func (s *Store) ListSources(ctx context.Context, q catalog.SourceQuery) (catalog
 
 // coneSQL is the plain cone search (no other filter), prepared once per connection of the Cone
 // pool: q3c_radial_query on the sources_q3c index, the distance computed once per row, sorted by
-// it with the page's LIMIT (a top-N sort), total from the same scan.
+// it with the page's LIMIT (a top-N sort), total from the same scan, and the aliases of the
+// page's sources only (after the LIMIT) in the same round trip.
 const coneSQL = `
-	SELECT ` + sourceColumns + `, d.distance_deg, count(*) OVER () AS total
-	FROM sources s CROSS JOIN LATERAL (SELECT q3c_dist(s.ra_deg, s.dec_deg, $1, $2) AS distance_deg) d
-	WHERE q3c_radial_query(s.ra_deg, s.dec_deg, $1, $2, $3)
-	ORDER BY d.distance_deg, s.id LIMIT $4 OFFSET $5`
+	SELECT p.*, ARRAY(SELECT a.alias FROM source_aliases a WHERE a.source_id = p.id AND NOT a.is_name ORDER BY a.id) AS aliases
+	FROM (
+		SELECT ` + sourceColumns + `, d.distance_deg, count(*) OVER () AS total
+		FROM sources s CROSS JOIN LATERAL (SELECT q3c_dist(s.ra_deg, s.dec_deg, $1, $2) AS distance_deg) d
+		WHERE q3c_radial_query(s.ra_deg, s.dec_deg, $1, $2, $3)
+		ORDER BY d.distance_deg, s.id LIMIT $4 OFFSET $5
+	) p
+	ORDER BY p.distance_deg, p.id`
 
 // coneSearch answers a plain cone search with the statement prepared on the Cone pool, whose
 // sessions use generic plans without JIT (ConeDSN): q3c expands a cone into 100 index ranges,
@@ -133,7 +140,7 @@ func (s *Store) coneSearch(ctx context.Context, q catalog.SourceQuery) (catalog.
 			return page, err
 		}
 	}
-	return page, s.attachAliases(ctx, s.DB, page.Items)
+	return page, nil
 }
 
 func (s *Store) attachAliases(ctx context.Context, db sqlx.QueryerContext, sources []catalog.Source) error {

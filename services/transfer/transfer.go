@@ -165,7 +165,6 @@ const ErrorTypeStalled = "stalled"
 var (
 	ErrUnknownKind = errors.New("unknown operation kind")
 	ErrNotFound    = errors.New("not found")
-	ErrForbidden   = errors.New("forbidden")
 )
 
 // StatusConflictError says an operation is not in the status an action needs (answered 409,

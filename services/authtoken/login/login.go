@@ -18,7 +18,7 @@ import (
 	"github.com/obsops/obsops/services/authtoken/signing"
 )
 
-// Users is the part of the user store a login needs (postgres.Users).
+// Users is the part of the user service a login needs (authtoken.UserService).
 type Users interface {
 	UpsertOIDC(ctx context.Context, issuer, subject, username, email, displayName string) (authtoken.User, bool, error)
 	GrantRoles(ctx context.Context, userID int64, roles []string, by string) error
@@ -163,10 +163,8 @@ func (s *Service) session(ctx context.Context, id Identity) (Session, error) {
 		grant = append(grant, authn.RoleAdmin)
 	}
 	if len(grant) > 0 {
-		// Not invalidated in the token cache (package tokencache): these grants only add roles
-		// (viewer to a new user, who holds no tokens yet; admin to a bootstrap admin), so the
-		// user's cached API token records lag by at most the cache TTL in gaining a role, never
-		// in losing one.
+		// Granted through the user service, which audits the grant, drops the user's cached API
+		// token records and republishes the user directory, like every other role change.
 		if err := s.Users.GrantRoles(ctx, u.ID, grant, "login"); err != nil {
 			return Session{}, fmt.Errorf("grant roles: %w", err)
 		}

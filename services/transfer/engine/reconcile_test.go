@@ -12,8 +12,7 @@ import (
 	"github.com/obsops/obsops/services/transfer/postgres"
 )
 
-// claimOne claims the due operation of kind belonging to package pkg (or DTP dtp) and returns
-// its id, leaving other operations PENDING.
+// opOf returns the id of the first operation of kind matching where (with arg).
 func opOf(t *testing.T, e *transfertest.Env, kind transfer.Kind, where string, arg any) int64 {
 	t.Helper()
 	var id int64

@@ -35,8 +35,6 @@ func (h *Handlers) problemOf(ctx context.Context, op string, err error) error {
 		return huma.Error409Conflict(status.Error())
 	case errors.As(err, &lease):
 		return huma.Error409Conflict(lease.Error())
-	case errors.Is(err, transfer.ErrForbidden):
-		return huma.Error403Forbidden(err.Error())
 	}
 	if h.Log != nil {
 		h.Log.ErrorContext(ctx, "transfer request failed", "op", op, "error", err)

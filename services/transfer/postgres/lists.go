@@ -2,8 +2,6 @@ package postgres
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"strconv"
 	"strings"
 	"time"
@@ -276,12 +274,4 @@ func (s *Store) RawPackagesTableExists(ctx context.Context) (bool, error) {
 	var exists bool
 	err := s.DB.GetContext(ctx, &exists, `SELECT to_regclass('raw_data_packages') IS NOT NULL`)
 	return exists, err
-}
-
-// ignoreNoRows maps sql.ErrNoRows to ErrNotFound.
-func ignoreNoRows(err error) error {
-	if errors.Is(err, sql.ErrNoRows) {
-		return transfer.ErrNotFound
-	}
-	return err
 }

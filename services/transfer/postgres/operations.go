@@ -376,10 +376,6 @@ func (s *Store) ExpireLeases(ctx context.Context, limit int) (int, error) {
 	return n, err
 }
 
-// ResetResult is the answer of a reset of one operation: the operation as it now is (or would
-// be, with dry_run).
-type ResetResult = transfer.Operation
-
 // Reset turns FAILED operation (kind, id) back into PENDING with retry_count + 1, its lease and
 // error cleared and a history entry naming actor and reason. dryRun changes nothing and answers
 // what the operation would become.

@@ -26,9 +26,8 @@ type Store struct {
 	// statement prepared once per connection (no planning per request); nil: every query on DB.
 	Cone *sqlx.DB
 
-	coneOnce sync.Once
-	coneStmt *sqlx.Stmt
-	coneErr  error
+	coneMu   sync.Mutex
+	coneStmt *sqlx.Stmt // prepared on first use; database/sql prepares it again on each new connection
 }
 
 // ConeDSN returns dsn (URL or key=value form) with the session settings of the cone-search pool:

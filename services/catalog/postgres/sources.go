@@ -121,12 +121,12 @@ const coneSQL = `
 // sessions use generic plans without JIT (ConeDSN): q3c expands a cone into 100 index ranges,
 // and planning them anew for every request cost as much as running the query.
 func (s *Store) coneSearch(ctx context.Context, q catalog.SourceQuery) (catalog.Page[catalog.Source], error) {
-	s.coneOnce.Do(func() { s.coneStmt, s.coneErr = s.Cone.PreparexContext(context.WithoutCancel(ctx), coneSQL) })
-	if s.coneErr != nil {
-		return catalog.Page[catalog.Source]{}, s.coneErr
+	stmt, err := s.coneStatement(ctx)
+	if err != nil {
+		return catalog.Page[catalog.Source]{}, err
 	}
 	var rows []sourceRow
-	if err := s.coneStmt.SelectContext(ctx, &rows, *q.RADeg, *q.DecDeg, *q.Radius, q.Limit, q.Offset); err != nil {
+	if err := stmt.SelectContext(ctx, &rows, *q.RADeg, *q.DecDeg, *q.Radius, q.Limit, q.Offset); err != nil {
 		return catalog.Page[catalog.Source]{}, err
 	}
 	page := catalog.Page[catalog.Source]{Items: make([]catalog.Source, 0, len(rows)), Limit: q.Limit, Offset: q.Offset}
@@ -141,6 +141,21 @@ func (s *Store) coneSearch(ctx context.Context, q catalog.SourceQuery) (catalog.
 		}
 	}
 	return page, nil
+}
+
+// coneStatement prepares the cone statement on first use; a failure (database unreachable) is
+// returned and retried on the next request rather than kept.
+func (s *Store) coneStatement(ctx context.Context) (*sqlx.Stmt, error) {
+	s.coneMu.Lock()
+	defer s.coneMu.Unlock()
+	if s.coneStmt == nil {
+		stmt, err := s.Cone.PreparexContext(ctx, coneSQL)
+		if err != nil {
+			return nil, err
+		}
+		s.coneStmt = stmt
+	}
+	return s.coneStmt, nil
 }
 
 func (s *Store) attachAliases(ctx context.Context, db sqlx.QueryerContext, sources []catalog.Source) error {

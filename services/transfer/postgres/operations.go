@@ -200,63 +200,55 @@ type Copy struct {
 	Path     string
 }
 
-// Complete records holder's successful end of operation id.
+// Complete records holder's successful end of operation id: one call of transfer_complete
+// (migration 00010), which locks the operation, checks the lease, marks it COMPLETED, appends
+// the history entry, records the copies, mirrors the legacy row and recomputes the affected
+// package states in one transaction and one round trip.
 func (s *Store) Complete(ctx context.Context, id int64, holder string, bytes int64, checksum string, copies []Copy) (transfer.Operation, error) {
-	var op transfer.Operation
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		cur, err := s.lockOperation(ctx, tx, "", id)
+	locs, paths := make([]string, len(copies)), make([]string, len(copies))
+	for i, c := range copies {
+		locs[i], paths[i] = c.Location, c.Path
+	}
+	var res struct {
+		Outcome string         `db:"outcome"`
+		Status  sql.NullString `db:"status"`
+		Holder  sql.NullString `db:"lease_holder"`
+		Bad     sql.NullInt64  `db:"bad"`
+	}
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		err = s.DB.GetContext(ctx, &res, `SELECT outcome, status, lease_holder, bad FROM transfer_complete($1, $2, $3, $4, $5, $6)`,
+			id, holder, bytes, checksum, pq.Array(locs), pq.Array(paths))
+		if !retryable(err) {
+			break
+		}
+	}
+	if err != nil {
+		return transfer.Operation{}, err
+	}
+	switch res.Outcome {
+	case "ok":
+	case "not_found":
+		return transfer.Operation{}, transfer.ErrNotFound
+	case "conflict":
+		// The kind for the error; status and holder as the function saw them under the lock.
+		cur, err := s.Operation(ctx, "", id)
 		if err != nil {
-			return err
+			return cur, err
 		}
-		if err := checkLease(cur, holder); err != nil {
-			return err
+		cur.Status = transfer.Status(res.Status.String)
+		cur.LeaseHolder = nil
+		if res.Holder.Valid {
+			cur.LeaseHolder = &res.Holder.String
 		}
-		locs := make([]int64, len(copies))
-		for i, c := range copies {
-			if err := tx.GetContext(ctx, &locs[i], `SELECT id FROM data_locations WHERE name = $1`, c.Location); errors.Is(err, sql.ErrNoRows) {
-				return &transfer.InputError{Field: fmt.Sprintf("body.physical_copies[%d].location", i), Message: "no such data location", Value: c.Location}
-			} else if err != nil {
-				return err
-			}
-		}
-		var at time.Time
-		if err := tx.GetContext(ctx, &at, `
-			WITH u AS (
-				UPDATE operations SET status = 'COMPLETED', bytes = $2, checksum = nullif($3, ''), completed_at = now(),
-				       lease_holder = NULL, lease_expires_at = NULL, updated_at = now()
-				 WHERE id = $1 RETURNING id, attempt, retry_count, updated_at),
-			h AS (
-				INSERT INTO operation_history (operation_id, event, from_status, to_status, actor, attempt, retry_count)
-				SELECT id, 'completed', 'IN_PROGRESS', 'COMPLETED', $4, attempt, retry_count FROM u)
-			SELECT updated_at FROM u`,
-			id, bytes, checksum, holder); err != nil {
-			return err
-		}
-		for i, c := range copies {
-			if _, err := tx.ExecContext(ctx, `
-				INSERT INTO physical_copies (raw_data_package_id, data_transfer_package_id, location_id, path, operation_id)
-				VALUES ($1, $2, $3, $4, $5) ON CONFLICT (location_id, path) DO NOTHING`,
-				cur.RawDataPackageID, cur.DataTransferPackageID, locs[i], c.Path, id); err != nil {
-				return err
-			}
-		}
-		if err := mirrorLegacy(ctx, tx, cur, "completed"); err != nil {
-			return err
-		}
-		if _, err := refreshForOperation(ctx, tx, cur); err != nil {
-			return err
-		}
-		op = cur
-		op.Status, op.LeaseHolder, op.LeaseExpiresAt, op.UpdatedAt, op.CompletedAt = transfer.StatusCompleted, nil, nil, at, &at
-		op.Bytes = &bytes
-		if checksum != "" {
-			op.Checksum = &checksum
-		} else {
-			op.Checksum = nil
-		}
-		return nil
-	})
-	return op, err
+		return transfer.Operation{}, checkLease(cur, holder)
+	case "location":
+		i := int(res.Bad.Int64)
+		return transfer.Operation{}, &transfer.InputError{Field: fmt.Sprintf("body.physical_copies[%d].location", i), Message: "no such data location", Value: copies[i].Location}
+	default:
+		return transfer.Operation{}, fmt.Errorf("transfer_complete: unexpected outcome %q", res.Outcome)
+	}
+	return s.Operation(ctx, "", id)
 }
 
 // Failure is a failed attempt as a mover reports it.

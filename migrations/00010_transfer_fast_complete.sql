@@ -39,11 +39,13 @@ BEGIN
 END $$;
 
 -- Completes operation op_id for holder. outcome: ok; not_found; conflict (not IN_PROGRESS or
--- leased to another holder: status and lease_holder say which); location (copy_locations[bad]
--- names no data location). Nothing is written unless outcome is ok.
+-- leased to another holder: locked_status and locked_holder say which); location
+-- (copy_locations[bad_copy], 0-based, names no data location). Nothing is written unless outcome
+-- is ok. locked_updated_at is the operation's updated_at when it was locked, so a caller reading
+-- the row in the same statement (the statement's snapshot) knows whether it read that version.
 CREATE FUNCTION transfer_complete(op_id bigint, holder text, n_bytes bigint, sum text,
                                   copy_locations text[], copy_paths text[])
-RETURNS TABLE (outcome text, status text, lease_holder text, bad integer)
+RETURNS TABLE (outcome text, locked_status text, locked_holder text, bad_copy integer, locked_updated_at timestamptz)
 LANGUAGE plpgsql AS $$
 DECLARE
     cur  operations%ROWTYPE;
@@ -53,17 +55,17 @@ DECLARE
 BEGIN
     SELECT * INTO cur FROM operations o WHERE o.id = op_id FOR UPDATE;
     IF NOT FOUND THEN
-        RETURN QUERY SELECT 'not_found', NULL::text, NULL::text, NULL::integer;
+        RETURN QUERY SELECT 'not_found', NULL::text, NULL::text, NULL::integer, NULL::timestamptz;
         RETURN;
     END IF;
     IF cur.status <> 'IN_PROGRESS' OR cur.lease_holder IS DISTINCT FROM holder THEN
-        RETURN QUERY SELECT 'conflict', cur.status, cur.lease_holder, NULL::integer;
+        RETURN QUERY SELECT 'conflict', cur.status, cur.lease_holder, NULL::integer, cur.updated_at;
         RETURN;
     END IF;
     FOR i IN 1 .. coalesce(array_length(copy_locations, 1), 0) LOOP
         SELECT l.id INTO loc FROM data_locations l WHERE l.name = copy_locations[i];
         IF NOT FOUND THEN
-            RETURN QUERY SELECT 'location', cur.status, cur.lease_holder, i - 1;
+            RETURN QUERY SELECT 'location', cur.status, cur.lease_holder, i - 1, cur.updated_at;
             RETURN;
         END IF;
         locs := locs || loc;
@@ -113,7 +115,7 @@ BEGIN
                                                    WHERE m.data_transfer_package_id = cur.data_transfer_package_id)) d
          WHERE p.raw_data_package_id = d.id AND p.state <> d.derived;
     END IF;
-    RETURN QUERY SELECT 'ok', 'COMPLETED'::text, NULL::text, NULL::integer;
+    RETURN QUERY SELECT 'ok', 'COMPLETED'::text, NULL::text, NULL::integer, cur.updated_at;
 END $$;
 -- +goose StatementEnd
 

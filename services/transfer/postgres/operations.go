@@ -200,55 +200,72 @@ type Copy struct {
 	Path     string
 }
 
-// Complete records holder's successful end of operation id: one call of transfer_complete
-// (migration 00010), which locks the operation, checks the lease, marks it COMPLETED, appends
-// the history entry, records the copies, mirrors the legacy row and recomputes the affected
-// package states in one transaction and one round trip.
+// Complete records holder's successful end of operation id in one round trip: one call of
+// transfer_complete (migration 00010), which locks the operation, checks the lease, marks it
+// COMPLETED, appends the history entry, records the copies, mirrors the legacy row and
+// recomputes the affected package states in one transaction, joined in the same statement to the
+// operation as the statement's snapshot saw it (before the call), which is then updated here as
+// the call updated it. Should the locked version differ from that snapshot (a concurrent change
+// in between), the operation is read again.
 func (s *Store) Complete(ctx context.Context, id int64, holder string, bytes int64, checksum string, copies []Copy) (transfer.Operation, error) {
 	locs, paths := make([]string, len(copies)), make([]string, len(copies))
 	for i, c := range copies {
 		locs[i], paths[i] = c.Location, c.Path
 	}
 	var res struct {
-		Outcome string         `db:"outcome"`
-		Status  sql.NullString `db:"status"`
-		Holder  sql.NullString `db:"lease_holder"`
-		Bad     sql.NullInt64  `db:"bad"`
+		Outcome  string         `db:"outcome"`
+		Status   sql.NullString `db:"locked_status"`
+		Holder   sql.NullString `db:"locked_holder"`
+		Bad      sql.NullInt64  `db:"bad_copy"`
+		LockedAt sql.NullTime   `db:"locked_updated_at"`
+		At       time.Time      `db:"now"`
+		transfer.Operation
 	}
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
-		err = s.DB.GetContext(ctx, &res, `SELECT outcome, status, lease_holder, bad FROM transfer_complete($1, $2, $3, $4, $5, $6)`,
+		err = s.DB.GetContext(ctx, &res, `SELECT f.outcome, f.locked_status, f.locked_holder, f.bad_copy, f.locked_updated_at, now() AS now, `+opColumns+`
+			  FROM transfer_complete($1, $2, $3, $4, $5, $6) f JOIN operations o ON o.id = $1 JOIN sites s ON s.id = o.site_id
+			  LEFT JOIN data_locations src ON src.id = o.source_location_id
+			  LEFT JOIN data_locations dst ON dst.id = o.destination_location_id`,
 			id, holder, bytes, checksum, pq.Array(locs), pq.Array(paths))
 		if !retryable(err) {
 			break
 		}
 	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return transfer.Operation{}, transfer.ErrNotFound
+	}
 	if err != nil {
 		return transfer.Operation{}, err
 	}
+	op := res.Operation
 	switch res.Outcome {
 	case "ok":
 	case "not_found":
 		return transfer.Operation{}, transfer.ErrNotFound
 	case "conflict":
-		// The kind for the error; status and holder as the function saw them under the lock.
-		cur, err := s.Operation(ctx, "", id)
-		if err != nil {
-			return cur, err
-		}
-		cur.Status = transfer.Status(res.Status.String)
-		cur.LeaseHolder = nil
+		// Status and holder as the call saw them under the lock.
+		op.Status, op.LeaseHolder = transfer.Status(res.Status.String), nil
 		if res.Holder.Valid {
-			cur.LeaseHolder = &res.Holder.String
+			op.LeaseHolder = &res.Holder.String
 		}
-		return transfer.Operation{}, checkLease(cur, holder)
+		return transfer.Operation{}, checkLease(op, holder)
 	case "location":
 		i := int(res.Bad.Int64)
 		return transfer.Operation{}, &transfer.InputError{Field: fmt.Sprintf("body.physical_copies[%d].location", i), Message: "no such data location", Value: copies[i].Location}
 	default:
 		return transfer.Operation{}, fmt.Errorf("transfer_complete: unexpected outcome %q", res.Outcome)
 	}
-	return s.Operation(ctx, "", id)
+	if !res.LockedAt.Valid || !res.LockedAt.Time.Equal(op.UpdatedAt) {
+		return s.Operation(ctx, "", id)
+	}
+	op.Status, op.LeaseHolder, op.LeaseExpiresAt, op.UpdatedAt, op.CompletedAt = transfer.StatusCompleted, nil, nil, res.At, &res.At
+	op.Bytes = &bytes
+	op.Checksum = nil
+	if checksum != "" {
+		op.Checksum = &checksum
+	}
+	return op, nil
 }
 
 // Failure is a failed attempt as a mover reports it.

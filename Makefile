@@ -6,7 +6,7 @@ COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 MODULES = $(shell go list -m -f '{{.Dir}}')
 
-.PHONY: build up down logs test lint bench clean
+.PHONY: build up down logs test lint bench chaos clean
 
 build: ## build every binary into ./bin
 	@mkdir -p bin
@@ -33,6 +33,9 @@ lint: ## gofmt, go vet, and every module building on its own (GOWORK=off, as the
 
 bench: ## benchmarks with ratios measured in the same run
 	@deploy/local/stack.sh bench
+
+chaos: ## long fault tests of the ingest buffer (minutes; see README)
+	@deploy/local/stack.sh chaos
 
 clean:
 	rm -rf bin

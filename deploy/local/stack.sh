@@ -160,10 +160,23 @@ write_env() {
 	} >"$STATE/env"
 }
 
+# service_running NAME: the process in .local/pids/NAME.pid is alive and still runs bin/NAME (after
+# a crash the pid may belong to another program by now; a rebuilt binary shows as "(deleted)").
+service_running() {
+	local pidfile="$STATE/pids/$1.pid" pid exe
+	[ -f "$pidfile" ] || return 1
+	pid=$(cat "$pidfile")
+	kill -0 "$pid" 2>/dev/null || return 1
+	exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || return 0 # no /proc: trust the pid
+	[ "${exe% (deleted)}" = "$ROOT/bin/$1" ]
+}
+
+# start_service NAME ARGS... starts bin/NAME unless it runs: `make up` restarts what died and
+# leaves what runs alone (operators and the fault tests rely on it).
 start_service() {
 	local name=$1; shift
 	local pidfile="$STATE/pids/$name.pid"
-	if [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+	if service_running "$name"; then
 		log "$name already running (pid $(cat "$pidfile"))"
 		return
 	fi
@@ -299,6 +312,15 @@ run_bench() {
 	return $status
 }
 
+# run_chaos runs the long fault tests (TestChaos*, skipped unless OPS_CHAOS=1): PostgreSQL stopped
+# for 60 s (a private cluster of the test's own), the worker↔PostgreSQL link dropping all traffic
+# for 2 minutes (toxiproxy), Redis out of memory. OPS_CHAOS_SECONDS shortens the faults.
+run_chaos() {
+	test_database
+	export OPS_CHAOS=1
+	(cd services/ingest && go test -run "${OPS_CHAOS_RUN:-^TestChaos}" -v -count=1 -timeout 30m .)
+}
+
 case "${1:-}" in
 deps) deps ;;
 infra-up) deps; infra_up ;;
@@ -309,6 +331,7 @@ down) down ;;
 logs) mkdir -p "$STATE/logs"; tail -n 50 -F "$STATE"/logs/*.log ;;
 test) run_tests ;;
 bench) run_bench ;;
+chaos) run_chaos ;;
 env) write_env; cat "$STATE/env" ;;
-*) die "usage: $0 deps|infra-up|infra-down|pg-dir|up|down|logs|test|bench|env" ;;
+*) die "usage: $0 deps|infra-up|infra-down|pg-dir|up|down|logs|test|bench|chaos|env" ;;
 esac

@@ -62,6 +62,9 @@ func Access() map[string]Rule {
 		"POST /raw_data_package/":               UserOrScopes("write:data"),
 		"GET /raw_data_package/{id}":            UserOrScopes("read:data"),
 		"PUT /raw_data_package/{id}/finalize":   UserOrScopes("write:data"),
+		// Receipts of buffered writes: any user, or an API token with read:data OR
+		// read:observations (a Rule requires all its scopes, so ingest checks "either" itself).
+		"GET /api/ingest/transactions/{transaction_id}": AnyCredential(),
 
 		// Identity and tokens (SPEC §4.4)
 		"GET /idp/login":                   Anonymous(),

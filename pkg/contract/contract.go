@@ -8,6 +8,10 @@ package contract
 // ingest's workers drain it, the site service reports it in /buffer-stats.
 const IngestQueue = "ingest"
 
+// IngestLastApplyKey is the Redis key where ingest workers record (unix milliseconds) their last
+// commit to the main database; the site service reports it in /buffer-stats and /health.
+const IngestLastApplyKey = "ingest:stats:last_apply"
+
 // TransferOverviewChannel is the Redis pub/sub channel on which every transfer replica
 // publishes the overview updates it makes, so that every replica's WebSocket clients see them.
 const TransferOverviewChannel = "ops:transfer:overview"

@@ -59,3 +59,17 @@ func CheckMigration(ctx context.Context, db *sqlx.DB, expected int64) error {
 	}
 	return nil
 }
+
+// InTx runs fn in a transaction on db, committed when fn returns nil and rolled back otherwise
+// (also when fn panics), so a store's multi-statement write is all or nothing.
+func InTx(ctx context.Context, db *sqlx.DB, fn func(tx *sqlx.Tx) error) error {
+	tx, err := db.BeginTxx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}

@@ -1,8 +1,6 @@
 package authtoken_test
 
 import (
-	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"strings"
@@ -49,17 +47,7 @@ func browser(t *testing.T) *http.Client {
 }
 
 // response is an HTTP answer read in full.
-type response struct {
-	Status int
-	Header http.Header
-	Body   []byte
-}
-
-// JSON decodes the body into v.
-func (r response) JSON(t *testing.T, v any) {
-	t.Helper()
-	require.NoError(t, json.Unmarshal(r.Body, v), "body: %s", r.Body)
-}
+type response = testenv.Response
 
 // get sends GET url with an optional bearer credential.
 func get(t *testing.T, c *http.Client, url, bearer string) response {
@@ -72,14 +60,10 @@ func get(t *testing.T, c *http.Client, url, bearer string) response {
 	return do(t, c, req)
 }
 
+// do sends req with c and reads the whole answer.
 func do(t *testing.T, c *http.Client, req *http.Request) response {
 	t.Helper()
-	resp, err := c.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+	return testenv.Do(t, c, req)
 }
 
 // problemDetail is the detail of a problem+json answer.

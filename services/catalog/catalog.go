@@ -22,14 +22,9 @@ type Config struct {
 	config.Upstreams
 	authn.Config
 	Addr string `env:"OPS_CATALOG_ADDR" envDefault:"127.0.0.1:8083"`
-	// The observatory and its limits (the same variables as the site service), for the source
-	// chip's current position and observability.
-	LatitudeDeg     float64 `env:"OPS_SITE_LATITUDE_DEG" envDefault:"-22.985639"`
-	LongitudeDeg    float64 `env:"OPS_SITE_LONGITUDE_DEG" envDefault:"-67.740278"`
-	ElevationM      float64 `env:"OPS_SITE_ELEVATION_M" envDefault:"5611.8"`
-	MinElevationDeg float64 `env:"OPS_SITE_MIN_ELEVATION_DEG" envDefault:"20"`
-	MaxElevationDeg float64 `env:"OPS_SITE_MAX_ELEVATION_DEG" envDefault:"90"`
-	SunAvoidanceDeg float64 `env:"OPS_SUN_AVOIDANCE_DEG" envDefault:"45"`
+	// Site is the observatory and its limits (the same variables as the site service), for the
+	// source chip and the visibility engine.
+	config.Site
 	// SesameURL is the CDS Sesame name resolver (e.g. https://cds.unistra.fr/cgi-bin/nph-sesame);
 	// empty: names are resolved offline only (shipped catalogue, then the database).
 	SesameURL      string        `env:"OPS_SESAME_URL"`
@@ -37,19 +32,10 @@ type Config struct {
 	SesameCacheTTL time.Duration `env:"OPS_SESAME_CACHE_TTL" envDefault:"720h"`
 }
 
-// Validate checks the site and resolver settings.
+// Validate checks the resolver settings (config.Load validates the embedded site and common
+// settings with their own Validate).
 func (c *Config) Validate() error {
 	switch {
-	case c.LatitudeDeg < -90 || c.LatitudeDeg > 90:
-		return &config.Invalid{Var: "OPS_SITE_LATITUDE_DEG", Reason: "must be within [-90, 90]"}
-	case c.LongitudeDeg < -180 || c.LongitudeDeg > 180:
-		return &config.Invalid{Var: "OPS_SITE_LONGITUDE_DEG", Reason: "must be within [-180, 180] (east positive)"}
-	case c.MinElevationDeg < 0 || c.MinElevationDeg >= c.MaxElevationDeg:
-		return &config.Invalid{Var: "OPS_SITE_MIN_ELEVATION_DEG", Reason: "must be >= 0 and below OPS_SITE_MAX_ELEVATION_DEG"}
-	case c.MaxElevationDeg > 90:
-		return &config.Invalid{Var: "OPS_SITE_MAX_ELEVATION_DEG", Reason: "must be <= 90"}
-	case c.SunAvoidanceDeg < 0 || c.SunAvoidanceDeg > 180:
-		return &config.Invalid{Var: "OPS_SUN_AVOIDANCE_DEG", Reason: "must be within [0, 180]"}
 	case c.SesameTimeout < 100*time.Millisecond || c.SesameTimeout > 30*time.Second:
 		return &config.Invalid{Var: "OPS_SESAME_TIMEOUT", Reason: "must be within 100ms..30s"}
 	case c.SesameCacheTTL < time.Minute:
@@ -441,9 +427,9 @@ type Chip struct {
 	RAHMS         string       `json:"ra_hms,omitempty" example:"05h35m14.10s"`
 	DecDMS        string       `json:"dec_dms,omitempty" example:"-05d22m30.0s"`
 	ObjectType    *string      `json:"object_type"`
-	AltDeg        float64      `json:"alt_deg" doc:"Current geometric elevation from the site (no refraction)."`
+	AltDeg        float64      `json:"alt_deg" doc:"Current elevation from the site: geometric, refracted with OPS_SITE_REFRACTION=true."`
 	AzDeg         float64      `json:"az_deg" doc:"Current azimuth, from north through east."`
-	SunSepDeg     float64      `json:"sun_sep_deg" doc:"Current angular distance from the Sun."`
+	SunSepDeg     float64      `json:"sun_sep_deg" doc:"Current angular distance from the Sun (a constant-elevation scan: its closest point)."`
 	ObservableNow bool         `json:"observable_now" doc:"Elevation within the site limits and outside the Sun avoidance radius now."`
 	At            time.Time    `json:"at" doc:"When alt/az were computed (UTC)."`
 	Programs      []ProgramRef `json:"programs" doc:"Programs with obs units on this source."`

@@ -3,9 +3,7 @@ package catalog_test
 import (
 	"bytes"
 	"database/sql"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -36,16 +34,7 @@ func startEnv(t *testing.T, extra map[string]string) *env {
 }
 
 // response is an HTTP answer read in full.
-type response struct {
-	Status int
-	Header http.Header
-	Body   []byte
-}
-
-func (r response) JSON(t *testing.T, v any) {
-	t.Helper()
-	require.NoError(t, json.Unmarshal(r.Body, v), "body: %s", r.Body)
-}
+type response = testenv.Response
 
 // problem is a problem+json answer.
 type problem struct {
@@ -78,30 +67,7 @@ func requireProblem(t *testing.T, r response, status int, location string) probl
 // call sends method url with an optional JSON body and bearer credential.
 func (e *env) call(t *testing.T, method, url, bearer string, body any) response {
 	t.Helper()
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case string:
-		rd = strings.NewReader(b)
-	default:
-		j, err := json.Marshal(b)
-		require.NoError(t, err)
-		rd = bytes.NewReader(j)
-	}
-	req, err := http.NewRequest(method, url, rd)
-	require.NoError(t, err)
-	if rd != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if bearer != "" {
-		req.Header.Set("Authorization", "Bearer "+bearer)
-	}
-	resp, err := e.c.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+	return testenv.Call(t, e.c, method, url, bearer, body)
 }
 
 // gw is a URL through the gateway; svc one at the catalog service itself.

@@ -35,6 +35,12 @@ type Config struct {
 	// RateLimitPerMinute is the number of requests one credential (or, without one, one client
 	// address) may make in any sliding minute; 0 disables rate limiting.
 	RateLimitPerMinute int `env:"OPS_RATE_LIMIT_PER_MINUTE" envDefault:"1200"`
+	// RateLimitIngestPerMinute is the separate budget per credential of the ingest routes
+	// (IngestClassPrefixes): instruments register hundreds of files per second. 0: unlimited.
+	RateLimitIngestPerMinute int `env:"OPS_RATE_LIMIT_INGEST_PER_MINUTE" envDefault:"600000"`
+	// BulkBodyLimitBytes is the body limit of the large-body routes (LargeBodyRoutes); every
+	// other route keeps OPS_BODY_LIMIT_BYTES.
+	BulkBodyLimitBytes int `env:"OPS_INGEST_BULK_BODY_LIMIT_BYTES" envDefault:"16777216"`
 	// RateLimitRedisTimeout bounds the Redis round trip of one rate-limit decision; a slower or
 	// failed Redis lets the request through (fail open).
 	RateLimitRedisTimeout time.Duration `env:"OPS_RATE_LIMIT_REDIS_TIMEOUT" envDefault:"100ms"`
@@ -80,6 +86,12 @@ func (c *Config) Validate() error {
 	c.CORSOrigins = origins
 	if c.RateLimitPerMinute < 0 {
 		return &config.Invalid{Var: "OPS_RATE_LIMIT_PER_MINUTE", Reason: "must be >= 0 (0 disables rate limiting)"}
+	}
+	if c.RateLimitIngestPerMinute < 0 {
+		return &config.Invalid{Var: "OPS_RATE_LIMIT_INGEST_PER_MINUTE", Reason: "must be >= 0 (0 disables the ingest class's limit)"}
+	}
+	if c.BulkBodyLimitBytes < 1<<20 || c.BulkBodyLimitBytes > 1<<30 {
+		return &config.Invalid{Var: "OPS_INGEST_BULK_BODY_LIMIT_BYTES", Reason: "must be within [1 MiB, 1 GiB]"}
 	}
 	if c.RateLimitRedisTimeout <= 0 {
 		return &config.Invalid{Var: "OPS_RATE_LIMIT_REDIS_TIMEOUT", Reason: "must be positive"}
@@ -150,6 +162,7 @@ func Routes() []Route {
 		{"/executed_obs_units", "ingest"},
 		{"/raw_data_files", "ingest"},
 		{"/raw_data_package", "ingest"},
+		{"/api/ingest", "ingest"},
 		{"/auth", "authtoken"},
 		{"/idp", "authtoken"},
 		{"/api/tokens", "authtoken"},

@@ -1,9 +1,14 @@
 // Package ingest is the domain of the ingest service: executed obs units, raw data files and raw
 // data packages, whose critical writes are buffered through Redis (asynq queue "ingest") and
 // applied to the main database by workers.
+//
+// The root package holds what every role shares: configuration, the records and the request
+// bodies with their decoders and validators, and the tasks the API enqueues for the worker.
 package ingest
 
 import (
+	"time"
+
 	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/pkg/config"
 	"github.com/obsops/obsops/pkg/contract"
@@ -20,6 +25,16 @@ const (
 	RoleAll    = "all"    // both, for a single-machine install
 )
 
+// Limits of the request bodies (DESIGN §4).
+const (
+	MaxBulkFiles    = 10000 // files in one POST /raw_data_files/bulk
+	MaxPathBytes    = 1024  // a raw data file's relative path
+	MaxMetaBytes    = 16 << 10
+	MaxNameLength   = 255 // a package's name
+	MaxSiteLength   = 64
+	MaxPackageFiles = MaxBulkFiles // file_ids of one package create or finalize
+)
+
 // Config is the ingest service's configuration.
 type Config struct {
 	config.Common
@@ -27,14 +42,52 @@ type Config struct {
 	authn.Config
 	Addr              string `env:"OPS_INGEST_ADDR" envDefault:"127.0.0.1:8084"`
 	WorkerConcurrency int    `env:"OPS_INGEST_WORKER_CONCURRENCY" envDefault:"20"`
+	// MainDatabaseURL is where the worker applies buffered writes: the main site's primary. At the
+	// main site it is the same database as OPS_DATABASE_URL (the default).
+	MainDatabaseURL string `env:"OPS_MAIN_DATABASE_URL"`
+	// BulkBodyLimitBytes is the body limit of POST /raw_data_files/bulk, the one route whose
+	// bodies are larger than OPS_BODY_LIMIT_BYTES: 10,000 files with paths of a few hundred bytes.
+	BulkBodyLimitBytes int `env:"OPS_INGEST_BULK_BODY_LIMIT_BYTES" envDefault:"16777216"`
+	// IdempotencyTTL is how long an Idempotency-Key and its answer are kept (DESIGN §4: ≥ 24 h).
+	IdempotencyTTL time.Duration `env:"OPS_INGEST_IDEMPOTENCY_TTL" envDefault:"24h"`
+	// RedisTimeout bounds every Redis round trip of a buffered write, so a write Redis cannot take
+	// is answered 503 quickly instead of hanging.
+	RedisTimeout time.Duration `env:"OPS_INGEST_REDIS_TIMEOUT" envDefault:"1s"`
+	// BufferingEnabled: false makes the critical writes go straight to PostgreSQL (answered
+	// "committed"); a main site may choose it. The site service reports the same setting.
+	BufferingEnabled bool `env:"OPS_BUFFERING_ENABLED" envDefault:"true"`
+	// RetryAfter is the Retry-After (seconds) of a 503 answered when Redis cannot take a write.
+	RetryAfter int `env:"OPS_INGEST_RETRY_AFTER" envDefault:"2"`
 }
 
 // Validate checks the ingest settings.
 func (c *Config) Validate() error {
-	if c.WorkerConcurrency < 1 || c.WorkerConcurrency > 1000 {
+	switch {
+	case c.WorkerConcurrency < 1 || c.WorkerConcurrency > 1000:
 		return &config.Invalid{Var: "OPS_INGEST_WORKER_CONCURRENCY", Reason: "must be within [1, 1000]"}
+	case c.BulkBodyLimitBytes < 1<<20 || c.BulkBodyLimitBytes > 1<<30:
+		return &config.Invalid{Var: "OPS_INGEST_BULK_BODY_LIMIT_BYTES", Reason: "must be within [1 MiB, 1 GiB]"}
+	case c.IdempotencyTTL < 24*time.Hour:
+		return &config.Invalid{Var: "OPS_INGEST_IDEMPOTENCY_TTL", Reason: "must be at least 24h"}
+	case c.RedisTimeout < 10*time.Millisecond || c.RedisTimeout > 30*time.Second:
+		return &config.Invalid{Var: "OPS_INGEST_REDIS_TIMEOUT", Reason: "must be within [10ms, 30s]"}
+	case c.RetryAfter < 1 || c.RetryAfter > 3600:
+		return &config.Invalid{Var: "OPS_INGEST_RETRY_AFTER", Reason: "must be within [1, 3600] seconds"}
+	}
+	if c.MainDatabaseURL != "" {
+		if err := config.URL("OPS_MAIN_DATABASE_URL", c.MainDatabaseURL, "postgres", "postgresql"); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// MainDB is the database the worker writes to: OPS_MAIN_DATABASE_URL, else OPS_DATABASE_URL.
+func (c *Config) MainDB() string {
+	if c.MainDatabaseURL != "" {
+		return c.MainDatabaseURL
+	}
+	return c.DatabaseURL
 }
 
 // ValidRole reports whether role is one of the -role values.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/obsops/obsops/pkg/contract"
 )
@@ -31,11 +32,26 @@ type BufferStats struct {
 	MemoryUsageBytes  int64     `json:"memory_usage_bytes"`
 	MainDBReachable   bool      `json:"main_db_reachable"`
 	MeasuredAt        time.Time `json:"measured_at"`
+	// LastApplyAt is when an ingest worker last committed a buffered write (absent before the
+	// first); with a growing backlog it tells how long replay has been stuck.
+	LastApplyAt *time.Time `json:"last_apply_at,omitempty"`
+	// DeadLetters are the most recent archived tasks (at most 10) with their errors; the
+	// runbook: `ingest admin dead-letters list|retry|drop`.
+	DeadLetters []DeadLetter `json:"dead_letters,omitempty"`
+}
+
+// DeadLetter is an archived ingest task: a write that can never apply, kept with its error.
+type DeadLetter struct {
+	TaskID   string    `json:"task_id"`
+	Type     string    `json:"type"`
+	Error    string    `json:"error"`
+	FailedAt time.Time `json:"failed_at"`
 }
 
 // BufferInspector reads queue statistics from Redis through asynq's inspector.
 type BufferInspector struct {
 	Inspector *asynq.Inspector
+	Redis     redis.UniversalClient // reads contract.IngestLastApplyKey
 	Site      string
 	SiteType  string
 	MainDB    func(context.Context) error
@@ -60,6 +76,21 @@ func (b *BufferInspector) Stats(ctx context.Context) (BufferStats, error) {
 		st.Paused = qi.Paused
 		st.MemoryUsageBytes = qi.MemoryUsage
 		st.MeasuredAt = qi.Timestamp.UTC()
+		if qi.Archived > 0 {
+			dead, err := b.Inspector.ListArchivedTasks(contract.IngestQueue, asynq.PageSize(10))
+			if err != nil {
+				return st, fmt.Errorf("read dead letters: %w", err)
+			}
+			for _, t := range dead {
+				st.DeadLetters = append(st.DeadLetters, DeadLetter{TaskID: t.ID, Type: t.Type, Error: t.LastErr, FailedAt: t.LastFailedAt.UTC()})
+			}
+		}
+	}
+	if b.Redis != nil {
+		if ms, err := b.Redis.Get(ctx, contract.IngestLastApplyKey).Int64(); err == nil {
+			t := time.UnixMilli(ms).UTC()
+			st.LastApplyAt = &t
+		}
 	}
 	st.MainDBReachable = b.MainDB(ctx) == nil
 	return st, nil

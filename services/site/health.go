@@ -42,6 +42,19 @@ type Health struct {
 	Database  ComponentHealth            `json:"database"`
 	Redis     ComponentHealth            `json:"redis"`
 	Services  map[string]ComponentHealth `json:"services"`
+	// Buffer summarises the critical-write buffer (details at /buffer-stats); absent when it
+	// could not be read.
+	Buffer *BufferSummary `json:"buffer,omitempty"`
+}
+
+// BufferSummary is the part of the buffer statistics an operator checks first: the backlog, how
+// old it is, writes waiting for a retry, dead letters, and the last commit.
+type BufferSummary struct {
+	Pending           int        `json:"pending"`
+	Retry             int        `json:"retry"`
+	Archived          int        `json:"archived" doc:"Dead letters."`
+	OldestPendingAgeS float64    `json:"oldest_pending_age_seconds"`
+	LastApplyAt       *time.Time `json:"last_apply_at,omitempty"`
 }
 
 // Checker builds the health report: the site's own dependency checks plus every service's
@@ -53,6 +66,8 @@ type Checker struct {
 	Services   map[string]string // name -> base URL
 	HTTP       *http.Client
 	PerTimeout time.Duration
+	// Buffer reads the buffer statistics (nil: not reported).
+	Buffer func(context.Context) (BufferStats, error)
 	// CacheFor is how long Cached reuses a report: anonymous /health never fans out to every
 	// service more often than this, however many ask.
 	CacheFor time.Duration
@@ -132,6 +147,12 @@ func (h *Checker) Check(ctx context.Context) Health {
 			report.Redis = r.res
 		default:
 			report.Services[r.name] = r.res
+		}
+	}
+	if h.Buffer != nil {
+		if st, err := h.Buffer(ctx); err == nil {
+			report.Buffer = &BufferSummary{Pending: st.Pending, Retry: st.Retry, Archived: st.Archived,
+				OldestPendingAgeS: st.OldestPendingAgeS, LastApplyAt: st.LastApplyAt}
 		}
 	}
 	report.Status = StatusOK

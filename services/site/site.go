@@ -14,31 +14,9 @@ type Config struct {
 	config.Common
 	config.Upstreams
 	authn.Config
-	Addr             string  `env:"OPS_SITE_ADDR" envDefault:"127.0.0.1:8085"`
-	LatitudeDeg      float64 `env:"OPS_SITE_LATITUDE_DEG" envDefault:"-22.985639"`
-	LongitudeDeg     float64 `env:"OPS_SITE_LONGITUDE_DEG" envDefault:"-67.740278"`
-	ElevationM       float64 `env:"OPS_SITE_ELEVATION_M" envDefault:"5611.8"`
-	MinElevationDeg  float64 `env:"OPS_SITE_MIN_ELEVATION_DEG" envDefault:"20"`
-	MaxElevationDeg  float64 `env:"OPS_SITE_MAX_ELEVATION_DEG" envDefault:"90"`
-	SunAvoidanceDeg  float64 `env:"OPS_SUN_AVOIDANCE_DEG" envDefault:"45"`
-	BufferingEnabled bool    `env:"OPS_BUFFERING_ENABLED" envDefault:"true"`
-}
-
-// Validate checks that the observatory's position and limits are physically meaningful.
-func (c *Config) Validate() error {
-	switch {
-	case c.LatitudeDeg < -90 || c.LatitudeDeg > 90:
-		return &config.Invalid{Var: "OPS_SITE_LATITUDE_DEG", Reason: "must be within [-90, 90]"}
-	case c.LongitudeDeg < -180 || c.LongitudeDeg > 180:
-		return &config.Invalid{Var: "OPS_SITE_LONGITUDE_DEG", Reason: "must be within [-180, 180] (east positive)"}
-	case c.MinElevationDeg < 0 || c.MinElevationDeg >= c.MaxElevationDeg:
-		return &config.Invalid{Var: "OPS_SITE_MIN_ELEVATION_DEG", Reason: "must be >= 0 and below OPS_SITE_MAX_ELEVATION_DEG"}
-	case c.MaxElevationDeg > 90:
-		return &config.Invalid{Var: "OPS_SITE_MAX_ELEVATION_DEG", Reason: "must be <= 90"}
-	case c.SunAvoidanceDeg < 0 || c.SunAvoidanceDeg > 180:
-		return &config.Invalid{Var: "OPS_SUN_AVOIDANCE_DEG", Reason: "must be within [0, 180]"}
-	}
-	return nil
+	Addr string `env:"OPS_SITE_ADDR" envDefault:"127.0.0.1:8085"`
+	config.Site
+	BufferingEnabled bool `env:"OPS_BUFFERING_ENABLED" envDefault:"true"`
 }
 
 // Location is the observatory's position (WGS84, longitude east-positive).

@@ -39,7 +39,6 @@ func startStack(t *testing.T, env map[string]string) *stack {
 	db, err := database.Open(s.DatabaseURL, 10)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
-	transfertest.RawPackagesTable(t, db)
 	st := &stack{Suite: s, Kit: transfertest.NewOn(t, s.DatabaseURL, s.Redis)}
 	st.AdminJWT = s.JWT(t, "alice", "admin")
 	st.Viewer = s.JWT(t, "bob", "viewer")

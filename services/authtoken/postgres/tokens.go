@@ -12,6 +12,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
+	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/services/authtoken"
 )
 
@@ -90,19 +91,6 @@ func (r tokenRow) token() authtoken.Token {
 	}
 }
 
-// inTx runs fn in a transaction, committed when fn returns nil.
-func (s *Tokens) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
-	tx, err := s.DB.BeginTxx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = tx.Rollback() }()
-	if err := fn(tx); err != nil {
-		return err
-	}
-	return tx.Commit()
-}
-
 // lockToken reads a token the visibility allows, locked for the rest of the transaction.
 func lockToken(ctx context.Context, tx *sqlx.Tx, id int64, v authtoken.Visibility) (authtoken.Token, error) {
 	var r tokenRow
@@ -147,7 +135,7 @@ func audit(ctx context.Context, tx *sqlx.Tx, a authtoken.Audit, tokenIDs []int64
 // cannot both pass the per-user limit.
 func (s *Tokens) Create(ctx context.Context, rec authtoken.TokenRecord, maxActive int, a authtoken.Audit) (authtoken.Token, error) {
 	var tok authtoken.Token
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err := database.InTx(ctx, s.DB, func(tx *sqlx.Tx) error {
 		var active bool
 		err := tx.GetContext(ctx, &active, `SELECT is_active FROM users WHERE id = $1 FOR NO KEY UPDATE`, rec.UserID)
 		if errors.Is(err, sql.ErrNoRows) || (err == nil && !active) {
@@ -211,7 +199,7 @@ func (s *Tokens) List(ctx context.Context, v authtoken.Visibility, limit, offset
 // Update implements authtoken.TokenStore; the audit row holds the changed fields before and after.
 func (s *Tokens) Update(ctx context.Context, id int64, v authtoken.Visibility, ch authtoken.TokenChanges, a authtoken.Audit) (authtoken.Token, error) {
 	var tok authtoken.Token
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err := database.InTx(ctx, s.DB, func(tx *sqlx.Tx) error {
 		before, err := lockToken(ctx, tx, id, v)
 		if err != nil {
 			return err
@@ -254,7 +242,7 @@ func (s *Tokens) Update(ctx context.Context, id int64, v authtoken.Visibility, c
 // Both tokens get an audit row: regenerate (old, replaced_by) and create (new, replaces).
 func (s *Tokens) Regenerate(ctx context.Context, id int64, v authtoken.Visibility, next authtoken.TokenRecord, defaultDays int, a authtoken.Audit) (authtoken.Token, error) {
 	var tok authtoken.Token
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err := database.InTx(ctx, s.DB, func(tx *sqlx.Tx) error {
 		old, err := lockToken(ctx, tx, id, v)
 		if err != nil {
 			return err
@@ -291,7 +279,7 @@ func (s *Tokens) Regenerate(ctx context.Context, id int64, v authtoken.Visibilit
 // no audit row.
 func (s *Tokens) Revoke(ctx context.Context, id int64, v authtoken.Visibility, a authtoken.Audit) (authtoken.Token, error) {
 	var tok authtoken.Token
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err := database.InTx(ctx, s.DB, func(tx *sqlx.Tx) error {
 		var err error
 		if tok, err = lockToken(ctx, tx, id, v); err != nil || !tok.IsActive {
 			return err
@@ -312,7 +300,7 @@ func (s *Tokens) Revoke(ctx context.Context, id int64, v authtoken.Visibility, a
 // flush locks them in, so the two cannot deadlock.
 func (s *Tokens) BulkRevoke(ctx context.Context, ids []int64, v authtoken.Visibility, a authtoken.Audit) ([]authtoken.BulkRevokeResult, error) {
 	results := make([]authtoken.BulkRevokeResult, len(ids))
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err := database.InTx(ctx, s.DB, func(tx *sqlx.Tx) error {
 		var found []struct {
 			ID       int64 `db:"id"`
 			IsActive bool  `db:"is_active"`
@@ -457,7 +445,7 @@ func (s *Tokens) ApplyUsage(ctx context.Context, flushID string, deltas []authto
 		uses += d.Count
 	}
 	applied := false
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err := database.InTx(ctx, s.DB, func(tx *sqlx.Tx) error {
 		res, err := tx.ExecContext(ctx, `
 			INSERT INTO token_usage_flushes (flush_id, tokens, uses) VALUES ($1, $2, $3)
 			ON CONFLICT (flush_id) DO NOTHING`, flushID, len(deltas), uses)

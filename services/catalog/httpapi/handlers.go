@@ -14,7 +14,7 @@ import (
 	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/services/catalog"
 	"github.com/obsops/obsops/services/catalog/resolve"
-	"github.com/obsops/obsops/services/catalog/sky"
+	"github.com/obsops/obsops/services/catalog/visibility"
 )
 
 // IDParam is the {id} of a program or source (exported: huma reads embedded params only from exported types).
@@ -326,29 +326,31 @@ func (h *Handlers) sourceChip(ctx context.Context, in *IDParam) (*bodyOutput[cat
 	}
 	at := h.now()
 	chip := catalog.Chip{ID: src.ID, Name: src.Name, Kind: src.Kind, RADeg: src.RADeg, DecDeg: src.DecDeg, ObjectType: src.ObjectType,
-		At: at, Programs: progs, Limits: catalog.ChipLimits{MinElevationDeg: h.Limits.MinElevationDeg,
-			MaxElevationDeg: h.Limits.MaxElevationDeg, SunAvoidanceDeg: h.Limits.SunAvoidanceDeg}}
-	var pos sky.Horizontal
-	switch src.Kind {
-	case catalog.KindFixed:
-		pos, err = sky.AltAz(h.Site, at, *src.RADeg, *src.DecDeg, deref(src.PMRAMasYr), deref(src.PMDecMasYr), deref(src.Epoch))
-	case catalog.KindSolarSystem:
-		var ra, dec float64
-		pos, ra, dec, err = sky.BodyAltAz(h.Site, *src.Body, at)
+		At: at, Programs: progs, Limits: catalog.ChipLimits{MinElevationDeg: h.Site.MinElevationDeg,
+			MaxElevationDeg: h.Site.MaxElevationDeg, SunAvoidanceDeg: h.Site.SunAvoidanceDeg}}
+	vsrc := visibility.Source{Kind: src.Kind, PMRAMasYr: deref(src.PMRAMasYr),
+		PMDecMasYr: deref(src.PMDecMasYr), Epoch: deref(src.Epoch), ElevationDeg: deref(src.ElevationDeg),
+		AzMinDeg: deref(src.AzMinDeg), AzMaxDeg: deref(src.AzMaxDeg)}
+	if src.RADeg != nil && src.DecDeg != nil {
+		vsrc.RADeg, vsrc.DecDeg = *src.RADeg, *src.DecDeg
+	}
+	if src.Body != nil {
+		vsrc.Body = *src.Body
+	}
+	if src.Kind == catalog.KindSolarSystem {
+		ra, dec, err := visibility.BodyICRS(vsrc.Body, at)
+		if err != nil {
+			return nil, h.problem(ctx, "source", err)
+		}
 		chip.RADeg, chip.DecDeg = &ra, &dec
-	case catalog.KindConstantElevation:
-		pos = sky.Horizontal{AltDeg: *src.ElevationDeg, AzDeg: sky.AzimuthMid(*src.AzMinDeg, *src.AzMaxDeg)}
 	}
-	if err != nil {
+	if err := vsrc.Validate(); err != nil {
 		return nil, h.problem(ctx, "source", err)
 	}
-	sun, _, _, err := sky.BodyAltAz(h.Site, "sun", at)
-	if err != nil {
-		return nil, h.problem(ctx, "source", err)
-	}
+	pos := visibility.At(h.Site, &vsrc, at)
 	chip.AltDeg, chip.AzDeg = round(pos.AltDeg, 4), round(pos.AzDeg, 4)
-	chip.SunSepDeg = round(sky.Separation(pos, sun), 3)
-	chip.ObservableNow = h.Limits.Observable(pos, sun)
+	chip.SunSepDeg = round(pos.SunSepDeg, 3)
+	chip.ObservableNow = pos.Observable
 	if chip.RADeg != nil {
 		chip.RAHMS, chip.DecDMS = resolve.FormatRA(*chip.RADeg), resolve.FormatDec(*chip.DecDeg)
 	}

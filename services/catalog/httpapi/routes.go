@@ -11,7 +11,7 @@ import (
 	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/services/catalog/postgres"
 	"github.com/obsops/obsops/services/catalog/resolve"
-	"github.com/obsops/obsops/services/catalog/sky"
+	"github.com/obsops/obsops/services/catalog/visibility"
 )
 
 // Handlers serves the catalog routes.
@@ -19,8 +19,7 @@ type Handlers struct {
 	Auth       *authn.Authenticator // rules come from the access table, pkg/authn/access.go
 	Store      *postgres.Store
 	Resolver   *resolve.Resolver
-	Site       sky.Site
-	Limits     sky.Limits
+	Site       *visibility.Site // the observatory and its limits, for the source chip
 	Now        func() time.Time // the clock of the chip's alt/az (time.Now when nil)
 	Log        *slog.Logger
 	Visibility *Visibility // the /visibility routes (visibility.go)
@@ -115,7 +114,7 @@ func Register(api huma.API, h *Handlers) {
 		OperationID: "get-source-chip", Method: http.MethodGet, Path: "/sources/{id}/chip",
 		Summary: "Card view of a source", Tags: sources, Errors: []int{404, 422},
 		Description: "Name, kind, coordinates (degrees and sexagesimal), object type, where it is in the site's sky now " +
-			"(geometric alt/az), whether it is observable now (elevation limits and Sun avoidance) and the programs using it.",
+			"(alt/az from the visibility engine, geometric unless OPS_SITE_REFRACTION), whether it is observable now (elevation limits and Sun avoidance) and the programs using it.",
 	}), h.sourceChip)
 	huma.Register(api, h.Auth.Op(huma.Operation{
 		OperationID: "get-source-details", Method: http.MethodGet, Path: "/sources/{id}/details",

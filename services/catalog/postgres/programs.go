@@ -11,6 +11,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
+	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/services/catalog"
 )
 
@@ -142,7 +143,7 @@ func (s *Store) getProgram(ctx context.Context, db sqlx.QueryerContext, id int64
 // CreateProgram stores a new program with its obs units in one transaction.
 func (s *Store) CreateProgram(ctx context.Context, spec catalog.ProgramSpec, by string) (catalog.Program, error) {
 	var out catalog.Program
-	err := s.tx(ctx, func(tx *sqlx.Tx) error {
+	err := database.InTx(ctx, s.DB, func(tx *sqlx.Tx) error {
 		if err := checkUnitRefs(ctx, tx, spec.ObsUnits); err != nil {
 			return err
 		}
@@ -168,7 +169,7 @@ func (s *Store) CreateProgram(ctx context.Context, spec catalog.ProgramSpec, by 
 // unit with executed observations cannot be: 409).
 func (s *Store) ReplaceProgram(ctx context.Context, id int64, spec catalog.ProgramSpec) (catalog.Program, error) {
 	var out catalog.Program
-	err := s.tx(ctx, func(tx *sqlx.Tx) error {
+	err := database.InTx(ctx, s.DB, func(tx *sqlx.Tx) error {
 		var exists bool
 		if err := tx.GetContext(ctx, &exists, `SELECT true FROM observing_programs WHERE id = $1 FOR UPDATE`, id); err != nil {
 			if errors.Is(err, sql.ErrNoRows) {

@@ -11,70 +11,27 @@ package visibility
 import (
 	"fmt"
 	"math"
+
+	"github.com/obsops/obsops/pkg/config"
 )
 
-// Site is the observatory and its observing constraints (DESIGN §7). The env tags are the same
-// OPS_SITE_* variables the site service reads, so both describe one observatory.
+// Site is the observatory and its observing constraints as the engine uses them: the one site
+// configuration (config.Site, the OPS_SITE_* variables every service reads) with the engine's
+// derived values (refraction pressure, heatmap fingerprint).
 type Site struct {
-	LatitudeDeg     float64 `env:"OPS_SITE_LATITUDE_DEG" envDefault:"-22.985639"`
-	LongitudeDeg    float64 `env:"OPS_SITE_LONGITUDE_DEG" envDefault:"-67.740278"`
-	ElevationM      float64 `env:"OPS_SITE_ELEVATION_M" envDefault:"5611.8"`
-	MinElevationDeg float64 `env:"OPS_SITE_MIN_ELEVATION_DEG" envDefault:"20"`
-	MaxElevationDeg float64 `env:"OPS_SITE_MAX_ELEVATION_DEG" envDefault:"90"`
-	SunAvoidanceDeg float64 `env:"OPS_SUN_AVOIDANCE_DEG" envDefault:"45"`
-	// Refraction switches from geometric to refracted (observed) altitudes, computed with SOFA's
-	// refraction model for the conditions below.
-	Refraction bool `env:"OPS_SITE_REFRACTION" envDefault:"false"`
-	// PressureHPa is the ambient pressure for refraction; 0 derives it from the elevation
-	// (standard atmosphere, about 505 hPa at the FYST site).
-	PressureHPa      float64 `env:"OPS_SITE_PRESSURE_HPA" envDefault:"0"`
-	TemperatureC     float64 `env:"OPS_SITE_TEMPERATURE_C" envDefault:"0"`
-	RelativeHumidity float64 `env:"OPS_SITE_RELATIVE_HUMIDITY" envDefault:"0.2"`
-	// WavelengthUM selects SOFA's optical (< 100 µm) or radio (≥ 100 µm) refraction formula.
-	WavelengthUM float64 `env:"OPS_SITE_WAVELENGTH_UM" envDefault:"850"`
+	config.Site
 }
 
 // DefaultSite is the FYST site with the defaults of DESIGN §7.
-func DefaultSite() Site {
-	return Site{LatitudeDeg: -22.985639, LongitudeDeg: -67.740278, ElevationM: 5611.8,
-		MinElevationDeg: 20, MaxElevationDeg: 90, SunAvoidanceDeg: 45,
-		TemperatureC: 0, RelativeHumidity: 0.2, WavelengthUM: 850}
-}
+func DefaultSite() Site { return Site{config.DefaultSite()} }
 
-// Invalid names a setting or parameter whose value is not acceptable.
+// Invalid names a parameter whose value is not acceptable (a source the engine cannot compute).
 type Invalid struct {
 	Field, Reason string
 }
 
 // Error is one line naming the field, as pkg/config's errors.
 func (e *Invalid) Error() string { return e.Field + ": " + e.Reason }
-
-// Validate checks that the site and its limits are physically meaningful.
-func (s *Site) Validate() error {
-	switch {
-	case !(s.LatitudeDeg >= -90 && s.LatitudeDeg <= 90):
-		return &Invalid{"OPS_SITE_LATITUDE_DEG", "must be within [-90, 90]"}
-	case !(s.LongitudeDeg >= -180 && s.LongitudeDeg <= 180):
-		return &Invalid{"OPS_SITE_LONGITUDE_DEG", "must be within [-180, 180] (east positive)"}
-	case !(s.ElevationM > -500 && s.ElevationM < 10000):
-		return &Invalid{"OPS_SITE_ELEVATION_M", "must be within (-500, 10000)"}
-	case !(s.MinElevationDeg >= 0 && s.MinElevationDeg < s.MaxElevationDeg):
-		return &Invalid{"OPS_SITE_MIN_ELEVATION_DEG", "must be >= 0 and below OPS_SITE_MAX_ELEVATION_DEG"}
-	case !(s.MaxElevationDeg <= 90):
-		return &Invalid{"OPS_SITE_MAX_ELEVATION_DEG", "must be <= 90"}
-	case !(s.SunAvoidanceDeg >= 0 && s.SunAvoidanceDeg <= 180):
-		return &Invalid{"OPS_SUN_AVOIDANCE_DEG", "must be within [0, 180]"}
-	case !(s.PressureHPa >= 0 && s.PressureHPa < 1200):
-		return &Invalid{"OPS_SITE_PRESSURE_HPA", "must be within [0, 1200)"}
-	case !(s.TemperatureC > -100 && s.TemperatureC < 60):
-		return &Invalid{"OPS_SITE_TEMPERATURE_C", "must be within (-100, 60)"}
-	case !(s.RelativeHumidity >= 0 && s.RelativeHumidity <= 1):
-		return &Invalid{"OPS_SITE_RELATIVE_HUMIDITY", "must be within [0, 1]"}
-	case !(s.WavelengthUM > 0):
-		return &Invalid{"OPS_SITE_WAVELENGTH_UM", "must be > 0"}
-	}
-	return nil
-}
 
 // pressure is the refraction pressure in hPa: the setting, or the standard atmosphere at the site.
 func (s *Site) pressure() float64 {

@@ -12,17 +12,22 @@ type Deps struct {
 	Upstreams map[string]*gateway.Upstream // by service name
 	CORS      *gateway.CORS
 	Limiter   *gateway.RateLimiter
-	OpenAPI   *gateway.OpenAPI
-	Docs      *gateway.Docs
+	// IngestLimiter is the ingest route class's own budget (nil: that class is not limited);
+	// BodyLimits the per-route body limits (nil: the server's limit only).
+	IngestLimiter *gateway.RateLimiter
+	BodyLimits    *gateway.BodyLimits
+	OpenAPI       *gateway.OpenAPI
+	Docs          *gateway.Docs
 }
 
 // Register mounts the gateway's surface on app, after the chassis' request id, access log,
-// panic recovery, body-size limit (413) and its own /healthz, /readyz, /metrics. In order:
+// panic recovery, server body-size limit (413) and its own /healthz, /readyz, /metrics. In order
+// (per-route body limits, 413, right after the guard):
 //
 //  1. CORS: preflights answered here; headers added to every answer, problems included.
 //  2. Guard: /internal/* and dot-segment paths get the gateway's 404 problem.
 //  3. /openapi.json (merged document of all services) and /docs (offline Swagger UI).
-//  4. Rate limit (429 + Retry-After) for everything below.
+//  4. Rate limit (429 + Retry-After) for everything below, per route class (routelimits.go).
 //  5. Every prefix of the routing table to its service, WebSocket upgrades tunnelled.
 //
 // Anything else, including the services' own /metrics, /healthz and /readyz, which are under
@@ -32,13 +37,16 @@ func Register(app *fiber.App, d Deps) {
 		app.Use(d.CORS.Handler)
 	}
 	app.Use(gateway.Guard)
+	if d.BodyLimits != nil {
+		app.Use(d.BodyLimits.Handler)
+	}
 
 	app.Get("/openapi.json", d.OpenAPI.Handler)
 	app.Get("/docs", d.Docs.Handler)
 	app.Get("/docs/*", d.Docs.Handler)
 
-	if d.Limiter != nil {
-		app.Use(d.Limiter.Handler)
+	if d.Limiter != nil || d.IngestLimiter != nil {
+		app.Use(gateway.NewClassLimiter(d.Limiter, d.IngestLimiter).Handler) // per route class: routelimits.go
 	}
 	for _, r := range gateway.Routes() {
 		h := d.Upstreams[r.Service].Forward

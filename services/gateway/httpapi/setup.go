@@ -52,6 +52,11 @@ func Setup(svc *service.Service, cfg *gateway.Config, version string) error {
 	if cfg.RateLimitPerMinute > 0 {
 		d.Limiter = gateway.NewRateLimiter(svc.Redis, cfg.RateLimitPerMinute, cfg.RateLimitRedisTimeout, svc.Log, metrics)
 	}
+	d.BodyLimits = gateway.NewBodyLimits(cfg.BodyLimitBytes, cfg.BulkBodyLimitBytes)
+	if cfg.RateLimitIngestPerMinute > 0 {
+		d.IngestLimiter = gateway.NewRateLimiter(gateway.PrefixedScripter{Scripter: svc.Redis, Prefix: "ingest:"},
+			cfg.RateLimitIngestPerMinute, cfg.RateLimitRedisTimeout, svc.Log, metrics)
+	}
 	Register(svc.App, d)
 	return nil
 }

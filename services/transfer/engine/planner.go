@@ -151,9 +151,6 @@ func (p *Planner) round(ctx context.Context) {
 	}
 	step("expire_leases", func() (int, error) { return p.Store.ExpireLeases(ctx, batch) })
 	step("enter", func() (int, error) {
-		if ok, err := p.Store.RawPackagesTableExists(ctx); err != nil || !ok {
-			return 0, err
-		}
 		var since *time.Time
 		if time.Since(p.lastFullEnter) < p.Config.SweepInterval {
 			var err error

@@ -257,21 +257,10 @@ func (s *Store) FoldCounters(ctx context.Context) error {
 }
 
 // RefreshFileCount stores the number of registered raw data files (ingest's raw_data_files)
-// as the overview's files_registered; without that table it does nothing.
+// as the overview's files_registered.
 func (s *Store) RefreshFileCount(ctx context.Context) error {
-	var exists bool
-	if err := s.DB.GetContext(ctx, &exists, `SELECT to_regclass('raw_data_files') IS NOT NULL`); err != nil || !exists {
-		return err
-	}
 	_, err := s.DB.ExecContext(ctx, `
 		INSERT INTO transfer_counters (key, value) SELECT 'files_registered', count(*) FROM raw_data_files
 		ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`)
 	return err
-}
-
-// RawPackagesTableExists reports whether ingest's raw_data_packages exists yet.
-func (s *Store) RawPackagesTableExists(ctx context.Context) (bool, error) {
-	var exists bool
-	err := s.DB.GetContext(ctx, &exists, `SELECT to_regclass('raw_data_packages') IS NOT NULL`)
-	return exists, err
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/obsops/obsops/services/catalog/httpapi"
 	"github.com/obsops/obsops/services/catalog/postgres"
 	"github.com/obsops/obsops/services/catalog/resolve"
-	"github.com/obsops/obsops/services/catalog/sky"
 	"github.com/obsops/obsops/services/catalog/visibility"
 )
 
@@ -52,20 +51,29 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	store := &postgres.Store{DB: db}
+	coneDSN, err := postgres.ConeDSN(svc.Common.DatabaseURL)
+	if err != nil {
+		return &config.Invalid{Var: "OPS_DATABASE_URL", Reason: err.Error()}
+	}
+	cone, err := database.Open(coneDSN, svc.Common.DBMaxConns)
+	if err != nil {
+		return err
+	}
+	svc.OnClose("database (cone search)", func(context.Context) error { return cone.Close() })
+	store := &postgres.Store{DB: db, Cone: cone}
 	resolver := &resolve.Resolver{Local: local, DB: store}
 	if cfg.SesameURL != "" {
 		resolver.Online = resolve.NewSesame(cfg.SesameURL, cfg.SesameTimeout, cfg.SesameCacheTTL, svc.Redis, svc.Log, svc.Metrics)
 	}
 	auth := authn.NewRemote(cfg.Config, cfg.AuthtokenURL, cfg.InternalSecret, svc.Redis, svc.Log)
-	vis, err := visibilityRoutes(svc, db, &vcfg)
+	site := &visibility.Site{Site: cfg.Site}
+	vis, err := visibilityRoutes(svc, db, &vcfg, site)
 	if err != nil {
 		return err
 	}
 	httpapi.Register(svc.API, &httpapi.Handlers{
 		Auth: auth, Store: store, Resolver: resolver, Log: svc.Log, Visibility: vis,
-		Site:   sky.Site{LatDeg: cfg.LatitudeDeg, LonDeg: cfg.LongitudeDeg, HeightM: cfg.ElevationM},
-		Limits: sky.Limits{MinElevationDeg: cfg.MinElevationDeg, MaxElevationDeg: cfg.MaxElevationDeg, SunAvoidanceDeg: cfg.SunAvoidanceDeg},
+		Site: site,
 	})
 	return svc.Run(ctx)
 }

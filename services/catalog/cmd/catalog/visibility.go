@@ -13,11 +13,11 @@ import (
 )
 
 // visibilityRoutes wires the /visibility routes and, unless disabled, starts the precalculation
-// worker (asynq queue "visibility") in this process, stopped at shutdown.
-func visibilityRoutes(svc *service.Service, db *sqlx.DB, cfg *visibility.Config) (*httpapi.Visibility, error) {
+// worker (asynq queue "visibility") in this process, stopped at shutdown. site is the engine's
+// site, built from the catalog's site configuration.
+func visibilityRoutes(svc *service.Service, db *sqlx.DB, cfg *visibility.Config, site *visibility.Site) (*httpapi.Visibility, error) {
 	st := &store.Store{DB: db}
-	site := cfg.Site
-	heatmaps := precalc.New(st, &site, svc.Redis, cfg.SyncMaxSources, cfg.JobChunk, svc.Log, svc.Metrics)
+	heatmaps := precalc.New(st, site, svc.Redis, cfg.SyncMaxSources, cfg.JobChunk, svc.Log, svc.Metrics)
 	if cfg.Worker {
 		srv, mux := precalc.NewWorker(svc.Redis, heatmaps)
 		if err := srv.Start(mux); err != nil {
@@ -25,5 +25,5 @@ func visibilityRoutes(svc *service.Service, db *sqlx.DB, cfg *visibility.Config)
 		}
 		svc.OnShutdown("visibility worker", func(context.Context) error { srv.Shutdown(); return nil })
 	}
-	return &httpapi.Visibility{Store: st, Site: &site, Heatmaps: heatmaps, Log: svc.Log}, nil
+	return &httpapi.Visibility{Store: st, Site: site, Heatmaps: heatmaps, Log: svc.Log}, nil
 }

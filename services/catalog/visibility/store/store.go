@@ -18,6 +18,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
+	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/services/catalog/visibility"
 )
 
@@ -211,23 +212,21 @@ func (s *Store) Save(ctx context.Context, year int, entries []Entry) error {
 	for i, e := range entries {
 		ids[i], keys[i], hours[i] = e.SourceID, e.Key, encodeHours(e.Hours)
 	}
-	tx, err := s.DB.BeginTxx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("save heatmaps: %w", err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	if _, err := tx.ExecContext(ctx, `DELETE FROM visibility_heatmaps WHERE year = $1 AND source_id = ANY($2)`, year, pq.Array(ids)); err != nil {
-		return fmt.Errorf("save heatmaps: %w", err)
-	}
-	_, err = tx.ExecContext(ctx, `
+	err := database.InTx(ctx, s.DB, func(tx *sqlx.Tx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM visibility_heatmaps WHERE year = $1 AND source_id = ANY($2)`, year, pq.Array(ids)); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `
 		INSERT INTO visibility_heatmaps (source_id, year, constraints_key, hours)
 		SELECT e.source_id, $1, e.constraints_key, e.hours
 		FROM unnest($2::bigint[], $3::text[], $4::bytea[]) AS e(source_id, constraints_key, hours)
 		JOIN sources s ON s.id = e.source_id`, year, pq.Array(ids), pq.Array(keys), pq.Array(hours))
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("save heatmaps: %w", err)
 	}
-	return tx.Commit()
+	return nil
 }
 
 func encodeHours(h []float64) []byte {

@@ -20,9 +20,12 @@ func run(ctx context.Context) error {
 		return err
 	}
 	// The core only: Redis stays out of readiness (the rate limiter fails open), /metrics is on
-	// a listener of its own and /openapi.json is the merged document (httpapi.Setup).
+	// a listener of its own and /openapi.json is the merged document (httpapi.Setup). The server
+	// accepts bodies up to the largest route limit; gateway.BodyLimits holds each route to its own.
+	common := cfg.Common
+	common.BodyLimitBytes = gateway.NewBodyLimits(cfg.BodyLimitBytes, cfg.BulkBodyLimitBytes).Max()
 	svc, err := service.NewCore(service.Options{
-		Name: "gateway", Title: "obsops", Addr: cfg.Addr, Common: cfg.Common,
+		Name: "gateway", Title: "obsops", Addr: cfg.Addr, Common: common,
 		Build:         service.Build{Version: version, Commit: commit},
 		ClientAddress: gateway.ProxyClient(cfg.TrustedProxies, cfg.ProxyHeader),
 	})

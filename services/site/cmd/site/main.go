@@ -38,6 +38,7 @@ func run(ctx context.Context) error {
 		return err
 	}
 	inspector := asynq.NewInspectorFromRedisClient(svc.Redis)
+	buffers := &site.BufferInspector{Inspector: inspector, Redis: svc.Redis, Site: cfg.SiteName, SiteType: cfg.SiteType, MainDB: db.PingContext}
 	services := cfg.Upstreams.ByService()
 	delete(services, "site")
 	httpapi.Register(svc.API, &httpapi.Handlers{
@@ -53,8 +54,9 @@ func run(ctx context.Context) error {
 			CacheFor:   time.Second,
 			Log:        svc.Log,
 			Up:         site.NewComponentGauge(svc.Metrics),
+			Buffer:     buffers.Stats,
 		},
-		Buffers: &site.BufferInspector{Inspector: inspector, Site: cfg.SiteName, SiteType: cfg.SiteType, MainDB: db.PingContext},
+		Buffers: buffers,
 	})
 
 	return svc.Run(ctx)

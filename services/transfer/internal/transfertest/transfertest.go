@@ -59,7 +59,6 @@ func NewOn(t testing.TB, databaseURL string, rs *testenv.RedisServer) *Env {
 	}
 	t.Cleanup(func() { _ = db.Close() })
 	e.DB = db
-	RawPackagesTable(t, db)
 	e.RDB = e.Redis.Client()
 	e.Store = &postgres.Store{DB: db, Lease: e.Config.OperationLease, MaxRetries: e.Config.MaxRetries, Backoff: e.Config.RetryBackoff, BackoffMax: e.Config.RetryBackoffMax}
 	e.Reconciler = &engine.Reconciler{Store: e.Store, Redis: e.RDB}
@@ -67,26 +66,15 @@ func NewOn(t testing.TB, databaseURL string, rs *testenv.RedisServer) *Env {
 	return e
 }
 
-// RawPackagesTable creates ingest's raw_data_packages in the shape ingest's migration gives it,
-// when the schema does not have it yet (until migration 00007 lands, transfer's tests stand in
-// for it; afterwards this does nothing).
-func RawPackagesTable(t testing.TB, db *sqlx.DB) {
-	t.Helper()
-	if _, err := db.Exec(`CREATE TABLE IF NOT EXISTS raw_data_packages (
-		id UUID PRIMARY KEY, executed_obs_unit_id UUID NOT NULL, instrument_module_id INTEGER NOT NULL,
-		name TEXT NOT NULL, status TEXT NOT NULL DEFAULT 'building', size_bytes BIGINT, checksum TEXT,
-		finalized_at TIMESTAMPTZ, created_at TIMESTAMPTZ NOT NULL DEFAULT now(), updated_at TIMESTAMPTZ NOT NULL DEFAULT now())`); err != nil {
-		t.Fatalf("raw_data_packages: %v", err)
-	}
-}
-
 // AddPackages inserts n raw data packages of size bytes with the given status ("complete":
 // finalized) and returns their ids.
 func AddPackages(t testing.TB, db *sqlx.DB, n int, size int64, status string) []uuid.UUID {
 	t.Helper()
 	ids := make([]uuid.UUID, n)
-	module := 1 // an instrument module of the catalog's reference data, once that table exists
-	_ = db.Get(&module, `SELECT coalesce((SELECT min(id) FROM instrument_modules), 1) WHERE to_regclass('instrument_modules') IS NOT NULL`)
+	var module int // an instrument module of the catalog's reference data
+	if err := db.Get(&module, `SELECT min(id) FROM instrument_modules`); err != nil {
+		t.Fatalf("instrument module: %v", err)
+	}
 	for i := range ids {
 		ids[i] = uuid.Must(uuid.NewV7())
 		if _, err := db.Exec(`INSERT INTO raw_data_packages (id, executed_obs_unit_id, status, size_bytes, checksum, name, instrument_module_id, finalized_at)

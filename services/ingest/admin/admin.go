@@ -1,0 +1,148 @@
+// Package admin holds the ingest service's operator commands (`ingest admin ...`): the dead
+// letters of the buffer — tasks that can never apply, kept with their error — listed, retried
+// after a fix, or dropped.
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/obsops/obsops/pkg/config"
+	"github.com/obsops/obsops/pkg/database"
+	"github.com/obsops/obsops/services/ingest"
+	"github.com/obsops/obsops/services/ingest/postgres"
+)
+
+const usage = `usage: ingest admin orphans [--limit N]
+       ingest admin dead-letters list [--limit N]
+       ingest admin dead-letters retry (--id TASK_ID | --all)
+       ingest admin dead-letters drop  (--id TASK_ID | --all)`
+
+// DeadLetter is one archived task as listed (one JSON object per line).
+type DeadLetter struct {
+	TaskID        string    `json:"task_id"`
+	Type          string    `json:"type"`
+	TransactionID string    `json:"transaction_id,omitempty"`
+	Error         string    `json:"error"`
+	FailedAt      time.Time `json:"failed_at"`
+	Retried       int       `json:"retried"`
+}
+
+// Run executes one admin command with cfg's Redis.
+func Run(ctx context.Context, cfg *ingest.Config, args []string, stdout, stderr io.Writer) error {
+	if len(args) >= 1 && args[0] == "orphans" {
+		return orphans(ctx, cfg, args[1:], stdout, stderr)
+	}
+	if len(args) < 2 || args[0] != "dead-letters" {
+		fmt.Fprintln(stderr, usage)
+		return errors.New("unknown admin command")
+	}
+	opts, err := redis.ParseURL(cfg.RedisURL)
+	if err != nil {
+		return &config.Invalid{Var: "OPS_REDIS_URL", Reason: err.Error()}
+	}
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	insp := asynq.NewInspectorFromRedisClient(rdb)
+	fs := flag.NewFlagSet("dead-letters "+args[1], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	limit := fs.Int("limit", 100, "list at most this many")
+	id := fs.String("id", "", "the task id (from list)")
+	all := fs.Bool("all", false, "every dead letter")
+	if err := fs.Parse(args[2:]); err != nil {
+		return err
+	}
+	switch args[1] {
+	case "list":
+		return list(insp, *limit, stdout)
+	case "retry", "drop":
+		if (*id == "") == !*all {
+			fmt.Fprintln(stderr, usage)
+			return errors.New("give exactly one of --id or --all")
+		}
+		return act(insp, args[1], *id, stdout)
+	}
+	fmt.Fprintln(stderr, usage)
+	return fmt.Errorf("unknown dead-letters command %q", args[1])
+}
+
+func list(insp *asynq.Inspector, limit int, out io.Writer) error {
+	tasks, err := insp.ListArchivedTasks(ingest.Queue, asynq.PageSize(max(limit, 1)))
+	if err != nil && !errors.Is(err, asynq.ErrQueueNotFound) {
+		return err
+	}
+	enc := json.NewEncoder(out)
+	for _, t := range tasks {
+		var env struct{ ingest.Envelope }
+		_ = json.Unmarshal(t.Payload, &env)
+		if err := enc.Encode(DeadLetter{TaskID: t.ID, Type: t.Type, TransactionID: env.TxID, Error: t.LastErr,
+			FailedAt: t.LastFailedAt.UTC(), Retried: t.Retried}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func act(insp *asynq.Inspector, verb, id string, out io.Writer) error {
+	var n int
+	var err error
+	switch {
+	case verb == "retry" && id == "":
+		n, err = insp.RunAllArchivedTasks(ingest.Queue)
+	case verb == "retry":
+		err, n = insp.RunTask(ingest.Queue, id), 1
+	case id == "":
+		n, err = insp.DeleteAllArchivedTasks(ingest.Queue)
+	default:
+		err, n = insp.DeleteTask(ingest.Queue, id), 1
+	}
+	if errors.Is(err, asynq.ErrQueueNotFound) {
+		err, n = nil, 0
+	}
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", verb, id, err)
+	}
+	past := map[string]string{"retry": "requeued", "drop": "dropped"}[verb]
+	fmt.Fprintf(out, "%d dead letter(s) %s\n", n, past)
+	return nil
+}
+
+// orphans prints, one JSON object per line, the records whose link to another buffered record
+// leads nowhere: files or packages of an unknown execution, files naming an unknown package,
+// executions finished but never started. Right after an outage some are normal (the rest of
+// their writes are still buffered); those that stay point at a client that never sent them.
+func orphans(ctx context.Context, cfg *ingest.Config, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("orphans", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	limit := fs.Int("limit", 1000, "list at most this many of each kind")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if cfg.DatabaseURL == "" {
+		return &config.Invalid{Var: "OPS_DATABASE_URL", Reason: "required but not set"}
+	}
+	db, err := database.Open(cfg.MainDB(), 1)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	list, err := (&postgres.Store{DB: db}).Orphans(ctx, max(*limit, 1))
+	if err != nil {
+		return fmt.Errorf("list orphans: %w", err)
+	}
+	enc := json.NewEncoder(stdout)
+	for _, o := range list {
+		if err := enc.Encode(o); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,490 @@
+// Package buffer is the Redis side of ingest: the read cache of buffered records, the asynq
+// queue the worker drains, Idempotency-Key answers and transaction receipts.
+//
+// A buffered write is held once both its cache entries and its task are in Redis; only then does
+// the API answer 201. The cache entries are written first (one Lua script, which also refuses a
+// different record under an id already held), then the task is enqueued with a TaskID derived
+// from the record ids. If the enqueue fails, the entries written are removed and the API answers
+// 503. The worker removes entries only after their rows are committed, and a read consults the
+// cache before the database, so a read never misses a write it was told is held.
+package buffer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/obsops/obsops/pkg/contract"
+	"github.com/obsops/obsops/services/ingest"
+)
+
+// Redis keys (all under "ingest:").
+const (
+	recPrefix      = "ingest:rec:"      // + kind + ":" + id → "<hash>|<tx>|<record json>"
+	ouIndexPrefix  = "ingest:ou:"       // + obs unit id → set of buffered executed obs unit ids
+	pkgIndexPrefix = "ingest:pkgfiles:" // + package id → set of buffered file ids naming it
+	txPrefix       = "ingest:tx:"       // + tx → JSON txInfo
+	txStatePrefix  = "ingest:txstate:"  // + tx → hash: attempts, last_error, committed_at, lsn
+	idemPrefix     = "ingest:idem:"     // + user id + ":" + key digest → JSON idemEntry
+)
+
+// Kinds of cached records.
+const (
+	KindStart   = "start"
+	KindFinish  = "finish"
+	KindFile    = "file"
+	KindPackage = "package"
+)
+
+// How long entries live. Records stay until committed; the TTL only bounds garbage left by a
+// crash between caching and enqueueing (a write that was never acknowledged).
+const (
+	recordTTL = 30 * 24 * time.Hour
+	txTTL     = 7 * 24 * time.Hour
+	// inProgressTTL bounds how long an Idempotency-Key stays locked by a request that died.
+	inProgressTTL = 30 * time.Second
+	hashLen       = 32
+)
+
+// ErrUnavailable wraps every failure to reach Redis: the API answers 503 with Retry-After.
+var ErrUnavailable = errors.New("the buffer (Redis) cannot take the write")
+
+// ConflictError says a different record is already held under an id (409).
+type ConflictError struct {
+	Index int // which record of the request (bulk: files[Index])
+	ID    string
+}
+
+func (e *ConflictError) Error() string {
+	return "a different record with id " + e.ID + " is already buffered"
+}
+
+// Buffer is the Redis side of ingest.
+type Buffer struct {
+	rdb     redis.UniversalClient
+	client  *asynq.Client
+	insp    *asynq.Inspector
+	timeout time.Duration
+	claim   *redis.Script
+	release *redis.Script
+}
+
+// New returns the buffer on rdb; timeout bounds each Redis round trip of a write.
+func New(rdb redis.UniversalClient, timeout time.Duration) *Buffer {
+	return &Buffer{
+		rdb: rdb, client: asynq.NewClientFromRedisClient(rdb), insp: asynq.NewInspectorFromRedisClient(rdb),
+		timeout: timeout, claim: redis.NewScript(claimScript), release: redis.NewScript(releaseScript),
+	}
+}
+
+// Item is one record of a write: its cache key parts, fingerprint, value and optional index.
+type Item struct {
+	Kind   string
+	ID     string
+	Hash   string
+	Record any    // cached as JSON
+	Index  string // "" or an index set key (see OUIndex, PackageIndex)
+}
+
+// OUIndex is the index of buffered executions of obs unit id.
+func OUIndex(obsUnitID int64) string { return ouIndexPrefix + strconv.FormatInt(obsUnitID, 10) }
+
+// PackageIndex is the index of buffered files naming package id.
+func PackageIndex(id string) string { return pkgIndexPrefix + id }
+
+func recKey(kind, id string) string { return recPrefix + kind + ":" + id }
+
+// Write is one buffered write: its records and the task that applies them.
+type Write struct {
+	Tx       string
+	Items    []Item
+	TaskType string
+	TaskID   string
+	Payload  func(tx string) ([]byte, error) // built with the transaction that ends up owning it
+}
+
+// Result is how a write was held.
+type Result struct {
+	Tx       string // the transaction: new, or the original one of an identical earlier write
+	Replayed bool   // every record was already held, identical: the original transaction answers
+}
+
+// claimScript caches the records of one write unless a different record is held under one of
+// their ids. KEYS: tx key, then one record key per item. ARGV: record TTL ms, tx TTL ms, tx info,
+// tx id, then per item: hash, value, index key (or ""), member. Replies {"new"}, {"replay", tx}
+// (every record already held, identical) or {"conflict", i} (1-based item).
+const claimScript = `
+local n = #KEYS - 1
+local held, first = 0, nil
+for i = 1, n do
+  local v = redis.call('GET', KEYS[i + 1])
+  if v then
+    local h = ARGV[4 + (i - 1) * 4 + 1]
+    if string.sub(v, 1, #h) ~= h then return {'conflict', tostring(i)} end
+    held = held + 1
+    if not first then first = string.sub(v, #h + 2, #h + 37) end
+  end
+end
+if n > 0 and held == n then return {'replay', first} end
+for i = 1, n do
+  local o = 4 + (i - 1) * 4
+  local ok = redis.call('SET', KEYS[i + 1], ARGV[o + 1] .. '|' .. ARGV[4] .. '|' .. ARGV[o + 2], 'NX', 'PX', ARGV[1])
+  if ok and ARGV[o + 3] ~= '' then redis.call('SADD', ARGV[o + 3], ARGV[o + 4]) end
+end
+redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[2])
+return {'new', ''}
+`
+
+// releaseScript removes what claimScript wrote for tx (an enqueue that failed). KEYS: tx key,
+// record keys. ARGV: tx, then per item: index key (or ""), member.
+const releaseScript = `
+for i = 2, #KEYS do
+  local v = redis.call('GET', KEYS[i])
+  if v and string.sub(v, 34, 69) == ARGV[1] then
+    redis.call('DEL', KEYS[i])
+    local idx = ARGV[2 + (i - 2) * 2]
+    if idx ~= '' then redis.call('SREM', idx, ARGV[3 + (i - 2) * 2]) end
+  end
+end
+redis.call('DEL', KEYS[1])
+return 1
+`
+
+// txInfo is what a receipt starts from.
+type txInfo struct {
+	TaskID string    `json:"task"`
+	Kind   string    `json:"kind"`
+	IDs    []string  `json:"ids,omitempty"`
+	At     time.Time `json:"at"`
+}
+
+// Hold caches the write's records and enqueues its task. It returns only once Redis has taken
+// both (appendfsync everysec: the write has reached the kernel), or an error: ErrUnavailable
+// (nothing is held, answer 503) or *ConflictError.
+func (b *Buffer) Hold(ctx context.Context, w Write) (Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	ids := make([]string, 0, min(len(w.Items), 100))
+	for _, it := range w.Items[:min(len(w.Items), 100)] {
+		ids = append(ids, it.ID)
+	}
+	info, _ := json.Marshal(txInfo{TaskID: w.TaskID, Kind: ingest.KindOf(w.TaskType), IDs: ids, At: time.Now().UTC()})
+	keys := make([]string, 1, len(w.Items)+1)
+	keys[0] = txPrefix + w.Tx
+	args := make([]any, 0, 4+4*len(w.Items))
+	args = append(args, recordTTL.Milliseconds(), txTTL.Milliseconds(), info, w.Tx)
+	for _, it := range w.Items {
+		v, err := json.Marshal(it.Record)
+		if err != nil {
+			return Result{}, fmt.Errorf("encode record: %w", err)
+		}
+		keys = append(keys, recKey(it.Kind, it.ID))
+		member := ""
+		if it.Index != "" {
+			member = it.ID
+		}
+		args = append(args, it.Hash, v, it.Index, member)
+	}
+	res, err := b.claim.Run(ctx, b.rdb, keys, args...).StringSlice()
+	if err != nil {
+		return Result{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	out := Result{Tx: w.Tx}
+	switch res[0] {
+	case "conflict":
+		i, _ := strconv.Atoi(res[1])
+		return Result{}, &ConflictError{Index: i - 1, ID: w.Items[i-1].ID}
+	case "replay":
+		// Every record is held already: answer the original transaction, and enqueue its task
+		// again in case the original enqueue never completed (its TaskID makes this a no-op
+		// while the original task is held).
+		out = Result{Tx: res[1], Replayed: true}
+	}
+	payload, err := w.Payload(out.Tx)
+	if err != nil {
+		return Result{}, fmt.Errorf("encode task: %w", err)
+	}
+	task := asynq.NewTask(w.TaskType, payload)
+	_, err = b.client.EnqueueContext(ctx, task, asynq.Queue(ingest.Queue), asynq.TaskID(w.TaskID),
+		asynq.MaxRetry(MaxRetry), asynq.Timeout(TaskTimeout))
+	if err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
+		if !out.Replayed {
+			b.releaseHeld(w)
+		}
+		return Result{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	return out, nil
+}
+
+// MaxRetry is how often a task whose failure is neither an outage nor known to be permanent is
+// retried before it becomes a dead letter. Outages never count (see worker.IsFailure).
+const MaxRetry = 25
+
+// TaskTimeout bounds one attempt to apply a task (a hung database connection is given up and
+// the task retried).
+const TaskTimeout = time.Minute
+
+// releaseHeld removes the entries Hold wrote for a write that could not be enqueued (best effort,
+// with a fresh deadline: the request's may be spent).
+func (b *Buffer) releaseHeld(w Write) {
+	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
+	defer cancel()
+	keys := []string{txPrefix + w.Tx}
+	args := []any{w.Tx}
+	for _, it := range w.Items {
+		keys = append(keys, recKey(it.Kind, it.ID))
+		member := ""
+		if it.Index != "" {
+			member = it.ID
+		}
+		args = append(args, it.Index, member)
+	}
+	_ = b.release.Run(ctx, b.rdb, keys, args...).Err()
+}
+
+// Cached is a record read from the cache.
+type Cached struct {
+	Tx     string
+	Hash   string
+	Record json.RawMessage
+}
+
+func parseCached(v string) (Cached, bool) {
+	if len(v) < hashLen+38 || v[hashLen] != '|' || v[hashLen+37] != '|' {
+		return Cached{}, false
+	}
+	return Cached{Hash: v[:hashLen], Tx: v[hashLen+1 : hashLen+37], Record: json.RawMessage(v[hashLen+38:])}, true
+}
+
+// Get reads cached records of one kind by id; missing ones are absent from the map.
+func (b *Buffer) Get(ctx context.Context, kind string, ids ...string) (map[string]Cached, error) {
+	out := make(map[string]Cached, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	keys := make([]string, len(ids))
+	for i, id := range ids {
+		keys[i] = recKey(kind, id)
+	}
+	for start := 0; start < len(keys); start += 1000 {
+		end := min(start+1000, len(keys))
+		vals, err := b.rdb.MGet(ctx, keys[start:end]...).Result()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
+		for i, v := range vals {
+			if s, ok := v.(string); ok {
+				if c, ok := parseCached(s); ok {
+					out[ids[start+i]] = c
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// Members lists an index set (OUIndex, PackageIndex).
+func (b *Buffer) Members(ctx context.Context, index string) ([]string, error) {
+	m, err := b.rdb.SMembers(ctx, index).Result()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	return m, nil
+}
+
+// Exists reports which of the ids are held in the cache as kind.
+func (b *Buffer) Exists(ctx context.Context, kind string, ids ...string) (map[string]bool, error) {
+	got, err := b.Get(ctx, kind, ids...)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]bool, len(got))
+	for id := range got {
+		out[id] = true
+	}
+	return out, nil
+}
+
+// Evict removes committed records from the cache and records the commit in the transaction's
+// receipt; called by the worker after its transaction committed.
+func (b *Buffer) Evict(ctx context.Context, tx string, items []Item, lsn string, committedAt time.Time) error {
+	pipe := b.rdb.Pipeline()
+	for start := 0; start < len(items); start += 1000 {
+		chunk := items[start:min(start+1000, len(items))]
+		keys := make([]string, len(chunk))
+		for i, it := range chunk {
+			keys[i] = recKey(it.Kind, it.ID)
+			if it.Index != "" {
+				pipe.SRem(ctx, it.Index, it.ID)
+			}
+		}
+		pipe.Del(ctx, keys...)
+	}
+	st := txStatePrefix + tx
+	pipe.HSet(ctx, st, "committed_at", committedAt.UTC().Format(time.RFC3339Nano), "lsn", lsn)
+	pipe.HIncrBy(ctx, st, "attempts", 1)
+	pipe.PExpire(ctx, st, txTTL)
+	pipe.Set(ctx, contract.IngestLastApplyKey, strconv.FormatInt(committedAt.UnixMilli(), 10), 0)
+	_, err := pipe.Exec(ctx)
+	return err
+}
+
+// RecordFailure notes a failed attempt in the transaction's receipt.
+func (b *Buffer) RecordFailure(ctx context.Context, tx string, err error) {
+	st := txStatePrefix + tx
+	msg := err.Error()
+	if len(msg) > 1000 {
+		msg = msg[:1000]
+	}
+	pipe := b.rdb.Pipeline()
+	pipe.HIncrBy(ctx, st, "attempts", 1)
+	pipe.HSet(ctx, st, "last_error", msg)
+	pipe.PExpire(ctx, st, txTTL)
+	_, _ = pipe.Exec(ctx)
+}
+
+// ErrNoTransaction is answered 404 by the receipts route.
+var ErrNoTransaction = errors.New("no such transaction (unknown, or older than 7 days)")
+
+// Receipt tells where a buffered transaction is: committed once the worker recorded its commit,
+// else the state of its task in the queue.
+func (b *Buffer) Receipt(ctx context.Context, tx string) (ingest.Receipt, error) {
+	pipe := b.rdb.Pipeline()
+	infoCmd := pipe.Get(ctx, txPrefix+tx)
+	stCmd := pipe.HGetAll(ctx, txStatePrefix+tx)
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return ingest.Receipt{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	st := stCmd.Val()
+	r := ingest.Receipt{TransactionID: tx, State: ingest.TxBuffered, LastError: st["last_error"]}
+	r.Attempts, _ = strconv.Atoi(st["attempts"])
+	var info txInfo
+	if s, err := infoCmd.Result(); err == nil {
+		_ = json.Unmarshal([]byte(s), &info)
+		r.Kind, r.RecordIDs = info.Kind, info.IDs
+	} else if len(st) == 0 {
+		return ingest.Receipt{}, ErrNoTransaction
+	}
+	if at, ok := st["committed_at"]; ok {
+		t, _ := time.Parse(time.RFC3339Nano, at)
+		r.State, r.CommittedAt, r.CommitLSN = ingest.TxCommitted, &t, st["lsn"]
+		return r, nil
+	}
+	ti, err := b.insp.GetTaskInfo(ingest.Queue, info.TaskID)
+	switch {
+	case errors.Is(err, asynq.ErrTaskNotFound), errors.Is(err, asynq.ErrQueueNotFound):
+		r.State = ingest.TxDead
+		if r.LastError == "" {
+			r.LastError = "the task is no longer buffered and its commit was not recorded"
+		}
+		return r, nil
+	case err != nil:
+		return ingest.Receipt{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	switch ti.State {
+	case asynq.TaskStatePending, asynq.TaskStateScheduled, asynq.TaskStateAggregating:
+		r.State = ingest.TxBuffered
+	case asynq.TaskStateActive:
+		r.State = ingest.TxApplying
+	case asynq.TaskStateRetry:
+		r.State = ingest.TxRetrying
+	case asynq.TaskStateArchived:
+		r.State = ingest.TxDead
+	case asynq.TaskStateCompleted:
+		r.State = ingest.TxCommitted
+	}
+	if r.LastError == "" {
+		r.LastError = ti.LastErr
+	}
+	return r, nil
+}
+
+// Idempotency-Key answers.
+
+// IdemEntry is the stored answer of a request made with an Idempotency-Key.
+type IdemEntry struct {
+	Hash     string          `json:"hash"` // of method, path and body
+	Done     bool            `json:"done"` // false while the first request is in progress
+	Status   int             `json:"status,omitempty"`
+	Location string          `json:"location,omitempty"`
+	Body     json.RawMessage `json:"body,omitempty"`
+}
+
+func idemKey(user int64, keyDigest string) string {
+	return idemPrefix + strconv.FormatInt(user, 10) + ":" + keyDigest
+}
+
+// BeginIdempotent claims an Idempotency-Key for a request with fingerprint hash. It returns the
+// stored entry when the key was used before (the caller replays or refuses), or nil when this
+// request now owns the key and must call FinishIdempotent or AbortIdempotent.
+func (b *Buffer) BeginIdempotent(ctx context.Context, user int64, keyDigest, hash string) (*IdemEntry, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	v, _ := json.Marshal(IdemEntry{Hash: hash})
+	k := idemKey(user, keyDigest)
+	for range 3 {
+		ok, err := b.rdb.SetNX(ctx, k, v, inProgressTTL).Result()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
+		if ok {
+			return nil, nil
+		}
+		s, err := b.rdb.Get(ctx, k).Result()
+		if errors.Is(err, redis.Nil) {
+			continue // expired in between
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
+		var e IdemEntry
+		if json.Unmarshal([]byte(s), &e) != nil {
+			return nil, fmt.Errorf("%w: unreadable idempotency entry", ErrUnavailable)
+		}
+		return &e, nil
+	}
+	return nil, fmt.Errorf("%w: idempotency key contended", ErrUnavailable)
+}
+
+// FinishIdempotent stores the answer of the request owning the key, for ttl.
+func (b *Buffer) FinishIdempotent(ctx context.Context, user int64, keyDigest string, e IdemEntry, ttl time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	e.Done = true
+	v, _ := json.Marshal(e)
+	return b.rdb.Set(ctx, idemKey(user, keyDigest), v, ttl).Err()
+}
+
+// AbortIdempotent frees the key of a request that did not succeed, so a retry can run.
+func (b *Buffer) AbortIdempotent(ctx context.Context, user int64, keyDigest string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.timeout)
+	defer cancel()
+	_ = b.rdb.Del(ctx, idemKey(user, keyDigest)).Err()
+}
+
+// IsUnavailable reports whether err means Redis could not be reached.
+func IsUnavailable(err error) bool { return errors.Is(err, ErrUnavailable) }
+
+// RecordDirect records the receipt of a write applied without buffering (committed at once);
+// best effort: the write is in the database whatever Redis says.
+func (b *Buffer) RecordDirect(ctx context.Context, w Write, lsn string, committedAt time.Time) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.timeout)
+	defer cancel()
+	ids := make([]string, 0, min(len(w.Items), 100))
+	for _, it := range w.Items[:min(len(w.Items), 100)] {
+		ids = append(ids, it.ID)
+	}
+	info, _ := json.Marshal(txInfo{TaskID: w.TaskID, Kind: ingest.KindOf(w.TaskType), IDs: ids, At: committedAt})
+	st := txStatePrefix + w.Tx
+	pipe := b.rdb.Pipeline()
+	pipe.Set(ctx, txPrefix+w.Tx, info, txTTL)
+	pipe.HSet(ctx, st, "committed_at", committedAt.UTC().Format(time.RFC3339Nano), "lsn", lsn, "attempts", 1)
+	pipe.PExpire(ctx, st, txTTL)
+	_, _ = pipe.Exec(ctx)
+}

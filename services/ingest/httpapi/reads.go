@@ -1,0 +1,365 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sort"
+	"strconv"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/obsops/obsops/pkg/authn"
+	"github.com/obsops/obsops/pkg/problem"
+	"github.com/obsops/obsops/services/ingest"
+	"github.com/obsops/obsops/services/ingest/buffer"
+	"github.com/obsops/obsops/services/ingest/postgres"
+)
+
+// maxMerged bounds how many committed rows one smart query merges (executions of one obs unit,
+// files of one package: both far below it in practice).
+const maxMerged = 20000
+
+// Page is a page of a list (DESIGN §8).
+type Page[T any] struct {
+	Items  []T `json:"items"`
+	Total  int `json:"total"`
+	Limit  int `json:"limit"`
+	Offset int `json:"offset"`
+}
+
+func paginate[T any](all []T, limit, offset int) Page[T] {
+	p := Page[T]{Total: len(all), Limit: limit, Offset: offset, Items: []T{}}
+	if offset < len(all) {
+		p.Items = all[offset:min(offset+limit, len(all))]
+	}
+	return p
+}
+
+type listExecutionsInput struct {
+	ObsUnitID int64 `path:"obs_unit_id" minimum:"1" doc:"The planned obs unit (catalog)."`
+	Limit     int   `query:"limit" default:"50" minimum:"1" maximum:"500"`
+	Offset    int   `query:"offset" default:"0" minimum:"0"`
+}
+
+type listExecutionsOutput struct {
+	Body Page[ingest.ExecutedObsUnit]
+}
+
+func startRecord(s ingest.Start) ingest.ExecutedObsUnit {
+	ou, t := s.ObsUnitID, s.StartTime
+	e := ingest.ExecutedObsUnit{ID: s.ID, ObsUnitID: &ou, Site: s.Site, Status: ingest.StatusRunning, StartTime: &t, Meta: s.Meta, BufferStatus: ingest.Buffered}
+	if s.InstrumentModuleID != 0 {
+		m := s.InstrumentModuleID
+		e.InstrumentModuleID = &m
+	}
+	return e
+}
+
+func (h *Handlers) readErr(err error) error {
+	if buffer.IsUnavailable(err) {
+		return h.unavailable("the buffer (Redis) is unavailable")
+	}
+	return h.unavailable("the database is unavailable")
+}
+
+// listExecutions merges the committed executions of an obs unit with the buffered ones. The
+// buffer is read before the database: a record leaves the buffer only after its commit, so it is
+// always found in one of the two.
+func (h *Handlers) listExecutions(ctx context.Context, in *listExecutionsInput) (*listExecutionsOutput, error) {
+	members, err := h.Buffer.Members(ctx, buffer.OUIndex(in.ObsUnitID))
+	if err != nil {
+		return nil, h.readErr(err)
+	}
+	starts, err := h.Buffer.Get(ctx, buffer.KindStart, members...)
+	if err != nil {
+		return nil, h.readErr(err)
+	}
+	if len(starts) == 0 {
+		if err := h.checkObsUnit(ctx, in.ObsUnitID, "path.obs_unit_id"); err != nil {
+			var se huma.StatusError
+			if errors.As(err, &se) && se.GetStatus() == 422 {
+				return nil, huma.Error404NotFound("no obs unit " + strconv.FormatInt(in.ObsUnitID, 10))
+			}
+			return nil, h.readErr(err)
+		}
+	}
+	rows, finished, err := h.Store.ExecutionsOf(ctx, in.ObsUnitID, maxMerged)
+	if err != nil {
+		return nil, h.readErr(err)
+	}
+	byID := make(map[string]int, len(rows))
+	for i, r := range rows {
+		byID[r.ID] = i
+	}
+	for id, c := range starts {
+		if _, ok := byID[id]; ok {
+			continue
+		}
+		var r cacheRecord[ingest.Start]
+		if json.Unmarshal(c.Record, &r) == nil {
+			byID[id] = len(rows)
+			rows = append(rows, startRecord(r.R))
+		}
+	}
+	var open []string
+	for _, r := range rows {
+		if !finished[r.ID] {
+			open = append(open, r.ID)
+		}
+	}
+	fins, err := h.Buffer.Get(ctx, buffer.KindFinish, open...)
+	if err != nil {
+		return nil, h.readErr(err)
+	}
+	for id, c := range fins {
+		var f cacheRecord[ingest.Finish]
+		if json.Unmarshal(c.Record, &f) != nil {
+			continue
+		}
+		r := &rows[byID[id]]
+		end := f.R.EndTime
+		r.Status, r.EndTime, r.Meta, r.BufferStatus = f.R.Status, &end, postgres.MergeMeta(r.Meta, f.R.Meta), ingest.Buffered
+	}
+	sort.SliceStable(rows, func(i, j int) bool {
+		a, b := rows[i].StartTime, rows[j].StartTime
+		switch {
+		case a == nil || b == nil:
+			return a != nil
+		case !a.Equal(*b):
+			return a.After(*b)
+		}
+		return rows[i].ID > rows[j].ID
+	})
+	return &listExecutionsOutput{Body: paginate(rows, in.Limit, in.Offset)}, nil
+}
+
+type fileIDInput struct {
+	ID string `path:"id" doc:"The file (UUID)."`
+}
+
+type fileOutput struct{ Body ingest.RawDataFile }
+
+func (h *Handlers) getFile(ctx context.Context, in *fileIDInput) (*fileOutput, error) {
+	id, ok := ingest.ParseUUID(in.ID)
+	if !ok {
+		return nil, fieldError("path.id", "must be a UUID", in.ID)
+	}
+	cached, err := h.Buffer.Get(ctx, buffer.KindFile, id)
+	if err != nil {
+		return nil, h.readErr(err)
+	}
+	f, err := h.Store.File(ctx, id)
+	if err != nil {
+		return nil, h.readErr(err)
+	}
+	if f != nil {
+		return &fileOutput{Body: *f}, nil
+	}
+	if c, ok := cached[id]; ok {
+		var r cacheRecord[ingest.File]
+		if err := json.Unmarshal(c.Record, &r); err == nil {
+			return &fileOutput{Body: r.R.Record(r.At)}, nil
+		}
+	}
+	return nil, huma.Error404NotFound("no raw data file " + id)
+}
+
+type packageInput struct {
+	ID     string `path:"id" doc:"The package (UUID)."`
+	Limit  int    `query:"limit" default:"50" minimum:"1" maximum:"500" doc:"Files per page."`
+	Offset int    `query:"offset" default:"0" minimum:"0"`
+}
+
+// PackageView is a package with a page of its files.
+type PackageView struct {
+	ingest.RawDataPackage
+	Files Page[ingest.RawDataFile] `json:"files"`
+}
+
+type packageOutput struct{ Body PackageView }
+
+func (h *Handlers) getPackage(ctx context.Context, in *packageInput) (*packageOutput, error) {
+	id, ok := ingest.ParseUUID(in.ID)
+	if !ok {
+		return nil, fieldError("path.id", "must be a UUID", in.ID)
+	}
+	cachedPkg, err := h.Buffer.Get(ctx, buffer.KindPackage, id)
+	if err != nil {
+		return nil, h.readErr(err)
+	}
+	members, err := h.Buffer.Members(ctx, buffer.PackageIndex(id))
+	if err != nil {
+		return nil, h.readErr(err)
+	}
+	var view PackageView
+	var named []string // files the package names
+	row, err := h.Store.Package(ctx, id)
+	if err != nil {
+		return nil, h.readErr(err)
+	}
+	switch {
+	case row != nil:
+		view.RawDataPackage, named = row.Package, row.FileIDs
+	default:
+		c, ok := cachedPkg[id]
+		var r cacheRecord[ingest.Package]
+		if !ok || json.Unmarshal(c.Record, &r) != nil {
+			return nil, huma.Error404NotFound("no raw data package " + id)
+		}
+		p := r.R
+		view.RawDataPackage = ingest.RawDataPackage{ID: p.ID, ExecutedObsUnitID: p.ExecutedObsUnitID, InstrumentModuleID: p.InstrumentModuleID,
+			Name: p.Name, Status: ingest.PackageBuilding, CreatedAt: r.At, BufferStatus: ingest.Buffered}
+		named = p.FileIDs
+	}
+	bufferedFiles, err := h.Buffer.Get(ctx, buffer.KindFile, append(members, named...)...)
+	if err != nil {
+		return nil, h.readErr(err)
+	}
+	files, err := h.Store.PackageFiles(ctx, id, maxMerged)
+	if err != nil {
+		return nil, h.readErr(err)
+	}
+	inDB := make(map[string]bool, len(files))
+	for _, f := range files {
+		inDB[f.ID] = true
+	}
+	for fid, c := range bufferedFiles {
+		if inDB[fid] {
+			continue
+		}
+		var r cacheRecord[ingest.File]
+		if json.Unmarshal(c.Record, &r) != nil {
+			continue
+		}
+		rec := r.R.Record(r.At)
+		if rec.RawDataPackageID == nil {
+			p := id
+			rec.RawDataPackageID = &p
+		}
+		if *rec.RawDataPackageID == id {
+			files = append(files, rec)
+		}
+	}
+	postgres.SortFiles(files)
+	view.Files = paginate(files, in.Limit, in.Offset)
+	return &packageOutput{Body: view}, nil
+}
+
+type updateFileInput struct {
+	ID      string `path:"id" doc:"The file (UUID)."`
+	RawBody []byte `doc:"JSON body (see the schema)."`
+}
+
+func (h *Handlers) updateFile(ctx context.Context, in *updateFileInput) (*fileOutput, error) {
+	id, ok := ingest.ParseUUID(in.ID)
+	if !ok {
+		return nil, fieldError("path.id", "must be a UUID", in.ID)
+	}
+	u, err := ingest.DecodeFileUpdate(in.RawBody)
+	if err != nil {
+		return nil, invalid(err)
+	}
+	if u.RawDataPackageID != nil {
+		missing, err := h.missingRecords(ctx, buffer.KindPackage, "raw_data_packages", []string{*u.RawDataPackageID})
+		if err != nil {
+			return nil, h.mapError(err)
+		}
+		if missing[*u.RawDataPackageID] {
+			return nil, fieldError("body.raw_data_package_id", "no such raw data package", *u.RawDataPackageID)
+		}
+	}
+	cached, err := h.Buffer.Get(ctx, buffer.KindFile, id)
+	if err != nil {
+		return nil, h.readErr(err)
+	}
+	var pending *ingest.FilesTask
+	if c, ok := cached[id]; ok {
+		var r cacheRecord[ingest.File]
+		if json.Unmarshal(c.Record, &r) == nil {
+			pending = &ingest.FilesTask{Envelope: ingest.Envelope{TxID: c.Tx, AcceptedAt: r.At}, Files: []ingest.File{r.R}}
+		}
+	}
+	f, err := h.Store.UpdateFile(ctx, id, u, pending)
+	var ce *postgres.ConflictError
+	switch {
+	case errors.Is(err, postgres.ErrNotFound):
+		return nil, huma.Error404NotFound("no raw data file " + id)
+	case errors.As(err, &ce):
+		return nil, huma.Error409Conflict(ce.Msg)
+	case err != nil:
+		return nil, h.readErr(err)
+	}
+	return &fileOutput{Body: *f}, nil
+}
+
+type finalizeInput struct {
+	ID      string `path:"id" doc:"The package (UUID)."`
+	RawBody []byte `doc:"JSON body (see the schema)."`
+}
+
+type finalizeOutput struct{ Body ingest.RawDataPackage }
+
+func (h *Handlers) finalize(ctx context.Context, in *finalizeInput) (*finalizeOutput, error) {
+	id, ok := ingest.ParseUUID(in.ID)
+	if !ok {
+		return nil, fieldError("path.id", "must be a UUID", in.ID)
+	}
+	fin, err := ingest.DecodeFinalize(in.RawBody)
+	if err != nil {
+		return nil, invalid(err)
+	}
+	if err := h.checkFileIDs(ctx, fin.FileIDs); err != nil {
+		return nil, h.mapError(err)
+	}
+	cached, err := h.Buffer.Get(ctx, buffer.KindPackage, id)
+	if err != nil {
+		return nil, h.readErr(err)
+	}
+	var pending *ingest.PackageTask
+	if c, ok := cached[id]; ok {
+		var r cacheRecord[ingest.Package]
+		if json.Unmarshal(c.Record, &r) == nil {
+			pending = &ingest.PackageTask{Envelope: ingest.Envelope{TxID: c.Tx, AcceptedAt: r.At}, Package: r.R}
+		}
+	}
+	row, _, err := h.Store.Finalize(ctx, id, fin, pending)
+	var ce *postgres.ConflictError
+	switch {
+	case errors.Is(err, postgres.ErrNotFound):
+		return nil, huma.Error404NotFound("no raw data package " + id)
+	case errors.As(err, &ce):
+		return nil, huma.Error409Conflict(ce.Msg)
+	case err != nil:
+		return nil, h.readErr(err)
+	}
+	return &finalizeOutput{Body: row.Package}, nil
+}
+
+type receiptInput struct {
+	TransactionID string `path:"transaction_id" doc:"The transaction_id of a buffered write's answer."`
+}
+
+type receiptOutput struct{ Body ingest.Receipt }
+
+// receipt answers where a buffered write is. The access table admits any user or any API token;
+// a token must carry read:data or read:observations (either one: the table's rules require all
+// their scopes, so the check is here).
+func (h *Handlers) receipt(ctx context.Context, in *receiptInput) (*receiptOutput, error) {
+	if p := authn.PrincipalFrom(ctx); p != nil && p.Method == authn.MethodAPIToken &&
+		!authn.ScopeGranted(p.Scopes, "read:data") && !authn.ScopeGranted(p.Scopes, "read:observations") {
+		return nil, problem.InsufficientScope.New("API token lacks scope read:data or read:observations (either one)")
+	}
+	tx, ok := ingest.ParseUUID(in.TransactionID)
+	if !ok {
+		return nil, fieldError("path.transaction_id", "must be a UUID", in.TransactionID)
+	}
+	r, err := h.Buffer.Receipt(ctx, tx)
+	switch {
+	case errors.Is(err, buffer.ErrNoTransaction):
+		return nil, huma.Error404NotFound(err.Error())
+	case err != nil:
+		return nil, h.readErr(err)
+	}
+	return &receiptOutput{Body: r}, nil
+}

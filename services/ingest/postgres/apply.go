@@ -1,0 +1,172 @@
+// Package postgres is ingest's PostgreSQL side: the worker's idempotent, order-independent
+// application of buffered writes to the main database, the API's reference checks and reads, and
+// the two direct writes (file update, package finalize).
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+
+	"github.com/obsops/obsops/services/ingest"
+)
+
+// Applier applies tasks to the main database. Every statement is an upsert keyed by the record's
+// id, so a task applied twice, or tasks applied in any order (a finish before its start, files
+// before their package), end in the same rows.
+type Applier struct {
+	DB *sqlx.DB
+	// BatchRows is the most files one INSERT carries (a bulk task is split into such batches, in
+	// one transaction).
+	BatchRows int
+}
+
+// PermanentError is a task that can never apply (e.g. its obs unit was deleted): it goes to the
+// dead letters with this error instead of being retried.
+type PermanentError struct{ Err error }
+
+func (e *PermanentError) Error() string { return "permanent: " + e.Err.Error() }
+func (e *PermanentError) Unwrap() error { return e.Err }
+
+// classify marks integrity and data errors (which no retry can fix) as permanent; everything
+// else (connection failures, shutdowns, serialization failures) stays transient.
+func classify(err error) error {
+	var pe *pq.Error
+	if errors.As(err, &pe) {
+		switch pe.Code.Class() {
+		case "22", "23": // data exception, integrity constraint violation
+			return &PermanentError{Err: fmt.Errorf("%s (SQLSTATE %s)", pe.Message, pe.Code)}
+		}
+	}
+	return err
+}
+
+// Commit is the outcome of an applied task.
+type Commit struct {
+	LSN string    // WAL position after the commit
+	At  time.Time // when COMMIT returned (the worker's clock)
+}
+
+func (a *Applier) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) (Commit, error) {
+	tx, err := a.DB.BeginTxx(ctx, nil)
+	if err != nil {
+		return Commit{}, err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return Commit{}, classify(err)
+	}
+	if err := tx.Commit(); err != nil {
+		return Commit{}, classify(err)
+	}
+	c := Commit{At: time.Now().UTC()}
+	// After COMMIT returned, the commit record is flushed: the current WAL position is at or
+	// beyond it (what a replica must have replayed before the cache entry may go).
+	if err := a.DB.QueryRowContext(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&c.LSN); err != nil {
+		c.LSN = "" // committed all the same; the receipt just lacks the position
+	}
+	return c, nil
+}
+
+// ApplyStart records the start of an execution. A finish applied earlier keeps its status; a
+// start applied twice changes nothing.
+func (a *Applier) ApplyStart(ctx context.Context, t ingest.StartTask) (Commit, error) {
+	s := t.Start
+	return a.inTx(ctx, func(tx *sqlx.Tx) error {
+		_, err := tx.ExecContext(ctx, `
+INSERT INTO executed_obs_units (id, obs_unit_id, instrument_module_id, site, start_time, start_meta, start_tx)
+VALUES ($1, $2, NULLIF($3, 0), $4, $5, $6, $7)
+ON CONFLICT (id) DO UPDATE SET obs_unit_id = EXCLUDED.obs_unit_id, instrument_module_id = EXCLUDED.instrument_module_id,
+    site = EXCLUDED.site, start_time = EXCLUDED.start_time, start_meta = EXCLUDED.start_meta, start_tx = EXCLUDED.start_tx
+WHERE executed_obs_units.start_tx IS NULL`,
+			s.ID, s.ObsUnitID, s.InstrumentModuleID, s.Site, s.StartTime, []byte(s.Meta), t.TxID)
+		return err
+	})
+}
+
+// ApplyFinish records the end of an execution, before or after its start.
+func (a *Applier) ApplyFinish(ctx context.Context, t ingest.FinishTask) (Commit, error) {
+	f := t.Finish
+	return a.inTx(ctx, func(tx *sqlx.Tx) error {
+		_, err := tx.ExecContext(ctx, `
+INSERT INTO executed_obs_units (id, status, end_time, finish_meta, finish_tx)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, end_time = EXCLUDED.end_time,
+    finish_meta = EXCLUDED.finish_meta, finish_tx = EXCLUDED.finish_tx
+WHERE executed_obs_units.finish_tx IS NULL`,
+			t.ID, f.Status, f.EndTime, []byte(f.Meta), t.TxID)
+		return err
+	})
+}
+
+// insertFiles is the batched registration: one statement per batch, arrays unnested.
+const insertFiles = `
+INSERT INTO raw_data_files (id, executed_obs_unit_id, instrument_module_id, path, size_bytes, checksum,
+                            raw_data_package_id, meta, tx, created_at)
+SELECT id, eou, module, path, size, checksum, NULLIF(pkg, '')::uuid, meta::jsonb, $9,
+       COALESCE(NULLIF(created, '')::timestamptz, $10)
+FROM unnest($1::uuid[], $2::uuid[], $3::int[], $4::text[], $5::bigint[], $6::text[], $7::text[], $8::text[], $11::text[])
+     AS f(id, eou, module, path, size, checksum, pkg, meta, created)
+ON CONFLICT (id) DO NOTHING`
+
+// ApplyFiles registers files in batches of BatchRows rows, all in one transaction; files
+// already registered are left as they are.
+func (a *Applier) ApplyFiles(ctx context.Context, t ingest.FilesTask) (Commit, error) {
+	batch := a.BatchRows
+	if batch <= 0 {
+		batch = 5000
+	}
+	return a.inTx(ctx, func(tx *sqlx.Tx) error {
+		for start := 0; start < len(t.Files); start += batch {
+			if err := insertFileBatch(ctx, tx, t.Files[start:min(start+batch, len(t.Files))], t.TxID, t.AcceptedAt); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func insertFileBatch(ctx context.Context, tx *sqlx.Tx, files []ingest.File, txID string, at time.Time) error {
+	n := len(files)
+	ids, eous, paths, checksums, pkgs, metas, created := make([]string, n), make([]string, n), make([]string, n),
+		make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	modules, sizes := make([]int64, n), make([]int64, n)
+	for i, f := range files {
+		ids[i], eous[i], modules[i], paths[i], sizes[i], checksums[i] = f.ID, f.ExecutedObsUnitID, f.InstrumentModuleID, f.Path, f.SizeBytes, f.Checksum
+		pkgs[i], metas[i] = f.RawDataPackageID, string(f.Meta)
+		if f.CreatedAt != nil {
+			created[i] = f.CreatedAt.Format(time.RFC3339Nano)
+		}
+	}
+	_, err := tx.ExecContext(ctx, insertFiles, pq.StringArray(ids), pq.StringArray(eous), pq.Int64Array(modules),
+		pq.StringArray(paths), pq.Int64Array(sizes), pq.StringArray(checksums), pq.StringArray(pkgs), pq.StringArray(metas),
+		txID, at, pq.StringArray(created))
+	return err
+}
+
+// ApplyPackage creates a package; created twice (or first by a finalize) it stays as it is.
+func (a *Applier) ApplyPackage(ctx context.Context, t ingest.PackageTask) (Commit, error) {
+	return a.inTx(ctx, func(tx *sqlx.Tx) error {
+		return insertPackage(ctx, tx, t.Package, t.TxID)
+	})
+}
+
+func insertPackage(ctx context.Context, q sqlx.ExecerContext, p ingest.Package, txID string) error {
+	ids := p.FileIDs
+	if ids == nil {
+		ids = []string{}
+	}
+	_, err := q.ExecContext(ctx, `
+INSERT INTO raw_data_packages (id, executed_obs_unit_id, instrument_module_id, name, file_ids, tx)
+VALUES ($1, $2, $3, $4, $5::uuid[], $6)
+ON CONFLICT (id) DO NOTHING`, p.ID, p.ExecutedObsUnitID, p.InstrumentModuleID, p.Name, pq.StringArray(ids), txID)
+	return err
+}
+
+// IsNoRows reports a missing row.
+func IsNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }

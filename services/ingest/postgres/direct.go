@@ -1,0 +1,133 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"slices"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+
+	"github.com/obsops/obsops/services/ingest"
+)
+
+// ErrNotFound: no such record.
+var ErrNotFound = errors.New("not found")
+
+// ConflictError is a direct write the record's state forbids (409).
+type ConflictError struct{ Msg string }
+
+func (e *ConflictError) Error() string { return e.Msg }
+
+// FinalizeHash fingerprints a finalize request (file ids in any order are the same request).
+func FinalizeHash(f ingest.Finalize) string {
+	ids := slices.Clone(f.FileIDs)
+	slices.Sort(ids)
+	f.FileIDs = ids
+	return ingest.Hash(f)
+}
+
+// Finalize marks a package complete (immutable). buffered is the package's create still held in
+// the buffer, applied first when the row does not exist yet (the worker's later apply is then a
+// no-op). Finalizing a complete package again with the same request changes nothing (changed is
+// false); with another, it is a *ConflictError.
+func (s *Store) Finalize(ctx context.Context, id string, f ingest.Finalize, buffered *ingest.PackageTask) (row *PackageRow, changed bool, err error) {
+	hash := FinalizeHash(f)
+	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
+		if buffered != nil {
+			if err := insertPackage(ctx, tx, buffered.Package, buffered.TxID); err != nil {
+				return err
+			}
+		}
+		var r pkgRow
+		if err := tx.GetContext(ctx, &r, `SELECT `+pkgColumns+` FROM raw_data_packages WHERE id = $1 FOR UPDATE`, id); err != nil {
+			if IsNoRows(err) {
+				return ErrNotFound
+			}
+			return err
+		}
+		if r.Status == ingest.PackageComplete {
+			if r.Hash.String != hash {
+				return &ConflictError{Msg: "the package is already complete with another size, checksum or file list; a complete package cannot change"}
+			}
+			row = r.row(s.Status)
+			return nil
+		}
+		ids := f.FileIDs
+		if ids == nil {
+			ids = []string{}
+		}
+		if err := tx.GetContext(ctx, &r, `
+UPDATE raw_data_packages SET status = 'complete', size_bytes = $2, checksum = $3, finalized_at = now(), finalize_hash = $4,
+    file_ids = ARRAY(SELECT DISTINCT x FROM unnest(file_ids || $5::uuid[]) AS x ORDER BY x)
+WHERE id = $1 RETURNING `+pkgColumns, id, f.SizeBytes, f.Checksum, hash, pq.StringArray(ids)); err != nil {
+			return err
+		}
+		row, changed = r.row(s.Status), true
+		return nil
+	})
+	return row, changed, err
+}
+
+// UpdateFile changes a registered file. buffered is the file's registration still held in the
+// buffer (applied first when the row does not exist yet). A file of a complete package cannot
+// change, nor can a file join a complete package (*ConflictError).
+func (s *Store) UpdateFile(ctx context.Context, id string, u ingest.FileUpdate, buffered *ingest.FilesTask) (*ingest.RawDataFile, error) {
+	var out *ingest.RawDataFile
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		if buffered != nil {
+			if err := insertFileBatch(ctx, tx, buffered.Files, buffered.TxID, buffered.AcceptedAt); err != nil {
+				return err
+			}
+		}
+		var r fileRow
+		if err := tx.GetContext(ctx, &r, `SELECT `+fileColumns+` FROM raw_data_files f WHERE f.id = $1 FOR UPDATE OF f`, id); err != nil {
+			if IsNoRows(err) {
+				return ErrNotFound
+			}
+			return err
+		}
+		var pkgs []string
+		if r.Package.Valid {
+			pkgs = append(pkgs, r.Package.String)
+		}
+		if u.RawDataPackageID != nil {
+			pkgs = append(pkgs, *u.RawDataPackageID)
+		}
+		if len(pkgs) > 0 {
+			var complete []string
+			if err := tx.SelectContext(ctx, &complete, `SELECT id::text FROM raw_data_packages WHERE id = ANY($1::uuid[]) AND status = 'complete' FOR SHARE`, pq.StringArray(pkgs)); err != nil {
+				return err
+			}
+			if len(complete) > 0 {
+				return &ConflictError{Msg: "raw data package " + complete[0] + " is complete: its files cannot change and no file can join it"}
+			}
+		}
+		var meta []byte
+		if u.Meta != nil {
+			meta = u.Meta
+		}
+		if err := tx.GetContext(ctx, &r, `
+UPDATE raw_data_files f SET size_bytes = COALESCE($2, size_bytes), checksum = COALESCE($3, checksum),
+    raw_data_package_id = COALESCE($4::uuid, raw_data_package_id), meta = COALESCE($5::jsonb, meta)
+WHERE f.id = $1 RETURNING `+fileColumns, id, u.SizeBytes, u.Checksum, u.RawDataPackageID, meta); err != nil {
+			return err
+		}
+		rec := r.record(s.Status)
+		out = &rec
+		return nil
+	})
+	return out, err
+}
+
+func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
+	tx, err := s.DB.BeginTxx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}

@@ -1,0 +1,346 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+
+	"github.com/obsops/obsops/services/ingest"
+)
+
+// Store is the API's view of the database (at a secondary site, the local replica): reference
+// checks, reads, and the two direct writes.
+type Store struct {
+	DB *sqlx.DB
+	// Status is what rows read here are reported as: committed (main) or replicated (secondary).
+	Status string
+
+	modMu     sync.Mutex
+	modules   map[int64]bool
+	modLoaded time.Time
+}
+
+// ModuleExists reports whether an instrument module exists. Modules are reference data: the set
+// is loaded once and reloaded at most every 10 s when an unknown id is asked for.
+func (s *Store) ModuleExists(ctx context.Context, id int64) (bool, error) {
+	s.modMu.Lock()
+	defer s.modMu.Unlock()
+	if s.modules[id] {
+		return true, nil
+	}
+	if s.modules != nil && time.Since(s.modLoaded) < 10*time.Second {
+		return false, nil
+	}
+	var ids []int64
+	if err := s.DB.SelectContext(ctx, &ids, `SELECT id FROM instrument_modules`); err != nil {
+		return false, err
+	}
+	s.modules = make(map[int64]bool, len(ids))
+	for _, m := range ids {
+		s.modules[m] = true
+	}
+	s.modLoaded = time.Now()
+	return s.modules[id], nil
+}
+
+// ObsUnitExists reports whether a planned obs unit exists.
+func (s *Store) ObsUnitExists(ctx context.Context, id int64) (bool, error) {
+	var ok bool
+	err := s.DB.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM obs_units WHERE id = $1)`, id).Scan(&ok)
+	return ok, err
+}
+
+// ExistingIDs returns which of ids have a row in table (executed_obs_units, raw_data_files,
+// raw_data_packages).
+func (s *Store) ExistingIDs(ctx context.Context, table string, ids []string) (map[string]bool, error) {
+	switch table {
+	case "executed_obs_units", "raw_data_files", "raw_data_packages":
+	default:
+		return nil, fmt.Errorf("ExistingIDs: unknown table %q", table)
+	}
+	out := map[string]bool{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	var found []string
+	if err := s.DB.SelectContext(ctx, &found, `SELECT id::text FROM `+table+` WHERE id = ANY($1::uuid[])`, pq.StringArray(ids)); err != nil {
+		return nil, err
+	}
+	for _, id := range found {
+		out[id] = true
+	}
+	return out, nil
+}
+
+// CompletePackages returns which of the package ids are complete (no file may join them).
+func (s *Store) CompletePackages(ctx context.Context, ids []string) (map[string]bool, error) {
+	out := map[string]bool{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	var found []string
+	if err := s.DB.SelectContext(ctx, &found, `SELECT id::text FROM raw_data_packages WHERE id = ANY($1::uuid[]) AND status = 'complete'`, pq.StringArray(ids)); err != nil {
+		return nil, err
+	}
+	for _, id := range found {
+		out[id] = true
+	}
+	return out, nil
+}
+
+type eouRow struct {
+	ID          string          `db:"id"`
+	ObsUnitID   sql.NullInt64   `db:"obs_unit_id"`
+	ModuleID    sql.NullInt64   `db:"instrument_module_id"`
+	Site        sql.NullString  `db:"site"`
+	Status      string          `db:"status"`
+	StartTime   sql.NullTime    `db:"start_time"`
+	EndTime     sql.NullTime    `db:"end_time"`
+	StartMeta   json.RawMessage `db:"start_meta"`
+	FinishMeta  json.RawMessage `db:"finish_meta"`
+	FinishTxSet bool            `db:"finished"`
+}
+
+// MergeMeta lays a finish's meta over a start's (both JSON objects).
+func MergeMeta(start, finish json.RawMessage) json.RawMessage {
+	if len(finish) == 0 || string(finish) == "{}" {
+		if len(start) == 0 {
+			return json.RawMessage("{}")
+		}
+		return start
+	}
+	m := map[string]json.RawMessage{}
+	_ = json.Unmarshal(start, &m)
+	f := map[string]json.RawMessage{}
+	_ = json.Unmarshal(finish, &f)
+	for k, v := range f {
+		m[k] = v
+	}
+	b, _ := json.Marshal(m)
+	return b
+}
+
+func (r eouRow) record(status string) (ingest.ExecutedObsUnit, bool) {
+	e := ingest.ExecutedObsUnit{ID: r.ID, Status: r.Status, Site: r.Site.String, Meta: MergeMeta(r.StartMeta, r.FinishMeta), BufferStatus: status}
+	if r.ObsUnitID.Valid {
+		v := r.ObsUnitID.Int64
+		e.ObsUnitID = &v
+	}
+	if r.ModuleID.Valid {
+		v := r.ModuleID.Int64
+		e.InstrumentModuleID = &v
+	}
+	if r.StartTime.Valid {
+		t := r.StartTime.Time.UTC()
+		e.StartTime = &t
+	}
+	if r.EndTime.Valid {
+		t := r.EndTime.Time.UTC()
+		e.EndTime = &t
+	}
+	return e, r.FinishTxSet
+}
+
+const eouColumns = `id::text, obs_unit_id, instrument_module_id, site, status, start_time, end_time, start_meta, finish_meta, finish_tx IS NOT NULL AS finished`
+
+// ExecutionsOf returns every committed execution of a planned obs unit (at most max), and for
+// each whether its finish has been applied.
+func (s *Store) ExecutionsOf(ctx context.Context, obsUnitID int64, max int) ([]ingest.ExecutedObsUnit, map[string]bool, error) {
+	var rows []eouRow
+	if err := s.DB.SelectContext(ctx, &rows, `SELECT `+eouColumns+` FROM executed_obs_units WHERE obs_unit_id = $1 ORDER BY start_time DESC, id LIMIT $2`, obsUnitID, max); err != nil {
+		return nil, nil, err
+	}
+	out := make([]ingest.ExecutedObsUnit, len(rows))
+	finished := map[string]bool{}
+	for i, r := range rows {
+		var f bool
+		out[i], f = r.record(s.Status)
+		finished[r.ID] = f
+	}
+	return out, finished, nil
+}
+
+// ExecutedObsUnit returns one execution (nil when there is no row) and whether it is finished.
+func (s *Store) ExecutedObsUnit(ctx context.Context, id string) (*ingest.ExecutedObsUnit, bool, error) {
+	var r eouRow
+	err := s.DB.GetContext(ctx, &r, `SELECT `+eouColumns+` FROM executed_obs_units WHERE id = $1`, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	e, f := r.record(s.Status)
+	return &e, f, nil
+}
+
+type fileRow struct {
+	ID        string          `db:"id"`
+	EOU       string          `db:"executed_obs_unit_id"`
+	Module    int64           `db:"instrument_module_id"`
+	Path      string          `db:"path"`
+	Size      int64           `db:"size_bytes"`
+	Checksum  string          `db:"checksum"`
+	CreatedAt time.Time       `db:"created_at"`
+	Package   sql.NullString  `db:"package"`
+	Meta      json.RawMessage `db:"meta"`
+}
+
+func (r fileRow) record(status string) ingest.RawDataFile {
+	f := ingest.RawDataFile{ID: r.ID, ExecutedObsUnitID: r.EOU, InstrumentModuleID: r.Module, Path: r.Path,
+		SizeBytes: r.Size, Checksum: r.Checksum, CreatedAt: r.CreatedAt.UTC(), Meta: r.Meta, BufferStatus: status}
+	if r.Package.Valid {
+		p := r.Package.String
+		f.RawDataPackageID = &p
+	}
+	return f
+}
+
+// A file belongs to a package when it names the package or the package names it (file_ids):
+// buffered records arrive in any order, so the link is read from both sides.
+const fileColumns = `f.id::text, f.executed_obs_unit_id::text, f.instrument_module_id, f.path, f.size_bytes, f.checksum, f.created_at,
+    COALESCE(f.raw_data_package_id, (SELECT p.id FROM raw_data_packages p WHERE p.file_ids @> ARRAY[f.id] LIMIT 1))::text AS package, f.meta`
+
+// File returns a registered file, or nil.
+func (s *Store) File(ctx context.Context, id string) (*ingest.RawDataFile, error) {
+	var r fileRow
+	err := s.DB.GetContext(ctx, &r, `SELECT `+fileColumns+` FROM raw_data_files f WHERE f.id = $1`, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	f := r.record(s.Status)
+	return &f, nil
+}
+
+type pkgRow struct {
+	ID          string         `db:"id"`
+	EOU         string         `db:"executed_obs_unit_id"`
+	Module      int64          `db:"instrument_module_id"`
+	Name        string         `db:"name"`
+	Status      string         `db:"status"`
+	FileIDs     pq.StringArray `db:"file_ids"`
+	Size        sql.NullInt64  `db:"size_bytes"`
+	Checksum    sql.NullString `db:"checksum"`
+	FinalizedAt sql.NullTime   `db:"finalized_at"`
+	Hash        sql.NullString `db:"finalize_hash"`
+	CreatedAt   time.Time      `db:"created_at"`
+}
+
+// PackageRow is a package as stored, with what finalize compares.
+type PackageRow struct {
+	Package      ingest.RawDataPackage
+	FileIDs      []string
+	FinalizeHash string
+}
+
+func (r pkgRow) row(status string) *PackageRow {
+	p := ingest.RawDataPackage{ID: r.ID, ExecutedObsUnitID: r.EOU, InstrumentModuleID: r.Module, Name: r.Name,
+		Status: r.Status, CreatedAt: r.CreatedAt.UTC(), BufferStatus: status}
+	if r.Size.Valid {
+		v := r.Size.Int64
+		p.SizeBytes = &v
+	}
+	if r.Checksum.Valid {
+		v := r.Checksum.String
+		p.Checksum = &v
+	}
+	if r.FinalizedAt.Valid {
+		t := r.FinalizedAt.Time.UTC()
+		p.FinalizedAt = &t
+	}
+	return &PackageRow{Package: p, FileIDs: r.FileIDs, FinalizeHash: r.Hash.String}
+}
+
+const pkgColumns = `id::text, executed_obs_unit_id::text, instrument_module_id, name, status, file_ids::text[] AS file_ids, size_bytes, checksum, finalized_at, finalize_hash, created_at`
+
+// Package returns a package row, or nil.
+func (s *Store) Package(ctx context.Context, id string) (*PackageRow, error) {
+	var r pkgRow
+	err := s.DB.GetContext(ctx, &r, `SELECT `+pkgColumns+` FROM raw_data_packages WHERE id = $1`, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return r.row(s.Status), nil
+}
+
+// PackageFiles returns every committed file of a package (named by it or naming it), ordered by
+// path, at most max.
+func (s *Store) PackageFiles(ctx context.Context, id string, max int) ([]ingest.RawDataFile, error) {
+	var rows []fileRow
+	err := s.DB.SelectContext(ctx, &rows, `SELECT `+fileColumns+` FROM raw_data_files f
+WHERE f.raw_data_package_id = $1 OR f.id = ANY (SELECT unnest(file_ids) FROM raw_data_packages WHERE id = $1)
+ORDER BY f.path, f.id LIMIT $2`, id, max)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ingest.RawDataFile, len(rows))
+	for i, r := range rows {
+		out[i] = r.record(s.Status)
+	}
+	return out, nil
+}
+
+// SortFiles orders files as PackageFiles does.
+func SortFiles(files []ingest.RawDataFile) {
+	sort.Slice(files, func(i, j int) bool {
+		if files[i].Path != files[j].Path {
+			return files[i].Path < files[j].Path
+		}
+		return files[i].ID < files[j].ID
+	})
+}
+
+// Files returns the registered files among ids, by id.
+func (s *Store) Files(ctx context.Context, ids []string) (map[string]ingest.RawDataFile, error) {
+	out := map[string]ingest.RawDataFile{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	var rows []fileRow
+	if err := s.DB.SelectContext(ctx, &rows, `SELECT `+fileColumns+` FROM raw_data_files f WHERE f.id = ANY($1::uuid[])`, pq.StringArray(ids)); err != nil {
+		return nil, err
+	}
+	for _, r := range rows {
+		out[r.ID] = r.record(s.Status)
+	}
+	return out, nil
+}
+
+// Orphan is a record whose link to another buffered record leads nowhere (yet): buffered writes
+// arrive in any order, so these are normal for a moment and a problem only when they stay.
+type Orphan struct {
+	Kind    string `json:"kind" db:"kind"`       // file_without_execution, file_without_package, package_without_execution, finish_without_start
+	ID      string `json:"id" db:"id"`           // the orphan
+	Missing string `json:"missing" db:"missing"` // the id it refers to ("" for a finish without start)
+}
+
+// Orphans lists up to limit orphans of each kind.
+func (s *Store) Orphans(ctx context.Context, limit int) ([]Orphan, error) {
+	var out []Orphan
+	err := s.DB.SelectContext(ctx, &out, `
+(SELECT 'file_without_execution' AS kind, f.id::text AS id, f.executed_obs_unit_id::text AS missing FROM raw_data_files f
+  WHERE NOT EXISTS (SELECT 1 FROM executed_obs_units e WHERE e.id = f.executed_obs_unit_id) LIMIT $1)
+UNION ALL
+(SELECT 'file_without_package', f.id::text, f.raw_data_package_id::text FROM raw_data_files f
+  WHERE f.raw_data_package_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM raw_data_packages p WHERE p.id = f.raw_data_package_id) LIMIT $1)
+UNION ALL
+(SELECT 'package_without_execution', p.id::text, p.executed_obs_unit_id::text FROM raw_data_packages p
+  WHERE NOT EXISTS (SELECT 1 FROM executed_obs_units e WHERE e.id = p.executed_obs_unit_id) LIMIT $1)
+UNION ALL
+(SELECT 'finish_without_start', e.id::text, '' FROM executed_obs_units e WHERE e.start_tx IS NULL LIMIT $1)`, limit)
+	return out, err
+}

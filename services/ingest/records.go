@@ -1,0 +1,157 @@
+package ingest
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"strings"
+	"time"
+)
+
+// Where a record read through the smart query comes from (DESIGN §4).
+const (
+	Buffered   = "buffered"   // held in the Redis buffer, not yet in the database
+	Committed  = "committed"  // a row in the (main) database
+	Replicated = "replicated" // a row in this site's read replica (secondary sites)
+)
+
+// ExecutedObsUnit is one execution of a planned obs unit, as read.
+type ExecutedObsUnit struct {
+	ID                 string          `json:"id" format:"uuid"`
+	ObsUnitID          *int64          `json:"obs_unit_id" doc:"Null only while a finish has been applied before its start."`
+	InstrumentModuleID *int64          `json:"instrument_module_id,omitempty"`
+	Site               string          `json:"site,omitempty"`
+	Status             string          `json:"status" enum:"running,completed,failed,aborted"`
+	StartTime          *time.Time      `json:"start_time"`
+	EndTime            *time.Time      `json:"end_time,omitempty"`
+	Meta               json.RawMessage `json:"meta"`
+	BufferStatus       string          `json:"buffer_status" enum:"buffered,committed,replicated"`
+}
+
+// RawDataFile is a registered raw data file, as read.
+type RawDataFile struct {
+	ID                 string          `json:"id" format:"uuid"`
+	ExecutedObsUnitID  string          `json:"executed_obs_unit_id" format:"uuid"`
+	InstrumentModuleID int64           `json:"instrument_module_id"`
+	Path               string          `json:"path"`
+	SizeBytes          int64           `json:"size_bytes"`
+	Checksum           string          `json:"checksum"`
+	CreatedAt          time.Time       `json:"created_at"`
+	RawDataPackageID   *string         `json:"raw_data_package_id"`
+	Meta               json.RawMessage `json:"meta"`
+	BufferStatus       string          `json:"buffer_status" enum:"buffered,committed,replicated"`
+}
+
+// RawDataPackage is a raw data package, as read (its files are listed beside it).
+type RawDataPackage struct {
+	ID                 string     `json:"id" format:"uuid"`
+	ExecutedObsUnitID  string     `json:"executed_obs_unit_id" format:"uuid"`
+	InstrumentModuleID int64      `json:"instrument_module_id"`
+	Name               string     `json:"name"`
+	Status             string     `json:"status" enum:"building,complete"`
+	SizeBytes          *int64     `json:"size_bytes"`
+	Checksum           *string    `json:"checksum"`
+	FinalizedAt        *time.Time `json:"finalized_at"`
+	CreatedAt          time.Time  `json:"created_at"`
+	BufferStatus       string     `json:"buffer_status" enum:"buffered,committed,replicated"`
+}
+
+// Record is how a validated file reads while it is buffered (accepted at at).
+func (f File) Record(at time.Time) RawDataFile {
+	r := RawDataFile{
+		ID: f.ID, ExecutedObsUnitID: f.ExecutedObsUnitID, InstrumentModuleID: f.InstrumentModuleID,
+		Path: f.Path, SizeBytes: f.SizeBytes, Checksum: f.Checksum, CreatedAt: at, Meta: f.Meta,
+		BufferStatus: Buffered,
+	}
+	if f.CreatedAt != nil {
+		r.CreatedAt = *f.CreatedAt
+	}
+	if f.RawDataPackageID != "" {
+		id := f.RawDataPackageID
+		r.RawDataPackageID = &id
+	}
+	return r
+}
+
+// Task types on the ingest queue.
+const (
+	TaskStart   = "ingest:start"   // StartTask
+	TaskFinish  = "ingest:finish"  // FinishTask
+	TaskFiles   = "ingest:files"   // FilesTask (single and bulk registrations)
+	TaskPackage = "ingest:package" // PackageTask
+)
+
+// Envelope is what every task carries besides its record: the transaction it belongs to and when
+// the API accepted it (for time-to-durable and default timestamps).
+type Envelope struct {
+	TxID       string    `json:"tx"`
+	AcceptedAt time.Time `json:"at"`
+}
+
+// StartTask applies a start.
+type StartTask struct {
+	Envelope
+	Start Start `json:"start"`
+}
+
+// FinishTask applies a finish of executed obs unit ID.
+type FinishTask struct {
+	Envelope
+	ID     string `json:"id"`
+	Finish Finish `json:"finish"`
+}
+
+// FilesTask registers files (one, or a whole bulk request in batches).
+type FilesTask struct {
+	Envelope
+	Files []File `json:"files"`
+}
+
+// PackageTask creates a package.
+type PackageTask struct {
+	Envelope
+	Package Package `json:"package"`
+}
+
+// Task ids are derived from the record ids, so the same record enqueued twice is one task while
+// the first is still held (asynq refuses a second task with a live id).
+func StartTaskID(id string) string   { return "start:" + id }
+func FinishTaskID(id string) string  { return "finish:" + id }
+func PackageTaskID(id string) string { return "package:" + id }
+
+// FilesTaskID is "file:<id>" for one file, "files:<digest of the ids>" for a bulk request.
+func FilesTaskID(files []File) string {
+	if len(files) == 1 {
+		return "file:" + files[0].ID
+	}
+	h := sha256.New()
+	for _, f := range files {
+		h.Write([]byte(f.ID))
+	}
+	return "files:" + hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// Receipt states (DESIGN §4).
+const (
+	TxBuffered   = "buffered"
+	TxApplying   = "applying"
+	TxCommitted  = "committed"
+	TxReplicated = "replicated"
+	TxRetrying   = "retrying"
+	TxDead       = "dead"
+)
+
+// Receipt says where a buffered write is.
+type Receipt struct {
+	TransactionID string     `json:"transaction_id" format:"uuid"`
+	State         string     `json:"state" enum:"buffered,applying,committed,replicated,retrying,dead"`
+	Attempts      int        `json:"attempts" doc:"Times a worker has tried to apply it (failed attempts while the database was unreachable included)."`
+	LastError     string     `json:"last_error,omitempty"`
+	CommittedAt   *time.Time `json:"committed_at"`
+	CommitLSN     string     `json:"commit_lsn,omitempty" doc:"WAL position of the commit in the main database."`
+	Kind          string     `json:"kind" doc:"start, finish, files, package"`
+	RecordIDs     []string   `json:"record_ids,omitempty" doc:"The records it writes (at most 100 listed)."`
+}
+
+// KindOf names a task type's kind for receipts ("ingest:files" → "files").
+func KindOf(taskType string) string { return strings.TrimPrefix(taskType, "ingest:") }

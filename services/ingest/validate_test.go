@@ -1,0 +1,190 @@
+package ingest
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestValidatePath(t *testing.T) {
+	for _, ok := range []string{"a", "raw/2026-11-25/scan_001.fits", "a/b c/ü.dat", strings.Repeat("a", 1024), "...a", "a.b/.c"} {
+		require.Empty(t, ValidatePath(ok), ok)
+	}
+	for _, bad := range []string{"", "/abs", "a/../b", "..", ".", "./a", "a/.", "a//b", "a/", "a\\b", "a\x00b", "a\nb", strings.Repeat("a", 1025), "\xff"} {
+		require.NotEmpty(t, ValidatePath(bad), "%q", bad)
+	}
+}
+
+func TestNormalizeChecksum(t *testing.T) {
+	c, why := NormalizeChecksum("sha256:" + strings.Repeat("AB", 32))
+	require.Empty(t, why)
+	require.Equal(t, "sha256:"+strings.Repeat("ab", 32), c)
+	c, why = NormalizeChecksum("xxh64:0123456789abcdef")
+	require.Empty(t, why)
+	require.Equal(t, "xxh64:0123456789abcdef", c)
+	for _, bad := range []string{"", "sha256", "sha256:", "md5:" + strings.Repeat("a", 32), "sha256:" + strings.Repeat("a", 63),
+		"xxh64:0123456789abcdeg", "SHA256:" + strings.Repeat("a", 64), "xxh64: 123456789abcdef"} {
+		_, why := NormalizeChecksum(bad)
+		require.NotEmpty(t, why, "%q", bad)
+	}
+}
+
+func TestDecodeNamesTheField(t *testing.T) {
+	cases := map[string]string{
+		`{"executed_obs_unit_id":"x"}`:      "body.executed_obs_unit_id",
+		`{"instrument_module_id":"eleven"}`: "body.instrument_module_id",
+		`{"size_bytes":1e3}`:                "body.size_bytes",
+		`{"path":7}`:                        "body.path",
+		`{"nope":1}`:                        "body.nope",
+		`[1]`:                               "body",
+		`{"meta":"x"}`:                      "body.meta",
+		`{} {}`:                             "body",
+	}
+	for body, loc := range cases {
+		_, err := DecodeFile([]byte(body), "body")
+		var ve ValidationError
+		require.ErrorAs(t, err, &ve, body)
+		var locs []string
+		for _, f := range ve {
+			locs = append(locs, f.Location)
+		}
+		require.Contains(t, locs, loc, body)
+	}
+	_, err := DecodeBulkFiles([]byte(`{"files":[{"path":"a"},{"path":"/b","nope":1}]}`))
+	var ve ValidationError
+	require.ErrorAs(t, err, &ve)
+	require.Equal(t, "body.files[1].nope", ve[len(ve)-1].Location)
+}
+
+// fuzzCheck asserts what every decoder promises for any input: a value or a ValidationError whose
+// every entry names a location under "body", never a panic; and a decoded file always passes
+// the validators again.
+func fuzzCheck(t *testing.T, err error) {
+	if err == nil {
+		return
+	}
+	var ve ValidationError
+	if !errorAs(err, &ve) || len(ve) == 0 {
+		t.Fatalf("not a ValidationError: %v", err)
+	}
+	for _, f := range ve {
+		if !strings.HasPrefix(f.Location, "body") || f.Message == "" {
+			t.Fatalf("bad field error %+v", f)
+		}
+	}
+}
+
+func errorAs(err error, ve *ValidationError) bool {
+	v, ok := err.(ValidationError)
+	*ve = v
+	return ok
+}
+
+func checkFile(t *testing.T, f File) {
+	if why := ValidatePath(f.Path); why != "" {
+		t.Fatalf("decoded path %q fails: %s", f.Path, why)
+	}
+	if c, why := NormalizeChecksum(f.Checksum); why != "" || c != f.Checksum {
+		t.Fatalf("decoded checksum %q not normalized", f.Checksum)
+	}
+	if f.SizeBytes < 0 || f.InstrumentModuleID < 1 || f.ExecutedObsUnitID == "" {
+		t.Fatalf("decoded file out of range: %+v", f)
+	}
+	if !json.Valid(f.Meta) || f.Meta[0] != '{' {
+		t.Fatalf("decoded meta %q is not an object", f.Meta)
+	}
+}
+
+func FuzzDecodeFile(f *testing.F) {
+	f.Add([]byte(`{"executed_obs_unit_id":"0192f1e2-3c4d-7e5f-8a9b-0c1d2e3f4a5b","instrument_module_id":11,"path":"a/b.fits","size_bytes":1,"checksum":"xxh64:0123456789abcdef"}`))
+	f.Add([]byte(`{"path":"../x","size_bytes":-1,"meta":[1]}`))
+	f.Add([]byte(`{"id":null,"created_at":"2026-01-01T00:00:00Z"}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		file, err := DecodeFile(body, "body")
+		fuzzCheck(t, err)
+		if err == nil {
+			checkFile(t, file)
+		}
+	})
+}
+
+func FuzzDecodeBulkFiles(f *testing.F) {
+	f.Add([]byte(`{"files":[{"executed_obs_unit_id":"0192f1e2-3c4d-7e5f-8a9b-0c1d2e3f4a5b","instrument_module_id":11,"path":"a","size_bytes":0,"checksum":"sha256:` + strings.Repeat("0", 64) + `"}]}`))
+	f.Add([]byte(`{"files":[]}`))
+	f.Add([]byte(`{"files":[{},{"id":"x"}]}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		files, err := DecodeBulkFiles(body)
+		fuzzCheck(t, err)
+		if err == nil {
+			if len(files) < 1 || len(files) > MaxBulkFiles {
+				t.Fatalf("%d files accepted", len(files))
+			}
+			for _, file := range files {
+				checkFile(t, file)
+			}
+		}
+	})
+}
+
+func FuzzDecodeOthers(f *testing.F) {
+	f.Add([]byte(`{"obs_unit_id":1,"start_time":"2026-11-25T00:00:00Z"}`))
+	f.Add([]byte(`{"end_time":"2026-11-25T00:00:00+02:00","status":"aborted"}`))
+	f.Add([]byte(`{"executed_obs_unit_id":"0192f1e2-3c4d-7e5f-8a9b-0c1d2e3f4a5b","instrument_module_id":1,"name":"p","file_ids":["0192f1e2-3c4d-7e5f-8a9b-0c1d2e3f4a5b"]}`))
+	f.Add([]byte(`{"size_bytes":0,"checksum":"xxh64:0123456789ABCDEF","file_ids":[]}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		s, err := DecodeStart(body, "FYST")
+		fuzzCheck(t, err)
+		if err == nil && (s.ObsUnitID < 1 || s.StartTime.IsZero() || s.Site == "") {
+			t.Fatalf("bad start %+v", s)
+		}
+		fin, err := DecodeFinish(body)
+		fuzzCheck(t, err)
+		if err == nil && fin.Status != StatusCompleted && fin.Status != StatusFailed && fin.Status != StatusAborted {
+			t.Fatalf("bad finish status %q", fin.Status)
+		}
+		p, err := DecodePackage(body)
+		fuzzCheck(t, err)
+		if err == nil && (p.Name == "" || !utf8.ValidString(p.ExecutedObsUnitID)) {
+			t.Fatalf("bad package %+v", p)
+		}
+		z, err := DecodeFinalize(body)
+		fuzzCheck(t, err)
+		if err == nil {
+			if c, why := NormalizeChecksum(z.Checksum); why != "" || c != z.Checksum || z.SizeBytes < 0 {
+				t.Fatalf("bad finalize %+v", z)
+			}
+		}
+		_, err = DecodeFileUpdate(body)
+		fuzzCheck(t, err)
+	})
+}
+
+func FuzzValidators(f *testing.F) {
+	f.Add("raw/a.fits")
+	f.Add("sha256:" + strings.Repeat("a", 64))
+	f.Add("a/../b")
+	f.Fuzz(func(t *testing.T, s string) {
+		if ValidatePath(s) == "" {
+			if s == "" || s[0] == '/' || len(s) > MaxPathBytes || strings.Contains(s, "//") || !utf8.ValidString(s) {
+				t.Fatalf("path %q accepted", s)
+			}
+			for _, seg := range strings.Split(s, "/") {
+				if seg == "." || seg == ".." {
+					t.Fatalf("path %q with a dot segment accepted", s)
+				}
+			}
+		}
+		if c, why := NormalizeChecksum(s); why == "" {
+			alg, hex, _ := strings.Cut(c, ":")
+			if (alg != "sha256" || len(hex) != 64) && (alg != "xxh64" || len(hex) != 16) || strings.ToLower(hex) != hex {
+				t.Fatalf("checksum %q accepted as %q", s, c)
+			}
+		}
+		if id, ok := ParseUUID(s); ok && (len(id) != 36 || strings.ToLower(s) != id) {
+			t.Fatalf("uuid %q accepted as %q", s, id)
+		}
+	})
+}

@@ -1,0 +1,235 @@
+package ingest_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"maps"
+	"net/http"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/obsops/obsops/pkg/testenv"
+)
+
+// ingestProc starts one more ingest process of the suite with role and extra settings, on its
+// own address; it returns the process and its base URL.
+func ingestProc(t *testing.T, s *testenv.Suite, role string, extra map[string]string) (*testenv.Process, string) {
+	t.Helper()
+	vars := maps.Clone(s.Env)
+	addr := testenv.FreeAddr(t)
+	vars["OPS_INGEST_ADDR"] = addr
+	maps.Copy(vars, extra)
+	p := testenv.Start(t, "ingest-"+role, testenv.Binary(t, "ingest"), vars, "-role", role)
+	testenv.WaitReady(t, p, "http://"+addr+"/readyz", 30*time.Second)
+	return p, "http://" + addr
+}
+
+// newSplitEnv is newEnv with the suite's ingest as API only (on the gateway's upstream
+// address): workers are started by the test.
+func newSplitEnv(t *testing.T) *env {
+	t.Helper()
+	vars := map[string]string{"OPS_RATE_LIMIT_PER_MINUTE": "0", "OPS_LOG_LEVEL": "warn"}
+	s := testenv.StartSuite(t, testenv.SuiteOptions{Env: vars, Skip: []string{"transfer", "catalog", "ingest"}})
+	e := envFor(t, s)
+	p := testenv.Start(t, "ingest-api", testenv.Binary(t, "ingest"), s.Env, "-role", "api")
+	testenv.WaitReady(t, p, s.URLs["ingest"]+"/readyz", 30*time.Second)
+	return e
+}
+
+func (e *env) receipt(t *testing.T, tx string) (state string, attempts int, lastError string) {
+	t.Helper()
+	r := e.do(t, http.MethodGet, "/api/ingest/transactions/"+tx, e.token, nil)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	var rc struct {
+		State     string `json:"state"`
+		Attempts  int    `json:"attempts"`
+		LastError string `json:"last_error"`
+	}
+	r.json(t, &rc)
+	return rc.State, rc.Attempts, rc.LastError
+}
+
+// bufferStats is the part of the site service's /buffer-stats these tests read.
+type bufferStats struct {
+	Archived    int        `json:"archived"`
+	LastApplyAt *time.Time `json:"last_apply_at"`
+	DeadLetters []struct {
+		Error string `json:"error"`
+	} `json:"dead_letters"`
+}
+
+func (e *env) bufferStats(t *testing.T) bufferStats {
+	t.Helper()
+	r := doURL(t, e.c, http.MethodGet, e.s.GatewayURL+"/buffer-stats", "", nil)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	var st bufferStats
+	r.json(t, &st)
+	return st
+}
+
+func (e *env) ingestAdmin(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(testenv.Binary(t, "ingest"), append([]string{"admin"}, args...)...)
+	for k, v := range e.s.Env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	require.NoError(t, cmd.Run(), "ingest admin %v: %s", args, errb.String())
+	return out.String()
+}
+
+// TestOutageRetriesAndDeadLetters: while the main database is unreachable tasks are retried,
+// never dead-lettered, and drain by themselves once it is back; a task that can never apply (its
+// obs unit was deleted) becomes a dead letter with its error, shown in the receipt, in
+// /buffer-stats and by `ingest admin dead-letters`, which can retry it after a fix or drop it.
+func TestOutageRetriesAndDeadLetters(t *testing.T) {
+	e := newSplitEnv(t)
+	st := e.start(t, startBody(e.obsUnit))
+	r := e.do(t, http.MethodPost, "/raw_data_files/", e.token, fileBody(st.ID, "a.fits"))
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	var file answer
+	r.json(t, &file)
+
+	// A worker whose main database is unreachable (nothing listens there).
+	down, _ := ingestProc(t, e.s, "worker", map[string]string{
+		"OPS_MAIN_DATABASE_URL": "postgres://postgres@" + testenv.FreeAddr(t) + "/none?sslmode=disable&connect_timeout=1"})
+	require.Eventually(t, func() bool {
+		s, attempts, lastErr := e.receipt(t, file.TransactionID)
+		return (s == "retrying" || s == "applying" || s == "buffered") && attempts >= 2 && lastErr != ""
+	}, 30*time.Second, 100*time.Millisecond, "the receipt shows the failed attempts")
+	time.Sleep(2 * time.Second)
+	stats := e.bufferStats(t)
+	require.Zero(t, stats.Archived, "an outage never makes dead letters")
+	require.False(t, stats.LastApplyAt != nil)
+	require.NoError(t, down.Stop(10*time.Second))
+
+	// The database is back (a worker that reaches it): the backlog drains by itself.
+	ingestProc(t, e.s, "worker", nil)
+	e.waitCommitted(t, st.TransactionID)
+	e.waitCommitted(t, file.TransactionID)
+	stats = e.bufferStats(t)
+	require.Zero(t, stats.Archived)
+	require.NotNil(t, stats.LastApplyAt)
+
+	// A start for an obs unit deleted before the worker applies it: a dead letter.
+	ou2 := seedObsUnit(t, e.db, "P2")
+	orphan := e.start(t, startBody(ou2))
+	_, err := e.db.Exec(`DELETE FROM observing_programs WHERE short_name = 'P2'`) // cascades to the obs unit
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		s, _, _ := e.receipt(t, orphan.TransactionID)
+		return s == "dead"
+	}, 30*time.Second, 100*time.Millisecond)
+	_, _, lastErr := e.receipt(t, orphan.TransactionID)
+	require.Contains(t, lastErr, "23503")
+	stats = e.bufferStats(t)
+	require.Equal(t, 1, stats.Archived)
+	require.Len(t, stats.DeadLetters, 1)
+	require.Contains(t, stats.DeadLetters[0].Error, "obs_unit")
+	list := e.ingestAdmin(t, "dead-letters", "list")
+	var dl struct {
+		TaskID        string `json:"task_id"`
+		TransactionID string `json:"transaction_id"`
+		Error         string `json:"error"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(list)), &dl), list)
+	require.Equal(t, orphan.TransactionID, dl.TransactionID)
+	require.Equal(t, "start:"+orphan.ID, dl.TaskID)
+
+	// The operator restores the obs unit (same id) and retries: it applies.
+	var src int64
+	require.NoError(t, e.db.QueryRow(`SELECT id FROM sources LIMIT 1`).Scan(&src))
+	_, err = e.db.Exec(`INSERT INTO observing_programs (id, short_name, title, pi) VALUES (9999, 'P2b', 't', 'pi')`)
+	require.NoError(t, err)
+	_, err = e.db.Exec(`INSERT INTO obs_units (id, program_id, name, source_id, instrument_module_id, duration_s) VALUES ($1, 9999, 'u', $2, 11, 60)`, ou2, src)
+	require.NoError(t, err)
+	require.Contains(t, e.ingestAdmin(t, "dead-letters", "retry", "--id", dl.TaskID), "1 dead letter(s) requeued")
+	e.waitCommitted(t, orphan.TransactionID)
+	require.Zero(t, e.bufferStats(t).Archived)
+
+	// Another dead letter, dropped.
+	ou3 := seedObsUnit(t, e.db, "P3")
+	gone := e.start(t, startBody(ou3))
+	_, err = e.db.Exec(`DELETE FROM observing_programs WHERE short_name = 'P3'`)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return e.bufferStats(t).Archived == 1 }, 30*time.Second, 100*time.Millisecond)
+	require.Contains(t, e.ingestAdmin(t, "dead-letters", "drop", "--all"), "1 dead letter(s) dropped")
+	require.Zero(t, e.bufferStats(t).Archived)
+	require.Zero(t, e.count(t, `SELECT count(*) FROM executed_obs_units WHERE id = $1`, gone.ID))
+
+	// Nothing is left dangling: every file's execution was recorded.
+	require.NotContains(t, e.ingestAdmin(t, "orphans"), "file_without_execution")
+
+	// The health report summarises the buffer.
+	h := doURL(t, e.c, http.MethodGet, e.s.GatewayURL+"/health", "", nil)
+	require.Contains(t, string(h.Body), `"buffer":{"pending":0`, "%s", h.Body)
+}
+
+// TestReadYourWritesAcrossAPIs: a write acknowledged by one API process is readable at once
+// through another (no worker runs, so it can only come from the buffer), and reads say committed
+// once a worker applied it.
+func TestReadYourWritesAcrossAPIs(t *testing.T) {
+	e := newSplitEnv(t)
+	_, other := ingestProc(t, e.s, "api", nil)
+	read := func(path string) response { return doURL(t, e.c, http.MethodGet, other+path, e.token, nil) }
+
+	for i := range 20 {
+		st := e.start(t, startBody(e.obsUnit)) // through the gateway to the first API process
+		r := read("/executed_obs_units/" + strconv.FormatInt(e.obsUnit, 10) + "?limit=500")
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+		require.Contains(t, string(r.Body), st.ID, "round %d", i)
+		f := e.do(t, http.MethodPost, "/raw_data_files/", e.token, fileBody(st.ID, "f"+strconv.Itoa(i)))
+		var fa answer
+		f.json(t, &fa)
+		r = read("/raw_data_files/" + fa.ID)
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+		require.Contains(t, string(r.Body), `"buffer_status":"buffered"`)
+		p := e.do(t, http.MethodPost, "/raw_data_package/", e.token, map[string]any{"executed_obs_unit_id": st.ID, "instrument_module_id": 11, "name": "p", "file_ids": []string{fa.ID}})
+		var pa answer
+		p.json(t, &pa)
+		r = read("/raw_data_package/" + pa.ID)
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+		require.Contains(t, string(r.Body), fa.ID)
+		fin := e.do(t, http.MethodPut, "/executed_obs_units/"+st.ID+"/finish", e.token, map[string]any{"end_time": "2026-11-25T02:00:00Z", "status": "failed"})
+		require.Equal(t, http.StatusCreated, fin.Status, "%s", fin.Body)
+		r = read("/executed_obs_units/" + strconv.FormatInt(e.obsUnit, 10) + "?limit=500")
+		require.Contains(t, string(r.Body), `"status":"failed"`)
+		if i == 19 {
+			ingestProc(t, e.s, "worker", nil)
+			e.waitCommitted(t, pa.TransactionID)
+			r = read("/raw_data_files/" + fa.ID)
+			require.Contains(t, string(r.Body), `"buffer_status":"committed"`)
+			r = read("/raw_data_package/" + pa.ID)
+			require.Contains(t, string(r.Body), fa.ID)
+			require.Contains(t, string(r.Body), `"buffer_status":"committed"`)
+		}
+	}
+}
+
+// TestCatalogRefusesDeletingProgramWithExecutions: once an execution of one of its obs units is
+// recorded, the catalog answers 409 to deleting the program (the foreign key of
+// executed_obs_units), and deletes a program without executions.
+func TestCatalogRefusesDeletingProgramWithExecutions(t *testing.T) {
+	vars := map[string]string{"OPS_RATE_LIMIT_PER_MINUTE": "0", "OPS_LOG_LEVEL": "warn"}
+	s := testenv.StartSuite(t, testenv.SuiteOptions{Env: vars, Skip: []string{"transfer"}})
+	e := envFor(t, s)
+	observer := s.JWT(t, "olivia", "observer")
+	var prog, idle int64
+	require.NoError(t, e.db.QueryRow(`SELECT program_id FROM obs_units WHERE id = $1`, e.obsUnit).Scan(&prog))
+	st := e.start(t, startBody(e.obsUnit))
+	e.waitCommitted(t, st.TransactionID)
+	r := e.do(t, http.MethodDelete, "/observing_program/"+strconv.FormatInt(prog, 10), observer, nil)
+	require.Equal(t, http.StatusConflict, r.Status, "%s", r.Body)
+	require.Equal(t, 1, e.count(t, `SELECT count(*) FROM obs_units WHERE id = $1`, e.obsUnit))
+
+	seedObsUnit(t, e.db, "IDLE")
+	require.NoError(t, e.db.QueryRow(`SELECT id FROM observing_programs WHERE short_name = 'IDLE'`).Scan(&idle))
+	r = e.do(t, http.MethodDelete, "/observing_program/"+strconv.FormatInt(idle, 10), observer, nil)
+	require.Equal(t, http.StatusNoContent, r.Status, "%s", r.Body)
+}

@@ -9,6 +9,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/google/uuid"
@@ -113,47 +114,69 @@ func retryable(err error) bool {
 func seconds(d time.Duration) float64 { return d.Seconds() }
 
 // Claim leases up to max due PENDING operations of the given kinds (at site, when not empty) to
-// holder: FOR UPDATE SKIP LOCKED, so concurrent movers never lease one operation twice.
+// holder: FOR UPDATE SKIP LOCKED, so concurrent movers never lease one operation twice. Kinds are
+// served in the order given. Each kind is one statement that leases, appends the history entries
+// and answers the leased operations; a claim of one kind is that one statement alone (its own
+// transaction, one round trip).
 func (s *Store) Claim(ctx context.Context, holder string, kinds []transfer.Kind, site string, max int) ([]transfer.Operation, error) {
+	claimKind := func(q queryer, k transfer.Kind, max int) ([]transfer.Operation, error) {
+		got := []transfer.Operation{}
+		err := sqlx.SelectContext(ctx, q, &got, `
+			WITH c AS (
+				SELECT id FROM operations
+				 WHERE status = 'PENDING' AND kind = $1 AND next_attempt_at <= now()
+				   AND ($2 = '' OR site_id = (SELECT id FROM sites WHERE name = $2))
+				 ORDER BY next_attempt_at, id LIMIT $3 FOR UPDATE SKIP LOCKED),
+			o AS (
+				UPDATE operations o SET status = 'IN_PROGRESS', attempt = o.attempt + 1, lease_holder = $4,
+				       lease_expires_at = now() + make_interval(secs => $5), started_at = now(), updated_at = now()
+				  FROM c WHERE o.id = c.id
+				RETURNING o.*),
+			h AS (
+				INSERT INTO operation_history (operation_id, event, from_status, to_status, actor, attempt, retry_count)
+				SELECT id, 'claimed', 'PENDING', 'IN_PROGRESS', $4, attempt, retry_count FROM o)
+			SELECT `+opColumns+` FROM o JOIN sites s ON s.id = o.site_id
+			  LEFT JOIN data_locations src ON src.id = o.source_location_id
+			  LEFT JOIN data_locations dst ON dst.id = o.destination_location_id
+			 ORDER BY o.id`,
+			string(k), site, max, holder, seconds(s.Lease))
+		return got, err
+	}
+	checkSite := func(q queryer, ops []transfer.Operation) error {
+		if len(ops) > 0 || site == "" {
+			return nil
+		}
+		var ok bool
+		if err := sqlx.GetContext(ctx, q, &ok, `SELECT EXISTS (SELECT 1 FROM sites WHERE name = $1)`, site); err != nil {
+			return err
+		}
+		if !ok {
+			return &transfer.InputError{Field: "body.site", Message: "no such site", Value: site}
+		}
+		return nil
+	}
+	if len(kinds) == 1 {
+		ops, err := claimKind(s.DB, kinds[0], max)
+		if err == nil {
+			err = checkSite(s.DB, ops)
+		}
+		return ops, err
+	}
 	var ops []transfer.Operation
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		var siteID sql.NullInt64
-		if site != "" {
-			if err := tx.GetContext(ctx, &siteID, `SELECT id FROM sites WHERE name = $1`, site); errors.Is(err, sql.ErrNoRows) {
-				return &transfer.InputError{Field: "body.site", Message: "no such site", Value: site}
-			} else if err != nil {
-				return err
-			}
-		}
-		var ids []int64
+		ops = []transfer.Operation{}
 		for _, k := range kinds {
-			if len(ids) >= max {
+			if len(ops) >= max {
 				break
 			}
-			var got []int64
-			err := tx.SelectContext(ctx, &got, `
-				WITH c AS (
-					SELECT id FROM operations
-					 WHERE status = 'PENDING' AND kind = $1 AND next_attempt_at <= now()
-					   AND ($2::integer IS NULL OR site_id = $2)
-					 ORDER BY next_attempt_at, id LIMIT $3 FOR UPDATE SKIP LOCKED),
-				u AS (
-					UPDATE operations o SET status = 'IN_PROGRESS', attempt = o.attempt + 1, lease_holder = $4,
-					       lease_expires_at = now() + make_interval(secs => $5), started_at = now(), updated_at = now()
-					  FROM c WHERE o.id = c.id
-					RETURNING o.id, o.attempt, o.retry_count)
-				INSERT INTO operation_history (operation_id, event, from_status, to_status, actor, attempt, retry_count)
-				SELECT id, 'claimed', 'PENDING', 'IN_PROGRESS', $4, attempt, retry_count FROM u
-				RETURNING operation_id`,
-				string(k), siteID, max-len(ids), holder, seconds(s.Lease))
+			got, err := claimKind(tx, k, max-len(ops))
 			if err != nil {
 				return err
 			}
-			ids = append(ids, got...)
+			ops = append(ops, got...)
 		}
-		var err error
-		ops, err = s.operations(ctx, tx, ids)
-		return err
+		sort.Slice(ops, func(i, j int) bool { return ops[i].ID < ops[j].ID })
+		return checkSite(tx, ops)
 	})
 	return ops, err
 }
@@ -200,63 +223,72 @@ type Copy struct {
 	Path     string
 }
 
-// Complete records holder's successful end of operation id.
+// Complete records holder's successful end of operation id in one round trip: one call of
+// transfer_complete (migration 00010), which locks the operation, checks the lease, marks it
+// COMPLETED, appends the history entry, records the copies, mirrors the legacy row and
+// recomputes the affected package states in one transaction, joined in the same statement to the
+// operation as the statement's snapshot saw it (before the call), which is then updated here as
+// the call updated it. Should the locked version differ from that snapshot (a concurrent change
+// in between), the operation is read again.
 func (s *Store) Complete(ctx context.Context, id int64, holder string, bytes int64, checksum string, copies []Copy) (transfer.Operation, error) {
-	var op transfer.Operation
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		cur, err := s.lockOperation(ctx, tx, "", id)
-		if err != nil {
-			return err
+	locs, paths := make([]string, len(copies)), make([]string, len(copies))
+	for i, c := range copies {
+		locs[i], paths[i] = c.Location, c.Path
+	}
+	var res struct {
+		Outcome  string         `db:"outcome"`
+		Status   sql.NullString `db:"locked_status"`
+		Holder   sql.NullString `db:"locked_holder"`
+		Bad      sql.NullInt64  `db:"bad_copy"`
+		LockedAt sql.NullTime   `db:"locked_updated_at"`
+		At       time.Time      `db:"now"`
+		transfer.Operation
+	}
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		err = s.DB.GetContext(ctx, &res, `SELECT f.outcome, f.locked_status, f.locked_holder, f.bad_copy, f.locked_updated_at, now() AS now, `+opColumns+`
+			  FROM transfer_complete($1, $2, $3, $4, $5, $6) f JOIN operations o ON o.id = $1 JOIN sites s ON s.id = o.site_id
+			  LEFT JOIN data_locations src ON src.id = o.source_location_id
+			  LEFT JOIN data_locations dst ON dst.id = o.destination_location_id`,
+			id, holder, bytes, checksum, pq.Array(locs), pq.Array(paths))
+		if !retryable(err) {
+			break
 		}
-		if err := checkLease(cur, holder); err != nil {
-			return err
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return transfer.Operation{}, transfer.ErrNotFound
+	}
+	if err != nil {
+		return transfer.Operation{}, err
+	}
+	op := res.Operation
+	switch res.Outcome {
+	case "ok":
+	case "not_found":
+		return transfer.Operation{}, transfer.ErrNotFound
+	case "conflict":
+		// Status and holder as the call saw them under the lock.
+		op.Status, op.LeaseHolder = transfer.Status(res.Status.String), nil
+		if res.Holder.Valid {
+			op.LeaseHolder = &res.Holder.String
 		}
-		locs := make([]int64, len(copies))
-		for i, c := range copies {
-			if err := tx.GetContext(ctx, &locs[i], `SELECT id FROM data_locations WHERE name = $1`, c.Location); errors.Is(err, sql.ErrNoRows) {
-				return &transfer.InputError{Field: fmt.Sprintf("body.physical_copies[%d].location", i), Message: "no such data location", Value: c.Location}
-			} else if err != nil {
-				return err
-			}
-		}
-		var at time.Time
-		if err := tx.GetContext(ctx, &at, `
-			WITH u AS (
-				UPDATE operations SET status = 'COMPLETED', bytes = $2, checksum = nullif($3, ''), completed_at = now(),
-				       lease_holder = NULL, lease_expires_at = NULL, updated_at = now()
-				 WHERE id = $1 RETURNING id, attempt, retry_count, updated_at),
-			h AS (
-				INSERT INTO operation_history (operation_id, event, from_status, to_status, actor, attempt, retry_count)
-				SELECT id, 'completed', 'IN_PROGRESS', 'COMPLETED', $4, attempt, retry_count FROM u)
-			SELECT updated_at FROM u`,
-			id, bytes, checksum, holder); err != nil {
-			return err
-		}
-		for i, c := range copies {
-			if _, err := tx.ExecContext(ctx, `
-				INSERT INTO physical_copies (raw_data_package_id, data_transfer_package_id, location_id, path, operation_id)
-				VALUES ($1, $2, $3, $4, $5) ON CONFLICT (location_id, path) DO NOTHING`,
-				cur.RawDataPackageID, cur.DataTransferPackageID, locs[i], c.Path, id); err != nil {
-				return err
-			}
-		}
-		if err := mirrorLegacy(ctx, tx, cur, "completed"); err != nil {
-			return err
-		}
-		if _, err := refreshForOperation(ctx, tx, cur); err != nil {
-			return err
-		}
-		op = cur
-		op.Status, op.LeaseHolder, op.LeaseExpiresAt, op.UpdatedAt, op.CompletedAt = transfer.StatusCompleted, nil, nil, at, &at
-		op.Bytes = &bytes
-		if checksum != "" {
-			op.Checksum = &checksum
-		} else {
-			op.Checksum = nil
-		}
-		return nil
-	})
-	return op, err
+		return transfer.Operation{}, checkLease(op, holder)
+	case "location":
+		i := int(res.Bad.Int64)
+		return transfer.Operation{}, &transfer.InputError{Field: fmt.Sprintf("body.physical_copies[%d].location", i), Message: "no such data location", Value: copies[i].Location}
+	default:
+		return transfer.Operation{}, fmt.Errorf("transfer_complete: unexpected outcome %q", res.Outcome)
+	}
+	if !res.LockedAt.Valid || !res.LockedAt.Time.Equal(op.UpdatedAt) {
+		return s.Operation(ctx, "", id)
+	}
+	op.Status, op.LeaseHolder, op.LeaseExpiresAt, op.UpdatedAt, op.CompletedAt = transfer.StatusCompleted, nil, nil, res.At, &res.At
+	op.Bytes = &bytes
+	op.Checksum = nil
+	if checksum != "" {
+		op.Checksum = &checksum
+	}
+	return op, nil
 }
 
 // Failure is a failed attempt as a mover reports it.

@@ -14,34 +14,12 @@ import (
 	"github.com/obsops/obsops/services/transfer"
 )
 
-// deriveSQL computes each package's lifecycle state from its operation chain (DESIGN §6), in
-// this order: ARCHIVED if a long_term_archive operation of it completed or a copy of it is at a
-// long-term archive location; else FAILED if any operation of its chain (its raw_data_package
-// and long_term_archive operations, its DTP's data_transfer_package, transfer and unpack
-// operations) is FAILED; else TRANSFERRING if it belongs to a DTP whose operations are not all
-// done (one not COMPLETED, no unpack yet, or a transfer without its unpack); else WAITING.
-// %s is the WHERE clause choosing the packages (alias p).
+// deriveSQL computes each package's lifecycle state from its operation chain (DESIGN §6) with
+// transfer_derived_state (migration 00010, the one definition of the rules: ARCHIVED, else FAILED,
+// else TRANSFERRING, else WAITING). %s is the WHERE clause choosing the packages (alias p).
 const deriveSQL = `
 SELECT p.raw_data_package_id AS id, p.state AS current,
-  CASE
-    WHEN EXISTS (SELECT 1 FROM operations o WHERE o.raw_data_package_id = p.raw_data_package_id
-                    AND o.kind = 'long_term_archive' AND o.status = 'COMPLETED')
-      OR EXISTS (SELECT 1 FROM physical_copies c JOIN data_locations l ON l.id = c.location_id
-                  WHERE c.raw_data_package_id = p.raw_data_package_id AND l.role = 'long_term_archive')
-      THEN 'ARCHIVED'
-    WHEN EXISTS (SELECT 1 FROM operations o WHERE o.raw_data_package_id = p.raw_data_package_id
-                    AND o.kind IN ('raw_data_package', 'long_term_archive') AND o.status = 'FAILED')
-      OR EXISTS (SELECT 1 FROM operations o WHERE o.data_transfer_package_id = p.data_transfer_package_id AND o.status = 'FAILED')
-      THEN 'FAILED'
-    WHEN p.data_transfer_package_id IS NOT NULL AND (
-           EXISTS (SELECT 1 FROM operations o WHERE o.data_transfer_package_id = p.data_transfer_package_id AND o.status <> 'COMPLETED')
-        OR NOT EXISTS (SELECT 1 FROM operations o WHERE o.data_transfer_package_id = p.data_transfer_package_id AND o.kind = 'unpack')
-        OR EXISTS (SELECT 1 FROM operations t WHERE t.data_transfer_package_id = p.data_transfer_package_id AND t.kind = 'transfer'
-                     AND NOT EXISTS (SELECT 1 FROM operations u WHERE u.data_transfer_package_id = t.data_transfer_package_id
-                                        AND u.kind = 'unpack' AND u.destination_location_id = t.destination_location_id)))
-      THEN 'TRANSFERRING'
-    ELSE 'WAITING'
-  END AS derived
+  transfer_derived_state(p.raw_data_package_id, p.data_transfer_package_id) AS derived
 FROM package_states p WHERE %s`
 
 // StateChange is one package whose stored state was recomputed: {package_id, from, to}.

@@ -278,3 +278,57 @@ func TestEnterWatermarkAndFullPass(t *testing.T) {
 	require.Equal(t, 1, n, "the full pass finds it")
 	require.Equal(t, "WAITING", e.State(t, late[0]))
 }
+
+// Complete refuses, writing nothing, an unknown copy location (naming the copy), another
+// holder's lease (naming the holder), an unknown operation and a second completion; then it
+// completes with the copies recorded, the history appended and the package state recomputed.
+func TestCompleteRefusalsWriteNothing(t *testing.T) {
+	e := transfertest.New(t)
+	ctx := context.Background()
+	ids := transfertest.AddPackages(t, e.DB, 1, 1000, "complete")
+	e.Round(t)
+	ops, err := e.Store.Claim(ctx, "m", []transfer.Kind{transfer.KindRawDataPackage}, "", 1)
+	require.NoError(t, err)
+	require.Len(t, ops, 1)
+	id := ops[0].ID
+	writes := func() int {
+		return count(t, e, `SELECT (SELECT count(*) FROM operation_history WHERE operation_id = $1) + (SELECT count(*) FROM physical_copies)`, id)
+	}
+	before := writes()
+
+	_, err = e.Store.Complete(ctx, id, "m", 1, "", []postgres.Copy{{Location: "cologne-buffer", Path: "a"}, {Location: "nowhere", Path: "b"}})
+	var in *transfer.InputError
+	require.ErrorAs(t, err, &in)
+	require.Equal(t, "body.physical_copies[1].location", in.Field)
+	_, err = e.Store.Complete(ctx, id, "other", 1, "", nil)
+	var lease *transfer.LeaseConflictError
+	require.ErrorAs(t, err, &lease)
+	require.Equal(t, "m", lease.Holder)
+	_, err = e.Store.Complete(ctx, id+1000, "m", 1, "", nil)
+	require.ErrorIs(t, err, transfer.ErrNotFound)
+	require.Equal(t, before, writes())
+	require.Equal(t, "IN_PROGRESS", opStatus(t, e, id))
+
+	// A copy at a long-term archive location archives the package, in the same call.
+	op, err := e.Store.Complete(ctx, id, "m", 7, "sha256:ab", []postgres.Copy{{Location: "cologne-archive", Path: "a"}})
+	require.NoError(t, err)
+	require.Equal(t, transfer.StatusCompleted, op.Status)
+	require.Nil(t, op.LeaseHolder)
+	require.Equal(t, int64(7), *op.Bytes)
+	require.NotNil(t, op.CompletedAt)
+	require.Equal(t, before+2, writes())
+	require.Equal(t, "ARCHIVED", e.State(t, ids[0]))
+
+	_, err = e.Store.Complete(ctx, id, "m", 7, "", nil)
+	var st *transfer.StatusConflictError
+	require.ErrorAs(t, err, &st)
+	require.Equal(t, transfer.StatusCompleted, st.Current)
+	require.Equal(t, transfer.KindRawDataPackage, st.Kind)
+}
+
+func opStatus(t *testing.T, e *transfertest.Env, id int64) string {
+	t.Helper()
+	var s string
+	require.NoError(t, e.DB.Get(&s, `SELECT status FROM operations WHERE id = $1`, id))
+	return s
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
+	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/services/transfer"
 )
 
@@ -87,23 +88,11 @@ func (s *Store) lockOperation(ctx context.Context, tx *sqlx.Tx, kind transfer.Ki
 func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
-		if err = s.tryTx(ctx, fn); !retryable(err) {
+		if err = database.InTx(ctx, s.DB, fn); !retryable(err) {
 			return err
 		}
 	}
 	return err
-}
-
-func (s *Store) tryTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
-	tx, err := s.DB.BeginTxx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = tx.Rollback() }()
-	if err := fn(tx); err != nil {
-		return err
-	}
-	return tx.Commit()
 }
 
 func retryable(err error) bool {

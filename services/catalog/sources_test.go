@@ -267,6 +267,17 @@ func testConeSearch(t *testing.T, e *env) {
 	require.NoError(t, err)
 	_, err = e.db.Exec(`INSERT INTO source_aliases (source_id, alias, is_name) SELECT id, name, true FROM sources WHERE name LIKE 'cone-%'`)
 	require.NoError(t, err)
+	// A cone answers each source's aliases (in the same statement as the page), in creation order.
+	withAliases := e.createSource(t, map[string]any{"name": "cone aliased", "kind": "fixed", "ra_deg": 201.5, "dec_deg": -33.25,
+		"aliases": []string{"cone alias b", "cone alias a"}})
+	var near sourcePage
+	r := e.call(t, http.MethodGet, e.gw("/sources/?ra_deg=201.5&dec_deg=-33.25&radius_deg=0.001"), e.viewer, nil)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	r.JSON(t, &near)
+	require.Len(t, near.Items, 1)
+	require.Equal(t, withAliases, near.Items[0].ID)
+	require.Equal(t, []string{"cone alias b", "cone alias a"}, near.Items[0].Aliases)
+	require.Empty(t, e.call(t, http.MethodDelete, e.gw(fmt.Sprintf("/sources/%d", withAliases)), e.observer, nil).Body)
 	_, err = e.db.Exec(`ANALYZE sources`)
 	require.NoError(t, err)
 
@@ -325,6 +336,22 @@ func testConeSearch(t *testing.T, e *env) {
 				}
 			}
 			require.Equal(t, len(got), total)
+			// Past the end: no items, the same total (the count-only path of the cone statement).
+			var past sourcePage
+			r := e.call(t, http.MethodGet, e.gw(fmt.Sprintf("/sources/?ra_deg=%v&dec_deg=%v&radius_deg=%v&limit=10&offset=%d", c.ra, c.dec, c.r, total+5)), e.viewer, nil)
+			require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+			r.JSON(t, &past)
+			require.Empty(t, past.Items)
+			require.Equal(t, total, past.Total)
+			// With another filter the cone takes the general query: the same answer.
+			var filtered sourcePage
+			r = e.call(t, http.MethodGet, e.gw(fmt.Sprintf("/sources/?ra_deg=%v&dec_deg=%v&radius_deg=%v&kind=fixed&limit=500", c.ra, c.dec, c.r)), e.viewer, nil)
+			require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+			r.JSON(t, &filtered)
+			require.Equal(t, total, filtered.Total)
+			for i := range min(len(filtered.Items), len(got)) {
+				require.Equal(t, got[i].ID, filtered.Items[i].ID, "same order (distance, then id)")
+			}
 			var gotIDs []int64
 			prev := -1.0
 			for _, s := range got {
@@ -370,7 +397,7 @@ func testConeSearch(t *testing.T, e *env) {
 		requireProblem(t, e.call(t, http.MethodGet, e.gw("/sources/?"+c.query), e.viewer, nil), http.StatusUnprocessableEntity, c.location)
 	}
 	var page sourcePage
-	r := e.call(t, http.MethodGet, e.gw("/sources/?ra_deg=10&dec_deg=0&radius_deg=10"), e.viewer, nil)
+	r = e.call(t, http.MethodGet, e.gw("/sources/?ra_deg=10&dec_deg=0&radius_deg=10"), e.viewer, nil)
 	require.Equal(t, http.StatusOK, r.Status, "radius 10 is allowed: %s", r.Body)
 	r.JSON(t, &page)
 	require.Positive(t, page.Total)

@@ -9,7 +9,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
+	"sync"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
@@ -20,6 +22,37 @@ import (
 // Store is the catalog's PostgreSQL store.
 type Store struct {
 	DB *sqlx.DB
+	// Cone, when set, is a pool opened with ConeDSN that answers plain cone searches through a
+	// statement prepared once per connection (no planning per request); nil: every query on DB.
+	Cone *sqlx.DB
+
+	coneMu   sync.Mutex
+	coneStmt *sqlx.Stmt // prepared on first use; database/sql prepares it again on each new connection
+}
+
+// ConeDSN returns dsn (URL or key=value form) with the session settings of the cone-search pool:
+// plan_cache_mode=force_generic_plan, so a prepared cone search is planned once per connection
+// rather than per request (PostgreSQL would otherwise keep custom plans, the generic plan's cost
+// estimate being pessimistic), and jit=off, since that pessimistic estimate would otherwise
+// trigger JIT compilation (~1 s) of a query that runs in a few milliseconds.
+func ConeDSN(dsn string) (string, error) {
+	settings := [][2]string{{"plan_cache_mode", "force_generic_plan"}, {"jit", "off"}}
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			return "", err
+		}
+		v := u.Query()
+		for _, kv := range settings {
+			v.Set(kv[0], kv[1])
+		}
+		u.RawQuery = v.Encode()
+		return u.String(), nil
+	}
+	for _, kv := range settings {
+		dsn += " " + kv[0] + "=" + kv[1]
+	}
+	return strings.TrimSpace(dsn), nil
 }
 
 func pqCode(err error) (string, string) {

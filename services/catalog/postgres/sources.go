@@ -37,13 +37,15 @@ type sourceRow struct {
 	DistanceDeg    *float64  `db:"distance_deg"`
 	Total          int       `db:"total"`
 	Key            string    `db:"key"` // LookupNames: the alias key that matched
+	// Aliases is filled by the cone statement (the page's aliases in the same round trip).
+	Aliases pq.StringArray `db:"aliases"`
 }
 
 func (r sourceRow) source() catalog.Source {
 	return catalog.Source{ID: r.ID, Name: r.Name, Kind: r.Kind, RADeg: r.RADeg, DecDeg: r.DecDeg, PMRAMasYr: r.PMRAMasYr,
 		PMDecMasYr: r.PMDecMasYr, Epoch: r.Epoch, Body: r.Body, ElevationDeg: r.ElevationDeg, AzMinDeg: r.AzMinDeg,
 		AzMaxDeg: r.AzMaxDeg, ObjectType: r.ObjectType, CoordOrigin: r.CoordOrigin, CoordReference: r.CoordReference,
-		DistanceDeg: r.DistanceDeg, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), Aliases: []string{}}
+		DistanceDeg: r.DistanceDeg, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), Aliases: append([]string{}, r.Aliases...)}
 }
 
 const sourceColumns = `s.id, s.name, s.kind, s.ra_deg, s.dec_deg, s.pm_ra_mas_yr, s.pm_dec_mas_yr, s.epoch, s.body,
@@ -53,6 +55,9 @@ const sourceColumns = `s.id, s.name, s.kind, s.ra_deg, s.dec_deg, s.pm_ra_mas_yr
 // centre with one (q3c_radial_query, served by the q3c index; exact across RA 0/360 and at the
 // poles). q matches any part of a name or alias, ignoring case and white space.
 func (s *Store) ListSources(ctx context.Context, q catalog.SourceQuery) (catalog.Page[catalog.Source], error) {
+	if s.Cone != nil && q.RADeg != nil && q.DecDeg != nil && q.Radius != nil && q.Q == "" && q.Kind == "" && q.ProgramID == 0 {
+		return s.coneSearch(ctx, q)
+	}
 	var where []string
 	var args []any
 	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
@@ -97,6 +102,61 @@ func (s *Store) ListSources(ctx context.Context, q catalog.SourceQuery) (catalog
 		}
 	}
 	return page, s.attachAliases(ctx, s.DB, page.Items)
+}
+
+// coneSQL is the plain cone search (no other filter), prepared once per connection of the Cone
+// pool: q3c_radial_query on the sources_q3c index, the distance computed once per row, sorted by
+// it with the page's LIMIT (a top-N sort), total from the same scan, and the aliases of the
+// page's sources only (after the LIMIT) in the same round trip.
+const coneSQL = `
+	SELECT p.*, ARRAY(SELECT a.alias FROM source_aliases a WHERE a.source_id = p.id AND NOT a.is_name ORDER BY a.id) AS aliases
+	FROM (
+		SELECT ` + sourceColumns + `, d.distance_deg, count(*) OVER () AS total
+		FROM sources s CROSS JOIN LATERAL (SELECT q3c_dist(s.ra_deg, s.dec_deg, $1, $2) AS distance_deg) d
+		WHERE q3c_radial_query(s.ra_deg, s.dec_deg, $1, $2, $3)
+		ORDER BY d.distance_deg, s.id LIMIT $4 OFFSET $5
+	) p
+	ORDER BY p.distance_deg, p.id`
+
+// coneSearch answers a plain cone search with the statement prepared on the Cone pool, whose
+// sessions use generic plans without JIT (ConeDSN): q3c expands a cone into 100 index ranges,
+// and planning them anew for every request cost as much as running the query.
+func (s *Store) coneSearch(ctx context.Context, q catalog.SourceQuery) (catalog.Page[catalog.Source], error) {
+	stmt, err := s.coneStatement(ctx)
+	if err != nil {
+		return catalog.Page[catalog.Source]{}, err
+	}
+	var rows []sourceRow
+	if err := stmt.SelectContext(ctx, &rows, *q.RADeg, *q.DecDeg, *q.Radius, q.Limit, q.Offset); err != nil {
+		return catalog.Page[catalog.Source]{}, err
+	}
+	page := catalog.Page[catalog.Source]{Items: make([]catalog.Source, 0, len(rows)), Limit: q.Limit, Offset: q.Offset}
+	for _, r := range rows {
+		page.Items = append(page.Items, r.source())
+		page.Total = r.Total
+	}
+	if len(rows) == 0 && q.Offset > 0 { // past the end: the window saw no row, count alone
+		if err := s.Cone.GetContext(ctx, &page.Total, `SELECT count(*) FROM sources s WHERE q3c_radial_query(s.ra_deg, s.dec_deg, $1, $2, $3)`,
+			*q.RADeg, *q.DecDeg, *q.Radius); err != nil {
+			return page, err
+		}
+	}
+	return page, nil
+}
+
+// coneStatement prepares the cone statement on first use; a failure (database unreachable) is
+// returned and retried on the next request rather than kept.
+func (s *Store) coneStatement(ctx context.Context) (*sqlx.Stmt, error) {
+	s.coneMu.Lock()
+	defer s.coneMu.Unlock()
+	if s.coneStmt == nil {
+		stmt, err := s.Cone.PreparexContext(ctx, coneSQL)
+		if err != nil {
+			return nil, err
+		}
+		s.coneStmt = stmt
+	}
+	return s.coneStmt, nil
 }
 
 func (s *Store) attachAliases(ctx context.Context, db sqlx.QueryerContext, sources []catalog.Source) error {

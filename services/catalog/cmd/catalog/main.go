@@ -51,7 +51,16 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	store := &postgres.Store{DB: db}
+	coneDSN, err := postgres.ConeDSN(svc.Common.DatabaseURL)
+	if err != nil {
+		return &config.Invalid{Var: "OPS_DATABASE_URL", Reason: err.Error()}
+	}
+	cone, err := database.Open(coneDSN, svc.Common.DBMaxConns)
+	if err != nil {
+		return err
+	}
+	svc.OnClose("database (cone search)", func(context.Context) error { return cone.Close() })
+	store := &postgres.Store{DB: db, Cone: cone}
 	resolver := &resolve.Resolver{Local: local, DB: store}
 	if cfg.SesameURL != "" {
 		resolver.Online = resolve.NewSesame(cfg.SesameURL, cfg.SesameTimeout, cfg.SesameCacheTTL, svc.Redis, svc.Log, svc.Metrics)

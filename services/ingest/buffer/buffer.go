@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -374,6 +375,9 @@ func (b *Buffer) Receipt(ctx context.Context, tx string) (ingest.Receipt, error)
 	if at, ok := st["committed_at"]; ok {
 		t, _ := time.Parse(time.RFC3339Nano, at)
 		r.State, r.CommittedAt, r.CommitLSN = ingest.TxCommitted, &t, st["lsn"]
+		if _, ok := st["replicated_at"]; ok {
+			r.State = ingest.TxReplicated // secondary site: this site's replica has the commit
+		}
 		return r, nil
 	}
 	ti, err := b.insp.GetTaskInfo(ingest.Queue, info.TaskID)
@@ -487,4 +491,120 @@ func (b *Buffer) RecordDirect(ctx context.Context, w Write, lsn string, committe
 	pipe.HSet(ctx, st, "committed_at", committedAt.UTC().Format(time.RFC3339Nano), "lsn", lsn, "attempts", 1)
 	pipe.PExpire(ctx, st, txTTL)
 	_, _ = pipe.Exec(ctx)
+}
+
+// Secondary sites (DESIGN §3): a replayed transaction's records stay in the read cache after the
+// commit in the main primary until this site's read replica has replayed the commit, so a client
+// at the observatory reads its own writes at every moment.
+const (
+	replWaitKey   = "ingest:replwait"   // sorted set of committed transactions, score ≈ commit LSN
+	replItemsPref = "ingest:replitems:" // + tx → JSON of the items to evict once replicated
+)
+
+// ParseLSN turns PostgreSQL's "X/Y" WAL position into a number (ok false for "" or garbage).
+func ParseLSN(s string) (uint64, bool) {
+	hi, lo, found := strings.Cut(s, "/")
+	if !found {
+		return 0, false
+	}
+	h, err1 := strconv.ParseUint(hi, 16, 32)
+	l, err2 := strconv.ParseUint(lo, 16, 32)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return h<<32 | l, true
+}
+
+// MarkCommitted is Evict for a secondary site: the receipt records the commit (state committed)
+// but the records stay cached; ReleaseReplicated evicts them once the replica has passed lsn. A
+// commit whose LSN is unknown (the position query failed after the commit) is evicted at once, as
+// at a main site: a read may then miss it until the replica catches up (rare; logged nowhere yet).
+func (b *Buffer) MarkCommitted(ctx context.Context, tx string, items []Item, lsn string, committedAt time.Time) error {
+	n, ok := ParseLSN(lsn)
+	if !ok {
+		return b.Evict(ctx, tx, items, lsn, committedAt)
+	}
+	enc, err := json.Marshal(items)
+	if err != nil {
+		return err
+	}
+	st := txStatePrefix + tx
+	pipe := b.rdb.TxPipeline()
+	pipe.Set(ctx, replItemsPref+tx, enc, recordTTL)
+	pipe.ZAdd(ctx, replWaitKey, redis.Z{Score: float64(n), Member: tx + "|" + lsn})
+	pipe.HSet(ctx, st, "committed_at", committedAt.UTC().Format(time.RFC3339Nano), "lsn", lsn)
+	pipe.HIncrBy(ctx, st, "attempts", 1)
+	pipe.PExpire(ctx, st, txTTL)
+	pipe.Set(ctx, contract.IngestLastApplyKey, strconv.FormatInt(committedAt.UnixMilli(), 10), 0)
+	_, err = pipe.Exec(ctx)
+	return err
+}
+
+// ReleaseReplicated evicts the cached records of every committed transaction whose commit LSN the
+// local replica has replayed (replay, from pg_last_wal_replay_lsn()) and marks their receipts
+// replicated. It returns how many transactions it released.
+func (b *Buffer) ReleaseReplicated(ctx context.Context, replay uint64) (int, error) {
+	// Scores are float64 (exact up to 2^53 bytes of WAL); the exact comparison is done on the
+	// LSN text kept in the member.
+	cands, err := b.rdb.ZRangeByScore(ctx, replWaitKey, &redis.ZRangeBy{
+		Min: "-inf", Max: strconv.FormatFloat(float64(replay)*(1+1e-15)+1, 'f', 0, 64), Count: 1000}).Result()
+	if err != nil {
+		return 0, err
+	}
+	released := 0
+	for _, m := range cands {
+		tx, lsn, _ := strings.Cut(m, "|")
+		if n, ok := ParseLSN(lsn); !ok || n > replay {
+			continue
+		}
+		enc, err := b.rdb.Get(ctx, replItemsPref+tx).Bytes()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return released, err
+		}
+		var items []Item
+		_ = json.Unmarshal(enc, &items)
+		pipe := b.rdb.TxPipeline()
+		for start := 0; start < len(items); start += 1000 {
+			chunk := items[start:min(start+1000, len(items))]
+			keys := make([]string, len(chunk))
+			for i, it := range chunk {
+				keys[i] = recKey(it.Kind, it.ID)
+				if it.Index != "" {
+					pipe.SRem(ctx, it.Index, it.ID)
+				}
+			}
+			pipe.Del(ctx, keys...)
+		}
+		pipe.HSet(ctx, txStatePrefix+tx, "replicated_at", time.Now().UTC().Format(time.RFC3339Nano))
+		pipe.Del(ctx, replItemsPref+tx)
+		pipe.ZRem(ctx, replWaitKey, m)
+		if _, err := pipe.Exec(ctx); err != nil {
+			return released, err
+		}
+		released++
+	}
+	return released, nil
+}
+
+// CommittedTxs reports which of the transactions have committed in the main database (their
+// records may still be cached at a secondary site, waiting for the replica).
+func (b *Buffer) CommittedTxs(ctx context.Context, txs ...string) (map[string]bool, error) {
+	out := make(map[string]bool, len(txs))
+	if len(txs) == 0 {
+		return out, nil
+	}
+	pipe := b.rdb.Pipeline()
+	cmds := make([]*redis.BoolCmd, len(txs))
+	for i, tx := range txs {
+		cmds[i] = pipe.HExists(ctx, txStatePrefix+tx, "committed_at")
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	for i, c := range cmds {
+		if c.Val() {
+			out[txs[i]] = true
+		}
+	}
+	return out, nil
 }

@@ -159,7 +159,16 @@ func (h *Handlers) getFile(ctx context.Context, in *fileIDInput) (*fileOutput, e
 	if c, ok := cached[id]; ok {
 		var r cacheRecord[ingest.File]
 		if err := json.Unmarshal(c.Record, &r); err == nil {
-			return &fileOutput{Body: r.R.Record(r.At)}, nil
+			rec := r.R.Record(r.At)
+			// At a secondary site a committed record stays cached until the replica has it.
+			done, err := h.Buffer.CommittedTxs(ctx, c.Tx)
+			if err != nil {
+				return nil, h.readErr(err)
+			}
+			if done[c.Tx] {
+				rec.BufferStatus = ingest.Committed
+			}
+			return &fileOutput{Body: rec}, nil
 		}
 	}
 	return nil, huma.Error404NotFound("no raw data file " + id)

@@ -100,6 +100,9 @@ type Handler struct {
 	Buffer  *buffer.Buffer
 	Log     *slog.Logger
 	Metrics *Metrics
+	// Secondary: this is a secondary site's worker (DESIGN §3): committed records stay cached
+	// until the local replica has replayed the commit (see WatchReplica).
+	Secondary bool
 }
 
 // Mux routes the task types to their handlers.
@@ -182,7 +185,11 @@ func (h *Handler) done(ctx context.Context, t *asynq.Task, env ingest.Envelope, 
 		}
 		return err // transient: the database is unreachable, shutting down, or the attempt timed out
 	}
-	if err := h.Buffer.Evict(ctx, env.TxID, items, c.LSN, c.At); err != nil {
+	evict := h.Buffer.Evict
+	if h.Secondary {
+		evict = h.Buffer.MarkCommitted
+	}
+	if err := evict(ctx, env.TxID, items, c.LSN, c.At); err != nil {
 		// Committed, but Redis did not take the bookkeeping: the retry re-applies (a no-op) and
 		// evicts then.
 		return fmt.Errorf("evict committed records: %w", err)

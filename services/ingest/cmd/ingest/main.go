@@ -88,12 +88,19 @@ func run(ctx context.Context) error {
 		h := &worker.Handler{
 			Apply:  &postgres.Applier{DB: mainDB, BatchRows: 5000},
 			Buffer: buf, Log: svc.Log, Metrics: worker.NewMetrics(svc.Metrics),
+			Secondary: cfg.SiteType == "secondary",
 		}
 		srv := worker.New(svc.Redis, cfg.WorkerConcurrency, svc.Log, h)
 		if err := srv.Start(h.Mux()); err != nil {
 			return fmt.Errorf("start worker: %w", err)
 		}
 		svc.AddReadiness("worker", func(context.Context) error { return srv.Ping() })
+		if h.Secondary {
+			// Release cached records once the local replica (OPS_DATABASE_URL) has the commit.
+			wctx, stop := context.WithCancel(context.Background())
+			go worker.WatchReplica(wctx, db.DB, buf, 100*time.Millisecond, svc.Log)
+			svc.OnShutdown("replica-watch", func(context.Context) error { stop(); return nil })
+		}
 		svc.OnShutdown("worker", func(context.Context) error {
 			srv.Shutdown()
 			return mainDB.Close()

@@ -36,16 +36,18 @@ func Do(t testing.TB, c *http.Client, req *http.Request) Response {
 	return Response{Status: resp.StatusCode, Header: resp.Header, Body: b}
 }
 
-// Call sends method url with c: body nil (none), a string (sent as is) or any other value (sent as
-// JSON), with Content-Type application/json when there is a body, and bearer as the
+// Request builds method url: body nil (none), a string or []byte (sent as is) or any other value
+// (sent as JSON), with Content-Type application/json when there is a body, and bearer as the
 // Authorization credential when not empty.
-func Call(t testing.TB, c *http.Client, method, url, bearer string, body any) Response {
+func Request(t testing.TB, method, url, bearer string, body any) *http.Request {
 	t.Helper()
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
 	case string:
 		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
 	default:
 		j, err := json.Marshal(b)
 		require.NoError(t, err)
@@ -59,5 +61,11 @@ func Call(t testing.TB, c *http.Client, method, url, bearer string, body any) Re
 	if bearer != "" {
 		req.Header.Set("Authorization", "Bearer "+bearer)
 	}
-	return Do(t, c, req)
+	return req
+}
+
+// Call sends Request(method, url, bearer, body) with c and reads the whole answer.
+func Call(t testing.TB, c *http.Client, method, url, bearer string, body any) Response {
+	t.Helper()
+	return Do(t, c, Request(t, method, url, bearer, body))
 }

@@ -1,7 +1,6 @@
 package ingest_test
 
 import (
-	"bytes"
 	"database/sql"
 	"encoding/json"
 	"fmt"
@@ -97,35 +96,12 @@ func (e *env) do(t *testing.T, method, path, bearer string, body any, headers ..
 
 func doURL(t testing.TB, c *http.Client, method, url, bearer string, body any, headers ...string) response {
 	t.Helper()
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case string:
-		rd = strings.NewReader(b)
-	case []byte:
-		rd = bytes.NewReader(b)
-	default:
-		j, err := json.Marshal(b)
-		require.NoError(t, err)
-		rd = bytes.NewReader(j)
-	}
-	req, err := http.NewRequest(method, url, rd)
-	require.NoError(t, err)
-	if rd != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if bearer != "" {
-		req.Header.Set("Authorization", "Bearer "+bearer)
-	}
+	req := testenv.Request(t, method, url, bearer, body)
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	resp, err := c.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+	r := testenv.Do(t, c, req)
+	return response{Status: r.Status, Header: r.Header, Body: r.Body}
 }
 
 // answer is a buffered write's 201 body.

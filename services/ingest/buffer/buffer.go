@@ -316,17 +316,7 @@ func (b *Buffer) Exists(ctx context.Context, kind string, ids ...string) (map[st
 // receipt; called by the worker after its transaction committed.
 func (b *Buffer) Evict(ctx context.Context, tx string, items []Item, lsn string, committedAt time.Time) error {
 	pipe := b.rdb.Pipeline()
-	for start := 0; start < len(items); start += 1000 {
-		chunk := items[start:min(start+1000, len(items))]
-		keys := make([]string, len(chunk))
-		for i, it := range chunk {
-			keys[i] = recKey(it.Kind, it.ID)
-			if it.Index != "" {
-				pipe.SRem(ctx, it.Index, it.ID)
-			}
-		}
-		pipe.Del(ctx, keys...)
-	}
+	queueRemoval(ctx, pipe, items)
 	st := txStatePrefix + tx
 	pipe.HSet(ctx, st, "committed_at", committedAt.UTC().Format(time.RFC3339Nano), "lsn", lsn)
 	pipe.HIncrBy(ctx, st, "attempts", 1)
@@ -564,17 +554,7 @@ func (b *Buffer) ReleaseReplicated(ctx context.Context, replay uint64) (int, err
 		var items []Item
 		_ = json.Unmarshal(enc, &items)
 		pipe := b.rdb.TxPipeline()
-		for start := 0; start < len(items); start += 1000 {
-			chunk := items[start:min(start+1000, len(items))]
-			keys := make([]string, len(chunk))
-			for i, it := range chunk {
-				keys[i] = recKey(it.Kind, it.ID)
-				if it.Index != "" {
-					pipe.SRem(ctx, it.Index, it.ID)
-				}
-			}
-			pipe.Del(ctx, keys...)
-		}
+		queueRemoval(ctx, pipe, items)
 		pipe.HSet(ctx, txStatePrefix+tx, "replicated_at", time.Now().UTC().Format(time.RFC3339Nano))
 		pipe.Del(ctx, replItemsPref+tx)
 		pipe.ZRem(ctx, replWaitKey, m)
@@ -607,4 +587,20 @@ func (b *Buffer) CommittedTxs(ctx context.Context, txs ...string) (map[string]bo
 		}
 	}
 	return out, nil
+}
+
+// queueRemoval adds to pipe the removal of items' cached records and index entries, in chunks of
+// 1,000 keys per DEL.
+func queueRemoval(ctx context.Context, pipe redis.Pipeliner, items []Item) {
+	for start := 0; start < len(items); start += 1000 {
+		chunk := items[start:min(start+1000, len(items))]
+		keys := make([]string, len(chunk))
+		for i, it := range chunk {
+			keys[i] = recKey(it.Kind, it.ID)
+			if it.Index != "" {
+				pipe.SRem(ctx, it.Index, it.ID)
+			}
+		}
+		pipe.Del(ctx, keys...)
+	}
 }

@@ -202,6 +202,8 @@ func TestReadYourWritesAcrossAPIs(t *testing.T) {
 		require.Contains(t, string(r.Body), `"status":"failed"`)
 		if i == 19 {
 			ingestProc(t, e.s, "worker", nil)
+			// The file and the package are separate transactions, applied in any order.
+			e.waitCommitted(t, fa.TransactionID)
 			e.waitCommitted(t, pa.TransactionID)
 			r = read("/raw_data_files/" + fa.ID)
 			require.Contains(t, string(r.Body), `"buffer_status":"committed"`)

@@ -25,7 +25,9 @@ func TestBenchHeatmapServed(t *testing.T) {
 	if v, err := strconv.Atoi(os.Getenv("OPS_BENCH_SECONDS")); err == nil && v > 0 {
 		seconds = v
 	}
-	e := startVis(t, map[string]string{"OPS_LOG_LEVEL": "warn"}, true)
+	// The gateway's limiter stays on, with room for one client's closed loop (the default 1,200 a
+	// minute per credential would stop the measurement after a second).
+	e := startVis(t, map[string]string{"OPS_LOG_LEVEL": "warn", "OPS_RATE_LIMIT_PER_MINUTE": "1000000"}, true)
 	var prog, big, module int64
 	require.NoError(t, e.db.QueryRow(`INSERT INTO observing_programs (short_name, title, pi) VALUES ('BENCH', 'Bench', 'PI') RETURNING id`).Scan(&prog))
 	require.NoError(t, e.db.QueryRow(`INSERT INTO observing_programs (short_name, title, pi) VALUES ('BIG', 'Big', 'PI') RETURNING id`).Scan(&big))

@@ -109,16 +109,6 @@ func Kinds() []Kind {
 	return []Kind{KindRawDataPackage, KindDataTransferPackage, KindTransfer, KindUnpack, KindLongTermArchive, KindStaging}
 }
 
-// ParseKind returns the kind named s, or ErrUnknownKind.
-func ParseKind(s string) (Kind, error) {
-	for _, k := range Kinds() {
-		if string(k) == s {
-			return k, nil
-		}
-	}
-	return "", fmt.Errorf("%w: %q (one of raw_data_package, data_transfer_package, transfer, unpack, long_term_archive, staging)", ErrUnknownKind, s)
-}
-
 // Status is an operation's status (DESIGN §6).
 type Status string
 
@@ -163,8 +153,7 @@ const ErrorTypeStalled = "stalled"
 
 // Errors of the domain, mapped to problems by the HTTP layer.
 var (
-	ErrUnknownKind = errors.New("unknown operation kind")
-	ErrNotFound    = errors.New("not found")
+	ErrNotFound = errors.New("not found")
 )
 
 // StatusConflictError says an operation is not in the status an action needs (answered 409,

@@ -214,7 +214,7 @@ func (pub *publisher) once(ctx context.Context) error {
 	if err := pub.store.FoldCounters(ctx); err != nil {
 		return err
 	}
-	counts, _, err := pub.store.Counts(ctx)
+	counts, err := pub.store.Counters(ctx)
 	if err != nil {
 		return err
 	}

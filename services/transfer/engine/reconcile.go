@@ -33,16 +33,10 @@ func (r *Reconciler) Sweep(ctx context.Context) (int, error) {
 		if err != nil {
 			return n, err
 		}
-		if len(ids) > 0 {
-			members := make([]any, len(ids))
-			for i, id := range ids {
-				members[i] = id.String()
-			}
-			if err := r.Redis.SAdd(ctx, InconsistentSet, members...).Err(); err != nil {
-				return n, err
-			}
-			n += len(ids)
+		if err := r.Mark(ctx, ids...); err != nil {
+			return n, err
 		}
+		n += len(ids)
 		if next == nil {
 			return n, nil
 		}

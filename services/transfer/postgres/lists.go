@@ -71,7 +71,7 @@ type TransferPackage struct {
 
 // where builds the filter shared by both lists; siteExists is the EXISTS clause for a site
 // filter with $N standing for the site id's placeholder.
-func (q ListQuery) where(args *[]any, siteExists string) (string, error) {
+func (q ListQuery) where(args *[]any, siteExists string) string {
 	var conds []string
 	add := func(v any) string {
 		*args = append(*args, v)
@@ -90,9 +90,9 @@ func (q ListQuery) where(args *[]any, siteExists string) (string, error) {
 		conds = append(conds, "x.created_at < "+add(*q.To))
 	}
 	if len(conds) == 0 {
-		return "true", nil
+		return "true"
 	}
-	return strings.Join(conds, " AND "), nil
+	return strings.Join(conds, " AND ")
 }
 
 // SiteExists reports whether a site of that name exists.
@@ -108,11 +108,8 @@ const chainColumns = `o.id, o.kind, o.status, o.retry_count, s.name AS site, dst
 func (s *Store) RawPackages(ctx context.Context, q ListQuery) (Page[RawPackage], error) {
 	page := Page[RawPackage]{Items: []RawPackage{}, Limit: q.Limit, Offset: q.Offset}
 	var args []any
-	where, err := q.where(&args, `EXISTS (SELECT 1 FROM operations o WHERE o.site_id = $N AND
+	where := q.where(&args, `EXISTS (SELECT 1 FROM operations o WHERE o.site_id = $N AND
 		(o.raw_data_package_id = x.raw_data_package_id OR o.data_transfer_package_id = x.data_transfer_package_id))`)
-	if err != nil {
-		return page, err
-	}
 	if err := s.DB.GetContext(ctx, &page.Total, `SELECT count(*) FROM package_states x WHERE `+where, args...); err != nil {
 		return page, err
 	}
@@ -161,10 +158,7 @@ func (s *Store) RawPackages(ctx context.Context, q ListQuery) (Page[RawPackage],
 func (s *Store) TransferPackages(ctx context.Context, q ListQuery) (Page[TransferPackage], error) {
 	page := Page[TransferPackage]{Items: []TransferPackage{}, Limit: q.Limit, Offset: q.Offset}
 	var args []any
-	where, err := q.where(&args, `EXISTS (SELECT 1 FROM operations o WHERE o.site_id = $N AND o.data_transfer_package_id = x.id)`)
-	if err != nil {
-		return page, err
-	}
+	where := q.where(&args, `EXISTS (SELECT 1 FROM operations o WHERE o.site_id = $N AND o.data_transfer_package_id = x.id)`)
 	if err := s.DB.GetContext(ctx, &page.Total, `SELECT count(*) FROM data_transfer_packages x WHERE `+where, args...); err != nil {
 		return page, err
 	}
@@ -202,9 +196,18 @@ func (s *Store) TransferPackages(ctx context.Context, q ListQuery) (Page[Transfe
 	return page, nil
 }
 
-// Counts returns the maintained overview counters (folded values plus pending deltas) and the
-// last published seq.
+// Counts returns the maintained overview counters (Counters) and the last published seq.
 func (s *Store) Counts(ctx context.Context) (map[string]int64, int64, error) {
+	counts, err := s.Counters(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	seq, err := s.Seq(ctx)
+	return counts, seq, err
+}
+
+// Counters returns the maintained overview counters: folded values plus pending deltas.
+func (s *Store) Counters(ctx context.Context) (map[string]int64, error) {
 	var rows []struct {
 		Key   string `db:"key"`
 		Value int64  `db:"value"`
@@ -213,14 +216,13 @@ func (s *Store) Counts(ctx context.Context) (map[string]int64, int64, error) {
 		SELECT key, sum(v)::bigint AS value FROM (
 			SELECT key, value AS v FROM transfer_counters
 			UNION ALL SELECT key, delta FROM transfer_counter_deltas) c GROUP BY key`); err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	counts := make(map[string]int64, len(rows))
 	for _, r := range rows {
 		counts[r.Key] = r.Value
 	}
-	seq, err := s.Seq(ctx)
-	return counts, seq, err
+	return counts, nil
 }
 
 // Seq is the last published overview seq (0 before the first).

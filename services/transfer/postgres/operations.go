@@ -86,9 +86,14 @@ func (s *Store) lockOperation(ctx context.Context, tx *sqlx.Tx, kind transfer.Ki
 // inTx runs fn in a transaction, again (up to three times) if PostgreSQL aborted it as a
 // deadlock victim or serialization failure: fn must only touch the database.
 func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
-	var err error
-	for attempt := 0; attempt < 3; attempt++ {
-		if err = database.InTx(ctx, s.DB, fn); !retryable(err) {
+	return retry(func() error { return database.InTx(ctx, s.DB, fn) })
+}
+
+// retry runs fn again (up to three times in all) while PostgreSQL aborts it as a deadlock victim
+// or serialization failure.
+func retry(fn func() error) (err error) {
+	for range 3 {
+		if err = fn(); !retryable(err) {
 			return err
 		}
 	}
@@ -233,17 +238,13 @@ func (s *Store) Complete(ctx context.Context, id int64, holder string, bytes int
 		At       time.Time      `db:"now"`
 		transfer.Operation
 	}
-	var err error
-	for attempt := 0; attempt < 3; attempt++ {
-		err = s.DB.GetContext(ctx, &res, `SELECT f.outcome, f.locked_status, f.locked_holder, f.bad_copy, f.locked_updated_at, now() AS now, `+opColumns+`
+	err := retry(func() error {
+		return s.DB.GetContext(ctx, &res, `SELECT f.outcome, f.locked_status, f.locked_holder, f.bad_copy, f.locked_updated_at, now() AS now, `+opColumns+`
 			  FROM transfer_complete($1, $2, $3, $4, $5, $6) f JOIN operations o ON o.id = $1 JOIN sites s ON s.id = o.site_id
 			  LEFT JOIN data_locations src ON src.id = o.source_location_id
 			  LEFT JOIN data_locations dst ON dst.id = o.destination_location_id`,
 			id, holder, bytes, checksum, pq.Array(locs), pq.Array(paths))
-		if !retryable(err) {
-			break
-		}
-	}
+	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return transfer.Operation{}, transfer.ErrNotFound
 	}

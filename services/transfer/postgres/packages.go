@@ -273,7 +273,8 @@ func (s *Store) makeDTP(ctx context.Context, group []readyPackage, size int64) e
 			dtp, buf.SiteID, buf.ID, s.MaxRetries); err != nil {
 			return err
 		}
-		_, err = refreshPackages(ctx, tx, `p.data_transfer_package_id = $1`, dtp)
+		// The group's rows were locked above, in id order.
+		_, err = deriveAndStore(ctx, tx, `p.data_transfer_package_id = $1`, dtp)
 		return err
 	})
 }

@@ -192,8 +192,15 @@ func (d *Directory) ensureStarted() {
 		go d.run(ctx)
 	})
 	select {
+	case <-d.loaded: // loaded: the hot path, without a timer
+		return
+	default:
+	}
+	t := time.NewTimer(directoryTimeout)
+	defer t.Stop()
+	select {
 	case <-d.loaded:
-	case <-time.After(directoryTimeout):
+	case <-t.C:
 	}
 }
 

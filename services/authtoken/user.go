@@ -226,11 +226,13 @@ func (s *UserService) Ensure(ctx context.Context, name string, service bool) (Us
 	return u, created, err
 }
 
-// UpsertOIDC records a login from the identity provider (see postgres.Users.UpsertOIDC) and
-// publishes the directory, so that the session JWT about to be issued is known everywhere.
+// UpsertOIDC records a login from the identity provider (see postgres.Users.UpsertOIDC). A new
+// user is published in the directory, so that the session JWT about to be issued is known
+// everywhere; a returning user's login changes nothing the directory holds (the username is the
+// conflict key, roles and state are untouched), so it publishes nothing.
 func (s *UserService) UpsertOIDC(ctx context.Context, issuer, subject, username, email, displayName string) (User, bool, error) {
 	u, created, err := s.Store.UpsertOIDC(ctx, issuer, subject, username, email, displayName)
-	if err == nil {
+	if err == nil && created {
 		s.Changed(ctx, u.ID)
 	}
 	return u, created, err

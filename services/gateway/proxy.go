@@ -214,7 +214,7 @@ func setForwardedHeaders(c *fiber.Ctx, secret []byte) {
 	}
 	h.SetCanonical([]byte("X-Real-Ip"), []byte(ip))
 	if len(secret) > 0 {
-		h.SetCanonical([]byte("X-Obsops-Internal-Secret"), secret)
+		h.SetCanonical([]byte(contract.InternalSecretHeader), secret)
 	} else {
 		h.Del(contract.InternalSecretHeader)
 	}

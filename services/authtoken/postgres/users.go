@@ -15,6 +15,7 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/obsops/obsops/pkg/authn"
+	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/services/authtoken"
 )
 
@@ -287,33 +288,27 @@ const directoryLock = 0x6f70736469726563 // "opsdirec"
 // overwrite one read after it. sessions_valid_after is rounded up to whole seconds, since JWTs
 // carry iat in whole seconds (a JWT issued in the same second as the revocation is refused too).
 func (s *Users) Directory(ctx context.Context, publish func([]authn.DirectoryEntry) error) error {
-	tx, err := s.DB.BeginTxx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = tx.Rollback() }()
-	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, directoryLock); err != nil {
-		return err
-	}
-	var rows []struct {
-		ID         int64          `db:"id"`
-		Username   string         `db:"username"`
-		Active     bool           `db:"is_active"`
-		ValidAfter int64          `db:"valid_after"`
-		Roles      pq.StringArray `db:"roles"`
-	}
-	if err := tx.SelectContext(ctx, &rows, `SELECT id, username, is_active,
-		COALESCE(ceil(extract(epoch FROM sessions_valid_after))::bigint, 0) AS valid_after,
-		ARRAY(SELECT role FROM user_roles WHERE user_id = users.id ORDER BY role) AS roles
-		FROM users ORDER BY id`); err != nil {
-		return err
-	}
-	out := make([]authn.DirectoryEntry, len(rows))
-	for i, r := range rows {
-		out[i] = authn.DirectoryEntry{UserID: r.ID, Username: r.Username, Active: r.Active, ValidAfter: r.ValidAfter, Roles: []string(r.Roles)}
-	}
-	if err := publish(out); err != nil {
-		return err
-	}
-	return tx.Commit()
+	return database.InTx(ctx, s.DB, func(tx *sqlx.Tx) error {
+		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, directoryLock); err != nil {
+			return err
+		}
+		var rows []struct {
+			ID         int64          `db:"id"`
+			Username   string         `db:"username"`
+			Active     bool           `db:"is_active"`
+			ValidAfter int64          `db:"valid_after"`
+			Roles      pq.StringArray `db:"roles"`
+		}
+		if err := tx.SelectContext(ctx, &rows, `SELECT id, username, is_active,
+			COALESCE(ceil(extract(epoch FROM sessions_valid_after))::bigint, 0) AS valid_after,
+			ARRAY(SELECT role FROM user_roles WHERE user_id = users.id ORDER BY role) AS roles
+			FROM users ORDER BY id`); err != nil {
+			return err
+		}
+		out := make([]authn.DirectoryEntry, len(rows))
+		for i, r := range rows {
+			out[i] = authn.DirectoryEntry{UserID: r.ID, Username: r.Username, Active: r.Active, ValidAfter: r.ValidAfter, Roles: []string(r.Roles)}
+		}
+		return publish(out)
+	})
 }

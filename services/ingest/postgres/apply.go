@@ -13,6 +13,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
+	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/services/ingest"
 )
 
@@ -53,15 +54,7 @@ type Commit struct {
 }
 
 func (a *Applier) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) (Commit, error) {
-	tx, err := a.DB.BeginTxx(ctx, nil)
-	if err != nil {
-		return Commit{}, err
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return Commit{}, classify(err)
-	}
-	if err := tx.Commit(); err != nil {
+	if err := database.InTx(ctx, a.DB, fn); err != nil {
 		return Commit{}, classify(err)
 	}
 	c := Commit{At: time.Now().UTC()}

@@ -8,6 +8,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
+	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/services/ingest"
 )
 
@@ -33,7 +34,7 @@ func FinalizeHash(f ingest.Finalize) string {
 // false); with another, it is a *ConflictError.
 func (s *Store) Finalize(ctx context.Context, id string, f ingest.Finalize, buffered *ingest.PackageTask) (row *PackageRow, changed bool, err error) {
 	hash := FinalizeHash(f)
-	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err = database.InTx(ctx, s.DB, func(tx *sqlx.Tx) error {
 		if buffered != nil {
 			if err := insertPackage(ctx, tx, buffered.Package, buffered.TxID); err != nil {
 				return err
@@ -74,7 +75,7 @@ WHERE id = $1 RETURNING `+pkgColumns, id, f.SizeBytes, f.Checksum, hash, pq.Stri
 // change, nor can a file join a complete package (*ConflictError).
 func (s *Store) UpdateFile(ctx context.Context, id string, u ingest.FileUpdate, buffered *ingest.FilesTask) (*ingest.RawDataFile, error) {
 	var out *ingest.RawDataFile
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err := database.InTx(ctx, s.DB, func(tx *sqlx.Tx) error {
 		if buffered != nil {
 			if err := insertFileBatch(ctx, tx, buffered.Files, buffered.TxID, buffered.AcceptedAt); err != nil {
 				return err
@@ -118,16 +119,4 @@ WHERE f.id = $1 RETURNING `+fileColumns, id, u.SizeBytes, u.Checksum, u.RawDataP
 		return nil
 	})
 	return out, err
-}
-
-func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
-	tx, err := s.DB.BeginTxx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	return tx.Commit()
 }

@@ -80,9 +80,6 @@ const (
 	KindConstantElevation = "constant_elevation"
 )
 
-// Bodies a solar_system source can be.
-var Bodies = []string{"sun", "moon", "mercury", "venus", "mars", "jupiter", "saturn", "uranus", "neptune"}
-
 // Limits beyond the request schemas (which bound lists and strings themselves).
 const (
 	MaxAliases    = 50   // aliases per source, also when taken from a resolver
@@ -354,7 +351,7 @@ func (s *SourceSpec) Normalize() error {
 }
 
 func (s *SourceSpec) normalizeAliases() error {
-	seen := map[string]int{NameKey(s.Name): -1}
+	seen := map[string]bool{NameKey(s.Name): true} // the name and the aliases kept so far
 	var out []string
 	for i, a := range s.Aliases {
 		a = strings.TrimSpace(a)
@@ -367,13 +364,11 @@ func (s *SourceSpec) normalizeAliases() error {
 		case hasControl(a):
 			return &InputError{Field: f, Message: "must not contain control characters"}
 		}
-		if j, dup := seen[NameKey(a)]; dup {
-			if j < 0 {
-				continue // the name itself: nothing to add
-			}
-			continue // repeats an earlier alias
+		k := NameKey(a)
+		if seen[k] {
+			continue // the name itself or an earlier alias: nothing to add
 		}
-		seen[NameKey(a)] = i
+		seen[k] = true
 		out = append(out, a)
 	}
 	s.Aliases = out

@@ -12,6 +12,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/obsops/obsops/pkg/authn"
+	"github.com/obsops/obsops/pkg/problem"
 	"github.com/obsops/obsops/services/catalog"
 	"github.com/obsops/obsops/services/catalog/resolve"
 	"github.com/obsops/obsops/services/catalog/visibility"
@@ -92,10 +93,8 @@ func (h *Handlers) problem(ctx context.Context, what string, err error) error {
 	case errors.Is(err, catalog.ErrNotFound):
 		return huma.Error404NotFound("no " + what + " with this id")
 	}
-	if h.Log != nil {
-		h.Log.ErrorContext(ctx, "catalog operation failed", "object", what, "error", err)
-	}
-	return huma.Error500InternalServerError("internal error; see the catalog log with this request's X-Request-ID")
+	// A generic 500 for the client; the chassis logs the cause once, with the request id.
+	return problem.Internal.New("").WithCause(fmt.Errorf("catalog %s: %w", what, err))
 }
 
 func callerName(ctx context.Context) string {

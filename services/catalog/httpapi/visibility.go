@@ -16,6 +16,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/obsops/obsops/pkg/authn"
+	"github.com/obsops/obsops/pkg/problem"
 	"github.com/obsops/obsops/services/catalog/visibility"
 	"github.com/obsops/obsops/services/catalog/visibility/precalc"
 	"github.com/obsops/obsops/services/catalog/visibility/render"
@@ -239,10 +240,8 @@ func wantsSVG(accept string) bool {
 }
 
 func (v *Visibility) internal(ctx context.Context, op string, err error) error {
-	if v.Log != nil {
-		v.Log.ErrorContext(ctx, "visibility failed", "op", op, "error", err)
-	}
-	return huma.Error500InternalServerError("internal error; see the catalog log")
+	// A generic 500 for the client; the chassis logs the cause once, with the request id.
+	return problem.Internal.New("").WithCause(fmt.Errorf("visibility %s: %w", op, err))
 }
 
 // ---- GET /visibility/heatmap ----

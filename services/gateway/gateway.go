@@ -36,7 +36,7 @@ type Config struct {
 	// address) may make in any sliding minute; 0 disables rate limiting.
 	RateLimitPerMinute int `env:"OPS_RATE_LIMIT_PER_MINUTE" envDefault:"1200"`
 	// RateLimitIngestPerMinute is the separate budget per credential of the ingest routes
-	// (IngestClassPrefixes): instruments register hundreds of files per second. 0: unlimited.
+	// (the ingest service's prefixes of Routes): instruments register hundreds of files per second. 0: unlimited.
 	RateLimitIngestPerMinute int `env:"OPS_RATE_LIMIT_INGEST_PER_MINUTE" envDefault:"600000"`
 	// BulkBodyLimitBytes is the body limit of the large-body routes (LargeBodyRoutes); every
 	// other route keeps OPS_BODY_LIMIT_BYTES.

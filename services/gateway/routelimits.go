@@ -26,9 +26,16 @@ import (
 // limit, up to the bulk limit.
 func LargeBodyRoutes() []string { return []string{"POST /raw_data_files/bulk"} }
 
-// IngestClassPrefixes are the path prefixes of the ingest rate-limit class.
-func IngestClassPrefixes() []string {
-	return []string{"/executed_obs_units", "/raw_data_files", "/raw_data_package", "/api/ingest"}
+// ingestClassPrefixes are the path prefixes of the ingest rate-limit class: those the routing
+// table gives the ingest service, so a prefix added there is in the class too.
+func ingestClassPrefixes() []string {
+	var out []string
+	for _, r := range Routes() {
+		if r.Service == "ingest" {
+			out = append(out, r.Prefix)
+		}
+	}
+	return out
 }
 
 // BodyLimits refuses bodies over their route's limit with a 413 problem.
@@ -75,7 +82,7 @@ type ClassLimiter struct {
 
 // NewClassLimiter returns the rate limiter by route class.
 func NewClassLimiter(def, ingest *RateLimiter) *ClassLimiter {
-	return &ClassLimiter{Default: def, Ingest: ingest, prefixes: IngestClassPrefixes()}
+	return &ClassLimiter{Default: def, Ingest: ingest, prefixes: ingestClassPrefixes()}
 }
 
 // InIngestClass reports whether path belongs to the ingest class (whole segments).

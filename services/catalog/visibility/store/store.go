@@ -98,19 +98,18 @@ func (s *Store) Sources(ctx context.Context, ids []int64) (found []Source, missi
 // ProgramSourceIDs lists the distinct sources of a program's obs units (by source id);
 // ErrNotFound if the program does not exist.
 func (s *Store) ProgramSourceIDs(ctx context.Context, programID int64) ([]int64, error) {
-	var exists bool
-	if err := s.DB.GetContext(ctx, &exists, `SELECT EXISTS (SELECT 1 FROM observing_programs WHERE id = $1)`, programID); err != nil {
-		return nil, fmt.Errorf("read program %d: %w", programID, err)
-	}
-	if !exists {
+	// One query: no row means no program; a program without obs units gives an empty array.
+	var ids pq.Int64Array
+	err := s.DB.GetContext(ctx, &ids, `
+		SELECT ARRAY(SELECT DISTINCT source_id FROM obs_units WHERE program_id = p.id ORDER BY source_id)
+		FROM observing_programs p WHERE p.id = $1`, programID)
+	if errors.Is(err, sql.ErrNoRows) {
 		return nil, ErrNotFound
 	}
-	ids := []int64{}
-	err := s.DB.SelectContext(ctx, &ids, `SELECT DISTINCT source_id FROM obs_units WHERE program_id = $1 ORDER BY source_id`, programID)
 	if err != nil {
 		return nil, fmt.Errorf("read program %d sources: %w", programID, err)
 	}
-	return ids, nil
+	return []int64(ids), nil
 }
 
 // ProgramSources reads the distinct sources of a program's obs units, by id, in one query;

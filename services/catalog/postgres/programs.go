@@ -56,15 +56,19 @@ func (r obsUnitRow) unit() catalog.ObsUnit {
 
 const obsUnitColumns = `u.id, u.program_id, u.name, u.source_id, s.name AS source_name, u.instrument_module_id, u.duration_s, u.min_elevation_deg, u.priority`
 
+// programFilter is the WHERE clause of a program list ($1 status, $2 PI, $3 name pattern), shared
+// by the page query and the past-the-end count so the two can never disagree.
+const programFilter = `
+		WHERE ($1 = '' OR p.status = $1)
+		  AND ($2 = '' OR lower(p.pi) = lower($2))
+		  AND ($3 = '' OR p.short_name ILIKE $3 OR p.title ILIKE $3)`
+
 // ListPrograms answers one page of programs sorted by short name, with their obs units.
 func (s *Store) ListPrograms(ctx context.Context, q catalog.ProgramQuery) (catalog.Page[catalog.Program], error) {
 	var rows []programRow
 	err := s.DB.SelectContext(ctx, &rows, `
 		SELECT `+programColumns+`, count(*) OVER () AS total
-		FROM observing_programs p
-		WHERE ($1 = '' OR p.status = $1)
-		  AND ($2 = '' OR lower(p.pi) = lower($2))
-		  AND ($3 = '' OR p.short_name ILIKE $3 OR p.title ILIKE $3)
+		FROM observing_programs p`+programFilter+`
 		ORDER BY p.short_name
 		LIMIT $4 OFFSET $5`, q.Status, q.PI, qPattern(q.Q), q.Limit, q.Offset)
 	if err != nil {
@@ -79,9 +83,7 @@ func (s *Store) ListPrograms(ctx context.Context, q catalog.ProgramQuery) (catal
 	}
 	if len(rows) == 0 && q.Offset > 0 { // past the end: the total still counts
 		if err := s.DB.GetContext(ctx, &page.Total, `
-			SELECT count(*) FROM observing_programs p
-			WHERE ($1 = '' OR p.status = $1) AND ($2 = '' OR lower(p.pi) = lower($2))
-			  AND ($3 = '' OR p.short_name ILIKE $3 OR p.title ILIKE $3)`, q.Status, q.PI, qPattern(q.Q)); err != nil {
+			SELECT count(*) FROM observing_programs p`+programFilter, q.Status, q.PI, qPattern(q.Q)); err != nil {
 			return page, err
 		}
 	}

@@ -7,7 +7,8 @@
 #   stack.sh infra-down  stop them
 #   stack.sh pg-dir      print where the local PostgreSQL keeps its files
 #   stack.sh up          deps, infra, build, migrate, seed the demo catalogue, start every service, wait for /health, print URLs
-#   stack.sh down        stop everything `up` started (by pid), then the local PostgreSQL and Redis
+#   stack.sh down        stop everything `up` / `up-sites` started (by pid), both sites, then the local
+#                        PostgreSQL clusters (primary, replica) and Redis servers
 #   stack.sh logs        follow the services' logs
 #   stack.sh test        run every module's tests against the local PostgreSQL (started if needed)
 #   stack.sh bench       run every module's TestBench* benchmarks the same way (`make bench`)

@@ -74,13 +74,15 @@ func (s *stack) load() {
 	}
 }
 
-// freeRange picks n consecutive free ports starting at a random port, with more blocks of n at
-// the given offsets from it (the stack's ports are bases plus fixed offsets).
+// freeBase picks a random port with n consecutive free ports from it, and n more at each of
+// the given offsets (the stack's ports are bases plus fixed offsets). It draws from 10000–17999:
+// below the ports pkg/testenv hands to concurrent tests (20000–31999) and the kernel's ephemeral
+// range, and above a developer's stack (8080–9998).
 func freeBase(t *testing.T, n int, offsets ...int) int {
 	t.Helper()
 	for range 200 {
-		r, _ := rand.Int(rand.Reader, big.NewInt(20000))
-		base := 20000 + int(r.Int64())
+		r, _ := rand.Int(rand.Reader, big.NewInt(8000))
+		base := 10000 + int(r.Int64())
 		ok := true
 		for _, off := range append([]int{0}, offsets...) {
 			for i := range n {

@@ -6,18 +6,31 @@ COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 MODULES = $(shell go list -m -f '{{.Dir}}')
 
-.PHONY: build up down logs test lint bench chaos clean
+.PHONY: build up up-sites wan-down wan-up wan-slow down logs test lint bench chaos clean
 
 build: ## build every binary into ./bin
 	@mkdir -p bin
 	@for s in $(BINARIES); do (cd services/$$s && go build -trimpath -ldflags '$(LDFLAGS)' -o ../../bin/$$s ./cmd/$$s) || exit 1; done
 	@cd migrations && go build -trimpath -ldflags '$(LDFLAGS)' -o ../bin/migrate ./cmd/migrate
 	@cd deploy/devidp && go build -trimpath -ldflags '$(LDFLAGS)' -o ../../bin/devidp .
+	@cd deploy/wan && go build -trimpath -ldflags '$(LDFLAGS)' -o ../../bin/wan .
 
 up: ## start PostgreSQL, Redis and the whole suite; gateway on http://127.0.0.1:8080
 	@deploy/local/stack.sh up
 
-down: ## stop everything `make up` started
+up-sites: ## `make up` (main site, gateway :8080) plus the WAN and a secondary site (gateway :8180); see README "Two sites"
+	@deploy/local/stack.sh up-sites
+
+wan-down: ## cut the WAN between the sites (connections dropped, new ones refused)
+	@deploy/local/stack.sh wan-down
+
+wan-up: ## restore the WAN and clear its latency/loss
+	@deploy/local/stack.sh wan-up
+
+wan-slow: ## add latency (300 ms) and loss (5% of connections) to the WAN
+	@deploy/local/stack.sh wan-slow
+
+down: ## stop everything `make up` / `make up-sites` started (both sites)
 	@deploy/local/stack.sh down
 
 logs: ## follow the services' logs

@@ -30,6 +30,9 @@ type overlay struct {
 	// documents them); every other referenced Secret or ConfigMap must be in the render.
 	externalSecrets []string
 	minReplicas     int32 // lower bound for every HPA and for the ingest workers
+	// secondary marks a secondary site (DESIGN §3): no transfer service, no migration Job, a
+	// local read replica, and the main site's database for every service but the gateway.
+	secondary bool
 }
 
 var overlays = []overlay{
@@ -37,12 +40,27 @@ var overlays = []overlay{
 		externalSecrets: []string{"obsops-authtoken"}},
 	{dir: "overlays/prod", namespace: "obsops", imageTag: "0.1.0", minReplicas: 2,
 		externalSecrets: []string{"obsops-authtoken", "obsops-database", "obsops-internal"}},
+	{dir: "overlays/secondary", namespace: "obsops-secondary", imageTag: "0.1.0", minReplicas: 1, secondary: true,
+		externalSecrets: []string{"obsops-authtoken", "obsops-database", "obsops-internal", "obsops-main-database", "obsops-replication"}},
 }
 
 // The workloads of the suite: every service's Deployment, and its HTTP port.
 var servicePorts = map[string]int32{
 	"gateway": 8080, "authtoken": 8081, "transfer": 8082, "catalog": 8083,
 	"ingest-api": 8084, "ingest-worker": 8084, "site": 8085,
+}
+
+// workloads returns the Deployments the overlay must have, with their HTTP ports: every service,
+// except transfer at a secondary site (it runs at the data centre).
+func (o overlay) workloads() map[string]int32 {
+	m := map[string]int32{}
+	for name, port := range servicePorts {
+		if o.secondary && name == "transfer" {
+			continue
+		}
+		m[name] = port
+	}
+	return m
 }
 
 const (
@@ -218,7 +236,7 @@ func TestOverlaysRenderAndStrictDecode(t *testing.T) {
 
 func TestWorkloadsAreHardened(t *testing.T) {
 	forEachOverlay(t, func(t *testing.T, r *rendered) {
-		for name, want := range servicePorts {
+		for name, want := range r.workloads() {
 			if r.deployments[name] == nil {
 				t.Errorf("Deployment %s missing (have %v)", name, keys(r.deployments))
 				continue
@@ -504,7 +522,7 @@ func TestServicesAndUpstreamURLs(t *testing.T) {
 				t.Errorf("Service %s selects %v, want exactly one workload", name, pods)
 			}
 		}
-		for name := range servicePorts {
+		for name := range r.workloads() {
 			if name == workerName {
 				continue
 			}
@@ -517,6 +535,12 @@ func TestServicesAndUpstreamURLs(t *testing.T) {
 		// OPS_*_URL must name a Service and one of its ports, and reach the right workload.
 		env := r.env(t, &r.deployments["gateway"].Spec.Template.Spec.Containers[0])
 		wantTarget := map[string]string{"AUTHTOKEN": "authtoken", "TRANSFER": "transfer", "CATALOG": "catalog", "INGEST": "ingest-api", "SITE": "site"}
+		if r.secondary { // no transfer here: its URL leads nowhere (502), never to another site's
+			delete(wantTarget, "TRANSFER")
+			if r.services["transfer"] != nil || r.deployments["transfer"] != nil {
+				t.Errorf("a secondary site runs no transfer service")
+			}
+		}
 		for svc, deploy := range wantTarget {
 			v := env["OPS_"+svc+"_URL"]
 			u, err := url.Parse(v)
@@ -553,6 +577,12 @@ func hasPort(cs []corev1.Container, target intstr.IntOrString) bool {
 
 func TestMigrationJob(t *testing.T) {
 	forEachOverlay(t, func(t *testing.T, r *rendered) {
+		if r.secondary { // the schema arrives by replication from the main site; the replica is read-only
+			if len(r.jobs) != 0 {
+				t.Errorf("a secondary site runs no Job (migrations run at the main site), have %v", keys(r.jobs))
+			}
+			return
+		}
 		j := r.jobs["migrate"]
 		if j == nil {
 			t.Fatalf("no migration Job (have %v)", keys(r.jobs))
@@ -614,14 +644,85 @@ func TestIngressExposesOnlyTheGateway(t *testing.T) {
 		if main.Annotations["nginx.ingress.kubernetes.io/proxy-body-size"] == "" {
 			t.Errorf("Ingress gateway: no proxy-body-size (ingress-nginx default 1m is below the bulk limits)")
 		}
+		for dir, h := range hosts {
+			if h == main.Spec.Rules[0].Host {
+				t.Errorf("%s and %s share the host %q", dir, r.dir, h)
+			}
+		}
 		hosts[r.dir] = main.Spec.Rules[0].Host
-		if r.dir == "overlays/prod" && len(main.Spec.TLS) == 0 {
-			t.Errorf("prod Ingress without TLS")
+		if r.dir != "overlays/dev" && len(main.Spec.TLS) == 0 {
+			t.Errorf("%s Ingress without TLS", r.dir)
 		}
 	})
-	if hosts["overlays/dev"] == hosts["overlays/prod"] {
-		t.Errorf("dev and prod share the host %q", hosts["overlays/dev"])
-	}
+}
+
+// TestSiteType: every service of a secondary site runs with OPS_SITE_TYPE=secondary, reads the
+// local replica (a StatefulSet cloned with pg_basebackup -R through a replication slot, behind
+// the Service postgres-replica) and reaches the main site's primary through the Secret
+// obsops-main-database (all but the gateway, which has no database); a main site's services run
+// with OPS_SITE_TYPE=main and have no second database.
+func TestSiteType(t *testing.T) {
+	forEachOverlay(t, func(t *testing.T, r *rendered) {
+		want := "main"
+		if r.secondary {
+			want = "secondary"
+		}
+		for name, d := range r.deployments {
+			ps := d.Spec.Template.Spec
+			env := r.env(t, &ps.Containers[0])
+			if env["OPS_SITE_TYPE"] != want {
+				t.Errorf("Deployment %s: OPS_SITE_TYPE=%q, want %q", name, env["OPS_SITE_TYPE"], want)
+			}
+			file := env["OPS_MAIN_DATABASE_URL_FILE"]
+			if !r.secondary || name == "gateway" {
+				if file != "" {
+					t.Errorf("Deployment %s: OPS_MAIN_DATABASE_URL_FILE set at a main site or in the gateway", name)
+				}
+				continue
+			}
+			mounted := false
+			for _, m := range ps.Containers[0].VolumeMounts {
+				for _, v := range ps.Volumes {
+					if v.Name == m.Name && v.Secret != nil && v.Secret.SecretName == "obsops-main-database" && file == m.MountPath+"/url" {
+						mounted = true
+					}
+				}
+			}
+			if !mounted {
+				t.Errorf("Deployment %s: OPS_MAIN_DATABASE_URL_FILE=%q is not the url key of the mounted Secret obsops-main-database", name, file)
+			}
+		}
+		replica := r.statefulSets["postgres-replica"]
+		if !r.secondary {
+			if replica != nil {
+				t.Errorf("a main site has no replica StatefulSet")
+			}
+			return
+		}
+		if replica == nil {
+			t.Fatalf("no StatefulSet postgres-replica (have %v)", keys(r.statefulSets))
+		}
+		svc := r.services["postgres-replica"]
+		if svc == nil || !labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(replica.Spec.Template.Labels)) ||
+			len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 5432 {
+			t.Errorf("Service postgres-replica must select the replica on port 5432")
+		}
+		c := replica.Spec.Template.Spec.Containers[0]
+		script := strings.Join(c.Args, " ")
+		for _, part := range []string{"pg_basebackup", " -R ", "-X stream", `-S "$REPLICATION_SLOT"`, "/var/run/secrets/obsops/replication/conninfo", "exec postgres"} {
+			if !strings.Contains(script, part) {
+				t.Errorf("the replica's start script lacks %q", part)
+			}
+		}
+		if slot := r.env(t, &c)["REPLICATION_SLOT"]; slot != "obsops_secondary" {
+			t.Errorf("the replica's REPLICATION_SLOT=%q, want obsops_secondary (README)", slot)
+		}
+		if !slices.ContainsFunc(replica.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool {
+			return v.Secret != nil && v.Secret.SecretName == "obsops-replication"
+		}) {
+			t.Errorf("the replica does not mount the Secret obsops-replication")
+		}
+	})
 }
 
 // TestReferencesResolve: every ConfigMap and Secret a pod uses is rendered (so the hash suffixes
@@ -809,7 +910,7 @@ func TestNetworkPolicies(t *testing.T) {
 			switch {
 			case to == "redis":
 				return fromObsops || from == "keda-operator"
-			case to == "postgres":
+			case to == "postgres" || to == "postgres-replica":
 				return fromObsops
 			case from == "prometheus":
 				return targets[to].port.Name == "http"

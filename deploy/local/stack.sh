@@ -7,11 +7,27 @@
 #   stack.sh infra-down  stop them
 #   stack.sh pg-dir      print where the local PostgreSQL keeps its files
 #   stack.sh up          deps, infra, build, migrate, seed the demo catalogue, start every service, wait for /health, print URLs
-#   stack.sh down        stop everything `up` started (by pid), then the local PostgreSQL and Redis
+#   stack.sh down        stop everything `up` / `up-sites` started (by pid), both sites, then the local
+#                        PostgreSQL clusters (primary, replica) and Redis servers
 #   stack.sh logs        follow the services' logs
 #   stack.sh test        run every module's tests against the local PostgreSQL (started if needed)
 #   stack.sh bench       run every module's TestBench* benchmarks the same way (`make bench`)
 #   stack.sh env         print the environment `up` gives the services (source it for admin commands)
+#   stack.sh up-sites    `up` (the main site), then the WAN and a secondary site: a streaming replica of the
+#                        main PostgreSQL cloned through the WAN, its own Redis, and the observatory's services
+#   stack.sh wan-down    cut the WAN (open connections dropped, new ones refused)
+#   stack.sh wan-up      restore it and clear its toxics
+#   stack.sh wan-slow    add latency and loss to it (OPS_WAN_LATENCY_MS, OPS_WAN_JITTER_MS, OPS_WAN_LOSS)
+#
+# Ports and places (README "Two sites"), each overridable so a test can run a whole stack of its own:
+#   OPS_LOCAL_STATE                 state folder (.local)
+#   OPS_LOCAL_PG_PORT               main PostgreSQL (55432)        OPS_LOCAL_REDIS_PORT            main Redis (56379)
+#   OPS_LOCAL_HTTP_BASE             main gateway (8080); services BASE+1…+5, gateway metrics BASE+1000
+#   OPS_LOCAL_DEVIDP_PORT           local identity provider (9998)
+#   OPS_LOCAL_SECONDARY_HTTP_BASE   secondary gateway (BASE+100 = 8180); services +1…+5, metrics +1000
+#   OPS_LOCAL_REPLICA_PORT          secondary's replica (PG_PORT+1)  OPS_LOCAL_SECONDARY_REDIS_PORT  its Redis (REDIS_PORT+1)
+#   OPS_LOCAL_WAN_PORT              the WAN's near end (PG_PORT+10)  OPS_LOCAL_WAN_API_PORT          its API (58474)
+#   OPS_LOCAL_NO_BUILD=1            use the binaries in bin/ as they are (the tests build them first)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -19,7 +35,18 @@ STATE=${OPS_LOCAL_STATE:-$ROOT/.local}
 case $STATE in /*) ;; *) STATE=$PWD/$STATE ;; esac # absolute: PostgreSQL's tools run from /
 PG_PORT=${OPS_LOCAL_PG_PORT:-55432}
 REDIS_PORT=${OPS_LOCAL_REDIS_PORT:-56379}
+HTTP_BASE=${OPS_LOCAL_HTTP_BASE:-8080}
+DEVIDP_PORT=${OPS_LOCAL_DEVIDP_PORT:-9998}
+SEC_HTTP_BASE=${OPS_LOCAL_SECONDARY_HTTP_BASE:-$((HTTP_BASE + 100))}
+REPLICA_PORT=${OPS_LOCAL_REPLICA_PORT:-$((PG_PORT + 1))}
+SEC_REDIS_PORT=${OPS_LOCAL_SECONDARY_REDIS_PORT:-$((REDIS_PORT + 1))}
+WAN_PORT=${OPS_LOCAL_WAN_PORT:-$((PG_PORT + 10))}
+WAN_API_PORT=${OPS_LOCAL_WAN_API_PORT:-58474}
 SERVICES=(authtoken transfer catalog ingest site gateway)
+# The services an observatory runs (DESIGN §3): no transfer, which runs at the data centre.
+SECONDARY_SERVICES=(authtoken catalog ingest site gateway)
+SEC=$STATE/secondary          # the secondary site's env, pids, logs and Redis
+SLOT=obsops_secondary         # the replica's replication slot on the main primary
 
 log() { printf '\033[1m[stack]\033[0m %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -58,18 +85,23 @@ deps() {
 
 # pg_dir is where the local PostgreSQL keeps its files: .local/pg, unless the stack runs as root and
 # the postgres user cannot reach the checkout (a private directory, e.g. one made by mktemp -d);
-# then a directory of its own under /var/tmp, named after the checkout's path.
+# then a directory of its own under /var/tmp, named after the checkout's path (or after the state
+# folder, when OPS_LOCAL_STATE names another one: each state folder has its own clusters).
+# The main primary's files are in PG_DIR/data, the secondary's replica in PG_DIR/replica.
 pg_dir() {
 	mkdir -p "$STATE"
 	if [ "$(id -u)" != 0 ] || ! id postgres >/dev/null 2>&1 || runuser -u postgres -- test -x "$STATE" 2>/dev/null; then
 		echo "$STATE/pg"
 	else
-		echo "/var/tmp/obsops-pg-$(printf '%s' "$ROOT" | cksum | cut -d' ' -f1)"
+		local key=$ROOT
+		if [ "$STATE" != "$ROOT/.local" ]; then key=$STATE; fi
+		echo "/var/tmp/obsops-pg-$(printf '%s' "$key" | cksum | cut -d' ' -f1)"
 	fi
 }
 # (pg_dir is asked each time: before deps installs PostgreSQL there is no postgres user to ask about.)
 pg_running() { local d; d=$(pg_dir); [ -f "$d/data/postmaster.pid" ] && as_pg "$(pg_bin)/pg_ctl" -D "$d/data" status >/dev/null 2>&1; }
-redis_running() { [ -f "$STATE/redis/redis.pid" ] && kill -0 "$(cat "$STATE/redis/redis.pid")" 2>/dev/null; }
+# redis_running [DIR]: the Redis whose pid file is in DIR/redis (default: the main site's).
+redis_running() { local d=${1:-$STATE}; [ -f "$d/redis/redis.pid" ] && kill -0 "$(cat "$d/redis/redis.pid")" 2>/dev/null; }
 
 local_database_url() { echo "postgres://postgres@127.0.0.1:$PG_PORT/obsops?sslmode=disable"; }
 local_redis_url() { echo "redis://127.0.0.1:$REDIS_PORT/0"; }
@@ -91,14 +123,27 @@ pg_up() {
 		"$bin/psql" -h 127.0.0.1 -p "$PG_PORT" -U postgres -d postgres -qc "CREATE DATABASE obsops" >/dev/null
 }
 
+# redis_up [DIR PORT]: a Redis with its files in DIR/redis (default: the main site's).
 redis_up() {
-	mkdir -p "$STATE/redis"
-	if ! redis_running; then
-		log "starting Redis on 127.0.0.1:$REDIS_PORT (AOF everysec, noeviction)"
-		redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --daemonize yes \
-			--pidfile "$STATE/redis/redis.pid" --dir "$STATE/redis" --logfile "$STATE/redis/redis.log" \
+	local d=${1:-$STATE} port=${2:-$REDIS_PORT}
+	mkdir -p "$d/redis"
+	if ! redis_running "$d"; then
+		log "starting Redis on 127.0.0.1:$port (AOF everysec, noeviction)"
+		redis-server --port "$port" --bind 127.0.0.1 --daemonize yes \
+			--pidfile "$d/redis/redis.pid" --dir "$d/redis" --logfile "$d/redis/redis.log" \
 			--appendonly yes --appendfsync everysec --maxmemory-policy noeviction --save ""
-		for _ in $(seq 50); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
+		for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+	fi
+}
+
+# redis_down [DIR]
+redis_down() {
+	local d=${1:-$STATE}
+	if redis_running "$d"; then
+		log "stopping Redis ($d/redis)"
+		local pid; pid=$(cat "$d/redis/redis.pid")
+		kill "$pid"
+		for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 	fi
 }
 
@@ -109,12 +154,7 @@ infra_up() {
 
 infra_down() {
 	if pg_running; then log "stopping PostgreSQL"; as_pg "$(pg_bin)/pg_ctl" -D "$(pg_dir)/data" -m fast -w stop >/dev/null; fi
-	if redis_running; then
-		log "stopping Redis"
-		local pid; pid=$(cat "$STATE/redis/redis.pid")
-		kill "$pid"
-		for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-	fi
+	redis_down "$STATE"
 }
 
 # internal_secret prints the path of the local stack's internal secret (OPS_INTERNAL_SECRET),
@@ -128,63 +168,92 @@ internal_secret() {
 	printf '%s' "$f"
 }
 
+# kv prints NAME=VALUE quoted for the shell (a database URL may hold '&', the checkout path a space).
+kv() { printf '%s=%q\n' "$1" "$2"; }
+
+# site_ports BASE prints the listen addresses and service URLs of one site whose gateway is on
+# port BASE: the services on BASE+1…+5 (authtoken, transfer, catalog, ingest, site), the
+# gateway's metrics on BASE+1000. Services find each other through the URLs, so a site on other
+# ports is whole.
+site_ports() {
+	local b=$1 i=1 name
+	kv OPS_GATEWAY_ADDR "127.0.0.1:$b"
+	kv OPS_GATEWAY_METRICS_ADDR "127.0.0.1:$((b + 1000))"
+	for name in AUTHTOKEN TRANSFER CATALOG INGEST SITE; do
+		kv "OPS_${name}_ADDR" "127.0.0.1:$((b + i))"
+		kv "OPS_${name}_URL" "http://127.0.0.1:$((b + i))"
+		i=$((i + 1))
+	done
+}
+
 # write_env writes the environment every service of `up` runs with (and admins source), each
-# value quoted for the shell (a database URL may hold '&', the checkout path a space).
+# value quoted for the shell.
 write_env() {
-	kv() { printf '%s=%q\n' "$1" "$2"; }
 	mkdir -p "$STATE"
 	{
 		kv OPS_DATABASE_URL "${OPS_DATABASE_URL:-$(local_database_url)}"
 		kv OPS_REDIS_URL "${OPS_REDIS_URL:-$(local_redis_url)}"
 		kv OPS_LOG_LEVEL "${OPS_LOG_LEVEL:-info}"
 		kv OPS_SHUTDOWN_DRAIN "${OPS_SHUTDOWN_DRAIN:-1s}"
-		kv OPS_GATEWAY_ADDR "127.0.0.1:8080"
-		kv OPS_GATEWAY_METRICS_ADDR "127.0.0.1:9080"
-		kv OPS_AUTHTOKEN_ADDR "127.0.0.1:8081"
-		kv OPS_TRANSFER_ADDR "127.0.0.1:8082"
-		kv OPS_CATALOG_ADDR "127.0.0.1:8083"
-		kv OPS_INGEST_ADDR "127.0.0.1:8084"
-		kv OPS_SITE_ADDR "127.0.0.1:8085"
+		site_ports "$HTTP_BASE"
 		kv OPS_JWT_SIGNING_KEY_FILE "$STATE/keys/jwt-signing.pem"
 		# The gateway proves with it that the client address it forwards is genuine (README:
 		# "Client addresses and the internal secret"); generated once, kept with the keys.
 		if [ -n "${OPS_INTERNAL_SECRET:-}" ]; then kv OPS_INTERNAL_SECRET "$OPS_INTERNAL_SECRET"
 		else kv OPS_INTERNAL_SECRET_FILE "${OPS_INTERNAL_SECRET_FILE:-$(internal_secret)}"; fi
-		# Login through the local development identity provider (bin/devidp, deploy/devidp/README.md).
-		kv OPS_OIDC_ISSUER "http://127.0.0.1:9998"
+		# Login through the local development identity provider (bin/devidp, deploy/devidp/README.md);
+		# it accepts the callbacks of both sites' gateways.
+		kv OPS_DEVIDP_ADDR "127.0.0.1:$DEVIDP_PORT"
+		kv OPS_DEVIDP_REDIRECT_URIS "http://127.0.0.1:$HTTP_BASE/idp/callback,http://127.0.0.1:$SEC_HTTP_BASE/idp/callback"
+		kv OPS_OIDC_ISSUER "http://127.0.0.1:$DEVIDP_PORT"
 		kv OPS_OIDC_CLIENT_ID "obsops-dev"
 		kv OPS_OIDC_CLIENT_SECRET "obsops-dev-secret"
-		kv OPS_OIDC_REDIRECT_URL "http://127.0.0.1:8080/idp/callback"
+		kv OPS_OIDC_REDIRECT_URL "http://127.0.0.1:$HTTP_BASE/idp/callback"
 		kv OPS_BOOTSTRAP_ADMINS "alice"
 		if [ -f "$STATE/extra.env" ]; then cat "$STATE/extra.env"; fi
 	} >"$STATE/env"
 }
 
-# service_running NAME: the process in .local/pids/NAME.pid is alive and still runs bin/NAME (after
-# a crash the pid may belong to another program by now; a rebuilt binary shows as "(deleted)").
+# service_running DIR NAME: the process in DIR/pids/NAME.pid is alive and still runs bin/NAME
+# (after a crash the pid may belong to another program by now; a rebuilt binary shows as
+# "(deleted)"; a killed one not yet reaped is a zombie). DIR is the site's folder: $STATE for the
+# main site, $SEC for the secondary.
 service_running() {
-	local pidfile="$STATE/pids/$1.pid" pid exe
+	local pidfile="$1/pids/$2.pid" pid exe stat
 	[ -f "$pidfile" ] || return 1
 	pid=$(cat "$pidfile")
 	kill -0 "$pid" 2>/dev/null || return 1
-	exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || return 0 # no /proc: trust the pid
-	[ "${exe% (deleted)}" = "$ROOT/bin/$1" ]
+	[ -r "/proc/$pid/stat" ] || return 0 # no /proc: trust the pid
+	stat=$(cat "/proc/$pid/stat" 2>/dev/null) || return 1
+	stat=${stat##*) }
+	[ "${stat%% *}" != Z ] || return 1
+	exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || return 1
+	[ "${exe% (deleted)}" = "$ROOT/bin/$2" ]
 }
 
-# start_service NAME ARGS... starts bin/NAME unless it runs: `make up` restarts what died and
-# leaves what runs alone (operators and the fault tests rely on it).
+# start_service DIR NAME ARGS... starts bin/NAME with DIR/env unless it runs: `make up` restarts
+# what died and leaves what runs alone (operators and the fault tests rely on it).
 start_service() {
-	local name=$1; shift
-	local pidfile="$STATE/pids/$name.pid"
-	if service_running "$name"; then
+	local dir=$1 name=$2; shift 2
+	local pidfile="$dir/pids/$name.pid"
+	mkdir -p "$dir/pids" "$dir/logs"
+	if service_running "$dir" "$name"; then
 		log "$name already running (pid $(cat "$pidfile"))"
 		return
 	fi
+	log "starting $name ($dir/logs/$name.log)"
 	(
-		set -a; . "$STATE/env"; set +a
-		exec "$ROOT/bin/$name" "$@" >>"$STATE/logs/$name.log" 2>&1
+		set -a; . "$dir/env"; set +a
+		exec "$ROOT/bin/$name" "$@" >>"$dir/logs/$name.log" 2>&1
 	) &
 	echo $! >"$pidfile"
+}
+
+# build builds ./bin unless OPS_LOCAL_NO_BUILD=1 (the tests build it once before they start stacks).
+build() {
+	if [ "${OPS_LOCAL_NO_BUILD:-}" = 1 ] && [ -x "$ROOT/bin/wan" ]; then return; fi
+	log "building"
+	make -C "$ROOT" -s build
 }
 
 wait_healthy() {
@@ -199,12 +268,23 @@ wait_healthy() {
 	return 1
 }
 
-up() {
+# wait_ready NAME URL: waits until URL (a /readyz) answers 200.
+wait_ready() {
+	for _ in $(seq 120); do
+		if curl -fsS --max-time 2 -o /dev/null "$2" 2>/dev/null; then return 0; fi
+		sleep 0.5
+	done
+	log "$1 not ready after 60 s ($2); see $SEC/logs/$1.log"
+	return 1
+}
+
+# up_main starts the main site: PostgreSQL, Redis, migrations, the demo catalogue, the identity
+# provider, every service and the gateway, and waits until the site's /health is ok.
+up_main() {
 	deps
 	infra_up
 	write_env
-	log "building"
-	make -C "$ROOT" -s build
+	build
 	mkdir -p "$STATE/pids" "$STATE/logs" "$STATE/keys"
 	if [ ! -f "$STATE/keys/jwt-signing.pem" ]; then
 		log "generating a development JWT signing key in $STATE/keys"
@@ -213,37 +293,241 @@ up() {
 	(set -a; . "$STATE/env"; set +a; "$ROOT/bin/migrate" up 2>>"$STATE/logs/migrate.log")
 	# a usable catalogue for a new user (idempotent: names already there are left alone)
 	(set -a; . "$STATE/env"; set +a; "$ROOT/bin/catalog" admin seed-demo 2>>"$STATE/logs/catalog-seed.log") >&2
-	start_service devidp # the development identity provider (loopback only; dev users: deploy/devidp/README.md)
+	start_service "$STATE" devidp # the development identity provider (loopback only; dev users: deploy/devidp/README.md)
 	for s in "${SERVICES[@]}"; do
 		case $s in
-		ingest) start_service ingest -role all ;;
-		*) start_service "$s" ;;
+		ingest) start_service "$STATE" ingest -role all ;;
+		*) start_service "$STATE" "$s" ;;
 		esac
 	done
-	if ! wait_healthy http://127.0.0.1:8080/health; then
-		curl -s http://127.0.0.1:8080/health || true
+	if ! wait_healthy "http://127.0.0.1:$HTTP_BASE/health"; then
+		curl -s "http://127.0.0.1:$HTTP_BASE/health" || true
 		exit 1
 	fi
+}
+
+up_message() {
+	local g="http://127.0.0.1:$HTTP_BASE"
 	cat <<-MSG
 
 	obsops is up.
-	  Gateway        http://127.0.0.1:8080
-	  API docs       http://127.0.0.1:8080/docs
-	  Health         http://127.0.0.1:8080/health
-	  Log in         http://127.0.0.1:8080/idp/login   (dev users: alice / wonderland = admin, bob / builder)
-	  Site info      http://127.0.0.1:8080/api/site/info
-	  Metrics        http://127.0.0.1:9080/metrics (gateway); each service's own port /metrics
+	  Gateway        $g
+	  API docs       $g/docs
+	  Health         $g/health
+	  Log in         $g/idp/login   (dev users: alice / wonderland = admin, bob / builder)
+	  Site info      $g/api/site/info
+	  Metrics        http://127.0.0.1:$((HTTP_BASE + 1000))/metrics (gateway); each service's own port /metrics
 	  Logs           make logs   ($STATE/logs/)
 	  Environment    set -a; . $STATE/env; set +a   (for bin/* admin commands)
 	  Stop           make down
 	MSG
 }
 
-down() {
-	local pids=()
-	for f in "$STATE"/pids/*.pid; do
+up() {
+	up_main
+	up_message
+}
+
+# --- the two-site stack (make up-sites; README "Two sites") ---
+
+replica_dir() { echo "$(pg_dir)/replica"; }
+replica_running() { local d; d=$(replica_dir); [ -f "$d/postmaster.pid" ] && as_pg "$(pg_bin)/pg_ctl" -D "$d" status >/dev/null 2>&1; }
+replica_database_url() { echo "postgres://postgres@127.0.0.1:$REPLICA_PORT/obsops?sslmode=disable"; }
+# wan_database_url is the main primary as the secondary reaches it: through the WAN.
+wan_database_url() { echo "postgres://postgres@127.0.0.1:$WAN_PORT/obsops?sslmode=disable"; }
+psql_main() { "$(pg_bin)/psql" -h 127.0.0.1 -p "$PG_PORT" -U postgres -d postgres -v ON_ERROR_STOP=1 -qtAc "$1"; }
+
+# replica_up clones the secondary's replica from the main primary through the WAN the first time
+# (pg_basebackup -R: it then streams from the primary, through the WAN, on its own) and starts it.
+# initdb's defaults already allow it: wal_level=replica, max_wal_senders=10, and pg_hba trusting
+# replication connections from 127.0.0.1 (`make up` runs initdb --auth=trust).
+#
+# The replica streams through a physical replication slot, so the primary keeps every WAL segment
+# the replica has not received yet: after a WAN cut of any length it catches up from where it
+# stopped instead of needing a new clone. The price is the primary's disk: WAL piles up for as long
+# as the WAN is cut (about what was written meanwhile). max_slot_wal_keep_size
+# (OPS_LOCAL_SLOT_MAX_WAL, 2GB) bounds it; past that the primary invalidates the slot ("lost"), the
+# replica cannot catch up, and the next `make up-sites` clones it again.
+replica_up() {
+	local bin dir status; bin=$(pg_bin); dir=$(replica_dir)
+	psql_main "ALTER SYSTEM SET max_slot_wal_keep_size = '${OPS_LOCAL_SLOT_MAX_WAL:-2GB}'"
+	psql_main "SELECT pg_reload_conf()" >/dev/null
+	status=$(psql_main "SELECT coalesce(wal_status, 'unknown') FROM pg_replication_slots WHERE slot_name = '$SLOT'")
+	if [ "$status" = lost ]; then
+		log "the replica fell more than max_slot_wal_keep_size behind: cloning it again"
+		if replica_running; then as_pg "$bin/pg_ctl" -D "$dir" -m immediate -w stop >/dev/null; fi
+		as_pg rm -rf "$dir"
+		for _ in $(seq 50); do psql_main "SELECT pg_drop_replication_slot('$SLOT')" >/dev/null 2>&1 && break; sleep 0.1; done
+		status=""
+	fi
+	if [ -z "$status" ]; then psql_main "SELECT pg_create_physical_replication_slot('$SLOT')" >/dev/null; fi
+	if [ ! -f "$dir/PG_VERSION" ]; then
+		wan_enabled || die "the replica must be cloned through the WAN, which is cut: make wan-up, then make up-sites"
+		log "cloning the secondary's replica through the WAN (pg_basebackup -R, slot $SLOT)"
+		as_pg rm -rf "$dir"
+		as_pg "$bin/pg_basebackup" -D "$dir" -R -X stream -c fast -S "$SLOT" \
+			-d "host=127.0.0.1 port=$WAN_PORT user=postgres application_name=$SLOT"
+	fi
+	if ! replica_running; then
+		log "starting the secondary's replica on 127.0.0.1:$REPLICA_PORT"
+		as_pg "$bin/pg_ctl" -D "$dir" -l "$(pg_dir)/replica.log" -w -t 60 \
+			-o "-p $REPLICA_PORT -k $(pg_dir)/run -c listen_addresses=127.0.0.1 -c max_connections=300" start >/dev/null
+	fi
+}
+
+replica_down() {
+	if replica_running; then log "stopping the replica"; as_pg "$(pg_bin)/pg_ctl" -D "$(replica_dir)" -m fast -w stop >/dev/null; fi
+}
+
+wan_url() { echo "http://127.0.0.1:$WAN_API_PORT"; }
+
+# wan_api METHOD PATH [JSON] calls toxiproxy's HTTP API of the WAN (bin/wan).
+wan_api() {
+	local args=(-fsS --max-time 5 -X "$1" "$(wan_url)$2")
+	if [ -n "${3:-}" ]; then args+=(-H 'Content-Type: application/json' -d "$3"); fi
+	curl "${args[@]}"
+}
+wan_enabled() { wan_api GET /proxies/wan 2>/dev/null | grep -q '"enabled":true'; }
+wan_check() { wan_api GET /proxies/wan >/dev/null 2>&1 || die "the WAN is not running ($(wan_url)): make up-sites"; }
+
+# wan_start starts bin/wan (toxiproxy): 127.0.0.1:WAN_PORT → the main primary, API on WAN_API_PORT.
+# A WAN that runs is left as it is (cut or slow).
+wan_start() {
+	start_service "$STATE" wan -api "127.0.0.1:$WAN_API_PORT" -listen "127.0.0.1:$WAN_PORT" -upstream "127.0.0.1:$PG_PORT"
+	for _ in $(seq 50); do wan_api GET /proxies/wan >/dev/null 2>&1 && return 0; sleep 0.1; done
+	die "the WAN did not start: see $STATE/logs/wan.log"
+}
+
+wan_clear_toxics() {
+	local t
+	for t in $(wan_api GET /proxies/wan/toxics | grep -o '"name":"[^"]*"' | cut -d'"' -f4); do
+		wan_api DELETE "/proxies/wan/toxics/$t" >/dev/null
+	done
+}
+
+wan_down() {
+	wan_check
+	wan_api POST /proxies/wan '{"enabled":false}' >/dev/null
+	log "WAN cut: connections from the secondary to the main database dropped, new ones refused (make wan-up restores it)"
+}
+
+wan_up() {
+	wan_check
+	wan_api POST /proxies/wan '{"enabled":true}' >/dev/null
+	wan_clear_toxics
+	log "WAN restored (no latency, no loss)"
+}
+
+# wan_slow adds two toxics: every answer from the main database waits OPS_WAN_LATENCY_MS (300,
+# ± OPS_WAN_JITTER_MS, 0), and a share OPS_WAN_LOSS (0.05) of connections loses everything it
+# sends and is closed after 10 s. Toxiproxy proxies TCP streams, so loss that TCP recovers from
+# (retransmission) is part of the latency; what it models is the connection that dies of it.
+wan_slow() {
+	wan_check
+	local lat=${OPS_WAN_LATENCY_MS:-300} jit=${OPS_WAN_JITTER_MS:-0} loss=${OPS_WAN_LOSS:-0.05}
+	wan_clear_toxics
+	wan_api POST /proxies/wan/toxics \
+		'{"name":"latency","type":"latency","stream":"downstream","toxicity":1,"attributes":{"latency":'"$lat"',"jitter":'"$jit"'}}' >/dev/null
+	wan_api POST /proxies/wan/toxics \
+		'{"name":"loss","type":"timeout","stream":"upstream","toxicity":'"$loss"',"attributes":{"timeout":10000}}' >/dev/null
+	log "WAN slow: +${lat} ms (±${jit}) per answer, ${loss} of connections lost (make wan-up clears it)"
+}
+
+# write_secondary_env writes the secondary site's environment ($SEC/env): the main site's, then
+# what differs — site type and name, the local replica, the main primary through the WAN, its own
+# Redis and ports. OPS_TRANSFER_URL points at a port where nothing listens: an observatory runs no
+# transfer service, so /api/transfer answers 502 there instead of reaching the main site's.
+write_secondary_env() {
+	mkdir -p "$SEC"
+	{
+		cat "$STATE/env"
+		echo "# the secondary site (make up-sites): what differs from the main site"
+		kv OPS_SITE_TYPE secondary
+		kv OPS_SITE_NAME "${OPS_LOCAL_SECONDARY_SITE_NAME:-observatory}"
+		kv OPS_DATABASE_URL "$(replica_database_url)"
+		kv OPS_MAIN_DATABASE_URL "$(wan_database_url)"
+		kv OPS_REDIS_URL "redis://127.0.0.1:$SEC_REDIS_PORT/0"
+		site_ports "$SEC_HTTP_BASE"
+		kv OPS_OIDC_REDIRECT_URL "http://127.0.0.1:$SEC_HTTP_BASE/idp/callback"
+		if [ -f "$SEC/extra.env" ]; then cat "$SEC/extra.env"; fi
+	} >"$SEC/env"
+}
+
+# write_sites_env writes .local/sites.env: where both sites and the WAN are, for admin commands
+# and tests (`set -a; . .local/sites.env; set +a`). No name in it is a service setting.
+write_sites_env() {
+	local b=$SEC_HTTP_BASE
+	{
+		echo "# the local two-site stack (make up-sites): README \"Two sites (main and secondary)\""
+		kv OPS_MAIN_ENV_FILE "$STATE/env"
+		kv OPS_MAIN_GATEWAY_URL "http://127.0.0.1:$HTTP_BASE"
+		kv OPS_MAIN_PRIMARY_DATABASE_URL "$(local_database_url)"
+		kv OPS_MAIN_REDIS_URL "$(local_redis_url)"
+		kv OPS_SECONDARY_ENV_FILE "$SEC/env"
+		kv OPS_SECONDARY_GATEWAY_URL "http://127.0.0.1:$b"
+		kv OPS_SECONDARY_AUTHTOKEN_URL "http://127.0.0.1:$((b + 1))"
+		kv OPS_SECONDARY_CATALOG_URL "http://127.0.0.1:$((b + 3))"
+		kv OPS_SECONDARY_INGEST_URL "http://127.0.0.1:$((b + 4))"
+		kv OPS_SECONDARY_SITE_URL "http://127.0.0.1:$((b + 5))"
+		kv OPS_SECONDARY_DATABASE_URL "$(replica_database_url)"
+		kv OPS_SECONDARY_MAIN_DATABASE_URL "$(wan_database_url)"
+		kv OPS_SECONDARY_REDIS_URL "redis://127.0.0.1:$SEC_REDIS_PORT/0"
+		kv OPS_SECONDARY_REPLICA_DIR "$(replica_dir)"
+		kv OPS_REPLICATION_SLOT "$SLOT"
+		kv OPS_WAN_API_URL "$(wan_url)"
+		kv OPS_WAN_PROXY wan
+		kv OPS_WAN_LISTEN_ADDR "127.0.0.1:$WAN_PORT"
+		kv OPS_WAN_UPSTREAM_ADDR "127.0.0.1:$PG_PORT"
+	} >"$STATE/sites.env"
+}
+
+# up_sites starts the main site (as `up`), the WAN, and the secondary site. Rerun, it starts only
+# what is not running and leaves the WAN as it is (cut or slow).
+up_sites() {
+	if [ -n "${OPS_DATABASE_URL:-}${OPS_REDIS_URL:-}" ]; then
+		die "make up-sites runs its own PostgreSQL and Redis for both sites: unset OPS_DATABASE_URL and OPS_REDIS_URL"
+	fi
+	up_main
+	wan_start
+	replica_up
+	redis_up "$SEC" "$SEC_REDIS_PORT"
+	write_secondary_env
+	write_sites_env
+	for s in "${SECONDARY_SERVICES[@]}"; do
+		case $s in
+		ingest) start_service "$SEC" ingest -role all ;;
+		*) start_service "$SEC" "$s" ;;
+		esac
+	done
+	local ok=1
+	wait_ready gateway "http://127.0.0.1:$SEC_HTTP_BASE/readyz" || ok=0
+	wait_ready authtoken "http://127.0.0.1:$((SEC_HTTP_BASE + 1))/readyz" || ok=0
+	wait_ready catalog "http://127.0.0.1:$((SEC_HTTP_BASE + 3))/readyz" || ok=0
+	wait_ready ingest "http://127.0.0.1:$((SEC_HTTP_BASE + 4))/readyz" || ok=0
+	wait_ready site "http://127.0.0.1:$((SEC_HTTP_BASE + 5))/readyz" || ok=0
+	[ "$ok" = 1 ] || exit 1
+	up_message
+	local g="http://127.0.0.1:$SEC_HTTP_BASE"
+	cat <<-MSG
+
+	The secondary site (observatory) is up.
+	  Gateway        $g   (authtoken, catalog, ingest, site: ports $((SEC_HTTP_BASE + 1))-$((SEC_HTTP_BASE + 5)); no transfer)
+	  Health         $g/health   Buffer: $g/buffer-stats   Site info: $g/api/site/info
+	  Replica        $(replica_database_url)   (slot $SLOT on the main primary)
+	  Redis          redis://127.0.0.1:$SEC_REDIS_PORT/0
+	  Main database  $(wan_database_url)   (through the WAN)
+	  WAN            make wan-down | wan-up | wan-slow   (toxiproxy API $(wan_url)/proxies/wan)
+	  Logs           $SEC/logs/
+	  Environments   $SEC/env (the secondary's services), $STATE/sites.env (both sites and the WAN)
+	MSG
+}
+
+# stop_pids DIR stops every process with a pid file in DIR/pids (SIGTERM, SIGKILL after 10 s).
+stop_pids() {
+	local pids=() f pid
+	for f in "$1"/pids/*.pid; do
 		[ -f "$f" ] || continue
-		local pid; pid=$(cat "$f")
+		pid=$(cat "$f")
 		if kill -0 "$pid" 2>/dev/null; then
 			log "stopping $(basename "$f" .pid) (pid $pid)"
 			kill -TERM "$pid" 2>/dev/null || true
@@ -255,6 +539,15 @@ down() {
 		for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 		if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid" 2>/dev/null || true; fi
 	done
+}
+
+# down stops both sites: the secondary's services, the main's (and the WAN, the identity
+# provider), the replica and the secondary's Redis, then the main PostgreSQL and Redis.
+down() {
+	stop_pids "$SEC"
+	stop_pids "$STATE"
+	replica_down
+	redis_down "$SEC"
 	infra_down
 }
 
@@ -277,7 +570,7 @@ test_database() {
 		export OPS_TEST_DATABASE_URL="postgres://postgres@127.0.0.1:$PG_PORT/postgres?sslmode=disable"
 	fi
 	trap stop_test_pg EXIT
-	make -C "$ROOT" -s build
+	build
 	export OPS_BIN_DIR="$ROOT/bin"
 	cd "$ROOT"
 }
@@ -327,11 +620,15 @@ infra-up) deps; infra_up ;;
 infra-down) infra_down ;;
 pg-dir) pg_dir ;;
 up) up ;;
+up-sites) up_sites ;;
+wan-down) wan_down ;;
+wan-up) wan_up ;;
+wan-slow) wan_slow ;;
 down) down ;;
-logs) mkdir -p "$STATE/logs"; tail -n 50 -F "$STATE"/logs/*.log ;;
+logs) mkdir -p "$STATE/logs" "$SEC/logs"; tail -n 50 -F $(ls "$STATE"/logs/*.log "$SEC"/logs/*.log 2>/dev/null) ;;
 test) run_tests ;;
 bench) run_bench ;;
 chaos) run_chaos ;;
 env) write_env; cat "$STATE/env" ;;
-*) die "usage: $0 deps|infra-up|infra-down|pg-dir|up|down|logs|test|bench|chaos|env" ;;
+*) die "usage: $0 deps|infra-up|infra-down|pg-dir|up|up-sites|wan-down|wan-up|wan-slow|down|logs|test|bench|chaos|env" ;;
 esac

@@ -16,6 +16,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/obsops/obsops/pkg/authn"
+	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/pkg/problem"
 	"github.com/obsops/obsops/services/catalog/visibility"
 	"github.com/obsops/obsops/services/catalog/visibility/precalc"
@@ -240,6 +241,9 @@ func wantsSVG(accept string) bool {
 }
 
 func (v *Visibility) internal(ctx context.Context, op string, err error) error {
+	if database.MainUnreachable(err) { // a secondary site with its WAN down: a quick 503
+		return database.ErrMainUnreachable
+	}
 	// A generic 500 for the client; the chassis logs the cause once, with the request id.
 	return problem.Internal.New("").WithCause(fmt.Errorf("visibility %s: %w", op, err))
 }

@@ -88,6 +88,10 @@ func TestSecondarySiteWANCut(t *testing.T) {
 	require.NoError(t, json.Unmarshal(r.Body, &src))
 	reader := m.Admin(t, "create-service-token", "--account", "reader", "--scopes", "read:sources,read:programs", "--name", "reads")
 	counted := m.Admin(t, "create-service-token", "--account", "reader", "--scopes", "read:sources", "--name", "usage")
+	instrument := m.Admin(t, "create-service-token", "--account", "instrument", "--scopes", "write:observations,write:data,read:data", "--name", "daq")
+	var obsUnit int64
+	require.NoError(t, mainDB.QueryRow(`WITH p AS (INSERT INTO observing_programs (short_name, title, pi) VALUES ('S2', 't', 'pi') RETURNING id)
+		INSERT INTO obs_units (program_id, name, source_id, instrument_module_id, duration_s) SELECT p.id, 'u1', $1, 11, 600 FROM p RETURNING id`, src.ID).Scan(&obsUnit))
 	var countedID int64
 	require.NoError(t, mainDB.QueryRow(`SELECT id FROM api_tokens WHERE name = 'usage'`).Scan(&countedID))
 	ts.WaitReplicated(t, 30*time.Second)
@@ -95,7 +99,7 @@ func TestSecondarySiteWANCut(t *testing.T) {
 	// The secondary site's services: authtoken first (the others verify tokens there).
 	auth := ts.StartSecondary(t, "authtoken", nil)
 	catalog := ts.StartSecondary(t, "catalog", nil)
-	ts.StartSecondary(t, "ingest", nil, "-role", "all")
+	ingestURL := ts.StartSecondary(t, "ingest", nil, "-role", "all")
 	siteURL := ts.StartSecondary(t, "site", nil)
 	t.Logf("two sites up in %s", time.Since(begin).Round(time.Millisecond))
 
@@ -144,6 +148,25 @@ func TestSecondarySiteWANCut(t *testing.T) {
 		requireMainUnreachable(t, call(t, http.MethodPost, auth+"/api/tokens", observer,
 			map[string]any{"name": fmt.Sprintf("during cut %d", i), "scopes": []string{"read:sources"}}), "create an API token")
 	}
+
+	// Ingest: buffered writes are acknowledged; its direct write (finalize) needs the main.
+	a = call(t, http.MethodPost, ingestURL+"/executed_obs_units/start", instrument,
+		map[string]any{"obs_unit_id": obsUnit, "instrument_module_id": 11, "start_time": "2026-11-25T01:00:00Z"})
+	require.Equal(t, http.StatusCreated, a.Status, "%s", a.Body)
+	var started struct {
+		ID string `json:"id"`
+	}
+	require.NoError(t, json.Unmarshal(a.Body, &started))
+	a = call(t, http.MethodPost, ingestURL+"/raw_data_package/", instrument,
+		map[string]any{"executed_obs_unit_id": started.ID, "instrument_module_id": 11, "name": "pkg-during-cut"})
+	require.Equal(t, http.StatusCreated, a.Status, "%s", a.Body)
+	require.Contains(t, string(a.Body), `"status":"buffered"`)
+	var pkg struct {
+		ID string `json:"id"`
+	}
+	require.NoError(t, json.Unmarshal(a.Body, &pkg))
+	finalize := map[string]any{"size_bytes": 99, "checksum": "xxh64:0123456789abcdef"}
+	requireMainUnreachable(t, call(t, http.MethodPut, ingestURL+"/raw_data_package/"+pkg.ID+"/finalize", instrument, finalize), "finalize a package")
 
 	// Token uses during the cut: answered, counted at the secondary, not at the main.
 	use(25)
@@ -203,6 +226,13 @@ func TestSecondarySiteWANCut(t *testing.T) {
 		a := call(t, http.MethodPost, catalog+"/sources/", observer, map[string]any{"name": "after cut", "kind": "fixed", "ra_deg": 3, "dec_deg": 4})
 		return a.Status == http.StatusCreated
 	}, 5*time.Second, 200*time.Millisecond, "a write at the secondary after the WAN returned")
+	require.Eventually(t, func() bool {
+		a := call(t, http.MethodPut, ingestURL+"/raw_data_package/"+pkg.ID+"/finalize", instrument, finalize)
+		return a.Status == http.StatusOK && strings.Contains(string(a.Body), `"status":"complete"`)
+	}, 5*time.Second, 200*time.Millisecond, "finalize at the secondary after the WAN returned")
+	var status string
+	require.NoError(t, mainDB.QueryRow(`SELECT status FROM raw_data_packages WHERE id = $1`, pkg.ID).Scan(&status))
+	require.Equal(t, "complete", status, "finalized at the main")
 	var n int
 	require.NoError(t, mainDB.QueryRow(`SELECT count(*) FROM sources WHERE name LIKE 'during cut%'`).Scan(&n))
 	require.Zero(t, n, "a refused write left nothing behind")

@@ -130,10 +130,13 @@ func (m *Monitor) Sample(ctx context.Context) Sample {
 	return s
 }
 
-// replayRate adds a processed total to the history and returns the tasks per second over the
+// replayRate adds a processed total to the history (at most one a second, so however often
+// /buffer-stats is asked the history stays small) and returns the tasks per second over the
 // window (0 until two samples exist). Called with mu held.
 func (m *Monitor) replayRate(at time.Time, total int) float64 {
-	m.history = append(m.history, processed{at, total})
+	if n := len(m.history); n == 0 || at.Sub(m.history[n-1].at) >= time.Second {
+		m.history = append(m.history, processed{at, total})
+	}
 	for len(m.history) > 2 && at.Sub(m.history[1].at) >= replayWindow {
 		m.history = m.history[1:]
 	}

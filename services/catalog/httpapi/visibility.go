@@ -507,6 +507,9 @@ func (v *Visibility) precalculate(ctx context.Context, in *struct{ Body precalcu
 		return nil, v.internal(ctx, "read sources", err)
 	}
 	job, err := v.Heatmaps.Enqueue(ctx, b.Year, ids, p.Username)
+	if database.MainUnreachable(err) { // the job is recorded at the main site
+		return nil, database.ErrMainUnreachable
+	}
 	if err != nil {
 		if v.Log != nil {
 			v.Log.ErrorContext(ctx, "visibility precalculation not queued", "error", err)

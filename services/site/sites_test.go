@@ -61,6 +61,7 @@ func requireMainUnreachable(t *testing.T, a answer, what string) {
 	require.Contains(t, string(a.Body), "the main site is unreachable", what)
 	require.Contains(t, string(a.Body), `"type":"urn:obsops:problem:unavailable"`, what)
 	require.LessOrEqual(t, a.Took, 2*time.Second, "%s took %s", what, a.Took)
+	t.Logf("%s: 503 in %s", what, a.Took.Round(time.Microsecond))
 }
 
 // TestSecondarySiteWANCut runs authtoken, catalog, ingest and site at a secondary site (replica

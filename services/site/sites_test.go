@@ -246,5 +246,17 @@ func TestSecondarySiteWANCut(t *testing.T) {
 	metrics = string(rawGet(t, siteURL+"/metrics", ""))
 	require.Contains(t, metrics, "obsops_main_db_reachable 1")
 	require.True(t, strings.Contains(metrics, "obsops_main_db_unreachable_seconds 0"), "reset once reachable")
+
+	// The worst WAN: traffic silently dropped, connections left open. Writes still answer the 503
+	// within 2 s (OPS_MAIN_DB_TIMEOUT, 1.5 s, on the first; at once after), never hang.
+	_, err = ts.WAN.Toxics.AddToxicJson(strings.NewReader(`{"name":"drop","type":"timeout","stream":"downstream","attributes":{"timeout":0}}`))
+	require.NoError(t, err)
+	for i := range 3 {
+		requireMainUnreachable(t, call(t, http.MethodPost, catalog+"/sources/", observer,
+			map[string]any{"name": fmt.Sprintf("during drop %d", i), "kind": "fixed", "ra_deg": 1, "dec_deg": 2}), "create a source, WAN dropping")
+	}
+	require.Eventually(t, func() bool {
+		return get(t, siteURL+"/health", &h) == 200 && h.Status == site.StatusDegraded
+	}, 5*time.Second, 100*time.Millisecond, "health while the WAN drops traffic: %+v", h)
 	t.Logf("%s: done", time.Since(begin).Round(time.Millisecond))
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -63,10 +64,10 @@ func AttachPools(svc *service.Service, expectedMigration int64) (*Pools, error) 
 	}
 	c := svc.Common
 	if !c.Secondary() {
-		link := newMainLink(read.PingContext, c.MainDBTimeout, svc.Metrics)
+		link := newMainLink(read.PingContext, c.MainDBTimeout, svc.Metrics, svc.Log)
 		return &Pools{Read: read, Write: read, Main: link}, nil
 	}
-	link, write, err := OpenMain(c.MainDB(), c.DBMaxConns, c.MainDBTimeout, svc.Metrics)
+	link, write, err := OpenMain(c.MainDB(), c.DBMaxConns, c.MainDBTimeout, svc.Metrics, svc.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -83,8 +84,9 @@ func AttachPools(svc *service.Service, expectedMigration int64) (*Pools, error) 
 // OpenMain opens a pool on the main site's database for a secondary site, with its link: every
 // connection of the pool gives up after timeout without progress (connecting, or any read or
 // write), and while the link is known down the pool refuses at once. The link's own probe uses a
-// connection of its own. Call link.Run to keep the state current.
-func OpenMain(dsn string, maxConns int, timeout time.Duration, reg prometheus.Registerer) (*MainLink, *sqlx.DB, error) {
+// connection of its own. Call link.Run to keep the state current. Changes of state are logged to
+// log (nil: not logged) and exported on reg (nil: not exported).
+func OpenMain(dsn string, maxConns int, timeout time.Duration, reg prometheus.Registerer, log *slog.Logger) (*MainLink, *sqlx.DB, error) {
 	probeConn, err := pq.NewConnector(dsn)
 	if err != nil {
 		return nil, nil, &config.Invalid{Var: "OPS_MAIN_DATABASE_URL", Reason: err.Error()}
@@ -93,7 +95,7 @@ func OpenMain(dsn string, maxConns int, timeout time.Duration, reg prometheus.Re
 	probeDB := sql.OpenDB(probeConn)
 	probeDB.SetMaxOpenConns(1)
 	probeDB.SetMaxIdleConns(1)
-	link := newMainLink(probeDB.PingContext, timeout, reg)
+	link := newMainLink(probeDB.PingContext, timeout, reg, log)
 	link.closers = append(link.closers, probeDB.Close)
 
 	conn, err := pq.NewConnector(dsn)
@@ -124,6 +126,7 @@ type MainLink struct {
 	wake    chan struct{}
 	onDown  func()
 	closers []func() error
+	log     *slog.Logger
 
 	mu        sync.Mutex
 	reachable bool
@@ -142,8 +145,8 @@ type MainStatus struct {
 	LastError string `json:"last_error,omitempty"`
 }
 
-func newMainLink(probe func(context.Context) error, timeout time.Duration, reg prometheus.Registerer) *MainLink {
-	l := &MainLink{probe: probe, timeout: timeout, wake: make(chan struct{}, 1), reachable: true, since: time.Now()}
+func newMainLink(probe func(context.Context) error, timeout time.Duration, reg prometheus.Registerer, log *slog.Logger) *MainLink {
+	l := &MainLink{probe: probe, timeout: timeout, wake: make(chan struct{}, 1), reachable: true, since: time.Now(), log: log}
 	if reg != nil {
 		reg.MustRegister(
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -216,6 +219,7 @@ func (l *MainLink) record(err error) {
 	l.mu.Lock()
 	reachable := err == nil
 	changed := reachable != l.reachable
+	was := time.Since(l.since)
 	if changed {
 		l.reachable, l.since = reachable, time.Now()
 	}
@@ -225,7 +229,19 @@ func (l *MainLink) record(err error) {
 	l.down.Store(!reachable)
 	onDown := l.onDown
 	l.mu.Unlock()
-	if changed && !reachable && onDown != nil {
+	if !changed {
+		return
+	}
+	if reachable {
+		if l.log != nil {
+			l.log.Info("main database reachable again; writes go through", "unreachable_for", was.Round(time.Millisecond).String())
+		}
+		return
+	}
+	if l.log != nil {
+		l.log.Warn("main database unreachable; writes answer 503 until it is back", "error", err.Error())
+	}
+	if onDown != nil {
 		onDown()
 	}
 }

@@ -33,7 +33,7 @@ func TestMainPoolFailsFastAndRecovers(t *testing.T) {
 
 	const timeout = 500 * time.Millisecond
 	reg := prometheus.NewRegistry()
-	link, db, err := database.OpenMain(u.String(), 4, timeout, reg)
+	link, db, err := database.OpenMain(u.String(), 4, timeout, reg, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
 	ctx, stop := context.WithCancel(context.Background())

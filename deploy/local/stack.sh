@@ -2,7 +2,7 @@
 # Local obsops stack without Docker: a project-local PostgreSQL and Redis under .local/ (git-ignored),
 # every service and the gateway in the background, pids and logs under .local/.
 #
-#   stack.sh deps        install PostgreSQL (with q3c) and Redis with apt-get when missing
+#   stack.sh deps        install PostgreSQL (with q3c), Redis and promtool (Debian package prometheus) with apt-get when missing
 #   stack.sh infra-up    start the local PostgreSQL and Redis (skipped when OPS_DATABASE_URL / OPS_REDIS_URL are set)
 #   stack.sh infra-down  stop them
 #   stack.sh pg-dir      print where the local PostgreSQL keeps its files
@@ -64,6 +64,8 @@ deps() {
 	[ -n "$(pg_bin)" ] || missing+=(postgresql)
 	command -v redis-server >/dev/null || missing+=(redis-server)
 	command -v curl >/dev/null || missing+=(curl)
+	# promtool checks and unit-tests deploy/prometheus/alerts.yml (services/site TestAlertRules).
+	command -v promtool >/dev/null || missing+=(prometheus)
 	if [ ${#missing[@]} -gt 0 ]; then
 		[ "$(id -u)" = 0 ] || die "missing ${missing[*]}: install them (sudo apt-get install ${missing[*]})"
 		log "installing ${missing[*]} with apt-get"

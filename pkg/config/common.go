@@ -20,6 +20,15 @@ type Common struct {
 	ShutdownTimeout time.Duration `env:"OPS_SHUTDOWN_TIMEOUT" envDefault:"15s"`
 	SiteName        string        `env:"OPS_SITE_NAME" envDefault:"FYST"`
 	SiteType        string        `env:"OPS_SITE_TYPE" envDefault:"main"`
+	// MainDatabaseURL is the main site's PostgreSQL primary, where a secondary site sends the
+	// writes it does not buffer (and its ingest worker replays the buffered ones); required at a
+	// secondary site, where OPS_DATABASE_URL is the local read replica. At the main site it
+	// defaults to OPS_DATABASE_URL (MainDB).
+	MainDatabaseURL string `env:"OPS_MAIN_DATABASE_URL"`
+	// MainDBTimeout bounds every wait on the main database from a secondary site: connecting,
+	// and each read or write on a connection. Past it the main site counts as unreachable and
+	// the request is answered 503 instead of hanging on a dead WAN.
+	MainDBTimeout time.Duration `env:"OPS_MAIN_DB_TIMEOUT" envDefault:"1500ms"`
 	// InternalSecret is shared by the gateway and every service: the gateway sends it with each
 	// forwarded request and services with their internal calls (token verification). Only a
 	// request carrying it may name the client address (X-Real-IP, a verification's client_ip);
@@ -40,6 +49,16 @@ func (c *Common) Validate() error {
 			return err
 		}
 	}
+	if c.MainDatabaseURL != "" {
+		if err := URL("OPS_MAIN_DATABASE_URL", c.MainDatabaseURL, "postgres", "postgresql"); err != nil {
+			return err
+		}
+	} else if c.Secondary() && c.DatabaseURL != "" {
+		return &Invalid{Var: "OPS_MAIN_DATABASE_URL", Reason: "required at a secondary site (OPS_SITE_TYPE=secondary): the main site's primary, for writes (OPS_DATABASE_URL is the local replica)"}
+	}
+	if c.MainDBTimeout < 100*time.Millisecond || c.MainDBTimeout > time.Minute {
+		return &Invalid{Var: "OPS_MAIN_DB_TIMEOUT", Reason: "must be within [100ms, 1m]"}
+	}
 	if err := URL("OPS_REDIS_URL", c.RedisURL, "redis", "rediss"); err != nil {
 		return err
 	}
@@ -56,6 +75,18 @@ func (c *Common) Validate() error {
 		return &Invalid{Var: "OPS_SHUTDOWN_TIMEOUT", Reason: "drain must be >= 0 and timeout > 0"}
 	}
 	return nil
+}
+
+// Secondary reports whether this is a secondary site (an observatory): reads from the local
+// replica, writes to the main site.
+func (c *Common) Secondary() bool { return c.SiteType == "secondary" }
+
+// MainDB is where writes go: OPS_MAIN_DATABASE_URL, else (a main site) OPS_DATABASE_URL.
+func (c *Common) MainDB() string {
+	if c.MainDatabaseURL != "" {
+		return c.MainDatabaseURL
+	}
+	return c.DatabaseURL
 }
 
 // Upstreams are the base URLs at which the services reach each other (the gateway routes to

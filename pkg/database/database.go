@@ -6,6 +6,7 @@ package database
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 
@@ -63,7 +64,18 @@ func CheckMigration(ctx context.Context, db *sqlx.DB, expected int64) error {
 // InTx runs fn in a transaction on db, committed when fn returns nil and rolled back otherwise
 // (also when fn panics), so a store's multi-statement write is all or nothing.
 func InTx(ctx context.Context, db *sqlx.DB, fn func(tx *sqlx.Tx) error) error {
-	tx, err := db.BeginTxx(ctx, nil)
+	return inTx(ctx, db, nil, fn)
+}
+
+// InReadTx runs fn in a READ ONLY transaction on db: one snapshot for several reads. Unlike
+// InTx it works on a secondary site's replica, where lib/pq's default BEGIN READ WRITE is
+// refused (SQLSTATE 0A000, "cannot set transaction read-write mode during recovery").
+func InReadTx(ctx context.Context, db *sqlx.DB, fn func(tx *sqlx.Tx) error) error {
+	return inTx(ctx, db, &sql.TxOptions{ReadOnly: true}, fn)
+}
+
+func inTx(ctx context.Context, db *sqlx.DB, opts *sql.TxOptions, fn func(tx *sqlx.Tx) error) error {
+	tx, err := db.BeginTxx(ctx, opts)
 	if err != nil {
 		return err
 	}

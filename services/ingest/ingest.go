@@ -42,9 +42,6 @@ type Config struct {
 	authn.Config
 	Addr              string `env:"OPS_INGEST_ADDR" envDefault:"127.0.0.1:8084"`
 	WorkerConcurrency int    `env:"OPS_INGEST_WORKER_CONCURRENCY" envDefault:"20"`
-	// MainDatabaseURL is where the worker applies buffered writes: the main site's primary. At the
-	// main site it is the same database as OPS_DATABASE_URL (the default).
-	MainDatabaseURL string `env:"OPS_MAIN_DATABASE_URL"`
 	// BulkBodyLimitBytes is the body limit of POST /raw_data_files/bulk, the one route whose
 	// bodies are larger than OPS_BODY_LIMIT_BYTES: 10,000 files with paths of a few hundred bytes.
 	BulkBodyLimitBytes int `env:"OPS_INGEST_BULK_BODY_LIMIT_BYTES" envDefault:"16777216"`
@@ -74,20 +71,7 @@ func (c *Config) Validate() error {
 	case c.RetryAfter < 1 || c.RetryAfter > 3600:
 		return &config.Invalid{Var: "OPS_INGEST_RETRY_AFTER", Reason: "must be within [1, 3600] seconds"}
 	}
-	if c.MainDatabaseURL != "" {
-		if err := config.URL("OPS_MAIN_DATABASE_URL", c.MainDatabaseURL, "postgres", "postgresql"); err != nil {
-			return err
-		}
-	}
 	return nil
-}
-
-// MainDB is the database the worker writes to: OPS_MAIN_DATABASE_URL, else OPS_DATABASE_URL.
-func (c *Config) MainDB() string {
-	if c.MainDatabaseURL != "" {
-		return c.MainDatabaseURL
-	}
-	return c.DatabaseURL
 }
 
 // ValidRole reports whether role is one of the -role values.

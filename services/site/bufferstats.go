@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/obsops/obsops/pkg/contract"
+	"github.com/obsops/obsops/pkg/database"
 )
 
 // BufferStats describes the critical-write buffer of this site: the asynq queue that ingest
@@ -30,8 +31,14 @@ type BufferStats struct {
 	OldestPendingAgeS float64   `json:"oldest_pending_age_seconds" doc:"Age of the oldest pending task; 0 when none."`
 	Paused            bool      `json:"paused"`
 	MemoryUsageBytes  int64     `json:"memory_usage_bytes"`
-	MainDBReachable   bool      `json:"main_db_reachable"`
+	MainDBReachable   bool      `json:"main_db_reachable" doc:"Whether the main site's database answers (main.reachable)."`
 	MeasuredAt        time.Time `json:"measured_at"`
+	// Main is the main site's database as this site sees it: reachable or not, since when.
+	Main database.MainStatus `json:"main"`
+	// ReplayRatePerS is how many buffered writes were processed per second over the last minute.
+	ReplayRatePerS float64 `json:"replay_rate_per_second" doc:"Buffered writes processed per second over the last minute (0 until two samples exist)."`
+	// Replica is the local replica's lag (secondary sites only).
+	Replica *ReplicaStatus `json:"replica,omitempty"`
 	// LastApplyAt is when an ingest worker last committed a buffered write (absent before the
 	// first); with a growing backlog it tells how long replay has been stuck.
 	LastApplyAt *time.Time `json:"last_apply_at,omitempty"`
@@ -54,10 +61,9 @@ type BufferInspector struct {
 	Redis     redis.UniversalClient // reads contract.IngestLastApplyKey
 	Site      string
 	SiteType  string
-	MainDB    func(context.Context) error
 }
 
-// Stats reads the ingest queue. A queue that has never held a task reports zeros, not an error.
+// Stats reads the ingest queue (the main link, replica and replay rate are the Monitor's to add). A queue that has never held a task reports zeros, not an error.
 func (b *BufferInspector) Stats(ctx context.Context) (BufferStats, error) {
 	st := BufferStats{Site: b.Site, SiteType: b.SiteType, Queue: contract.IngestQueue, MeasuredAt: time.Now().UTC()}
 	queues, err := b.Inspector.Queues()
@@ -92,6 +98,5 @@ func (b *BufferInspector) Stats(ctx context.Context) (BufferStats, error) {
 			st.LastApplyAt = &t
 		}
 	}
-	st.MainDBReachable = b.MainDB(ctx) == nil
 	return st, nil
 }

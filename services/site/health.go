@@ -14,14 +14,18 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/pkg/service"
 )
 
 // Overall health states reported by /health.
 const (
-	StatusOK       = "ok"       // every component ready
-	StatusDegraded = "degraded" // the site's own database and Redis work, some service is not ready
-	StatusDown     = "down"     // the database or Redis is unreachable: nothing can be recorded
+	StatusOK = "ok" // every component ready
+	// StatusDegraded: the site's own database and Redis work, but some service is not ready or
+	// (a secondary site) the main site's database is unreachable: reads and buffered writes go
+	// on, other writes answer 503 until it is back.
+	StatusDegraded = "degraded"
+	StatusDown     = "down" // the database or Redis is unreachable: nothing can be recorded
 )
 
 // ComponentHealth is the state of one dependency or service as seen from the site service.
@@ -45,6 +49,10 @@ type Health struct {
 	// Buffer summarises the critical-write buffer (details at /buffer-stats); absent when it
 	// could not be read.
 	Buffer *BufferSummary `json:"buffer,omitempty"`
+	// Main is the main site's database as this site sees it (at the main site: its own).
+	Main *database.MainStatus `json:"main,omitempty"`
+	// Replica is the local read replica (secondary sites only).
+	Replica *ReplicaStatus `json:"replica,omitempty"`
 }
 
 // BufferSummary is the part of the buffer statistics an operator checks first: the backlog, how
@@ -55,6 +63,13 @@ type BufferSummary struct {
 	Archived          int        `json:"archived" doc:"Dead letters."`
 	OldestPendingAgeS float64    `json:"oldest_pending_age_seconds"`
 	LastApplyAt       *time.Time `json:"last_apply_at,omitempty"`
+	ReplayRatePerS    float64    `json:"replay_rate_per_second"`
+}
+
+// Summary is the part of the statistics /health and /api/site/info carry.
+func (st *BufferStats) Summary() *BufferSummary {
+	return &BufferSummary{Pending: st.Pending, Retry: st.Retry, Archived: st.Archived,
+		OldestPendingAgeS: st.OldestPendingAgeS, LastApplyAt: st.LastApplyAt, ReplayRatePerS: st.ReplayRatePerS}
 }
 
 // Checker builds the health report: the site's own dependency checks plus every service's
@@ -66,8 +81,11 @@ type Checker struct {
 	Services   map[string]string // name -> base URL
 	HTTP       *http.Client
 	PerTimeout time.Duration
-	// Buffer reads the buffer statistics (nil: not reported).
-	Buffer func(context.Context) (BufferStats, error)
+	// Monitor samples the main link, the replica and the buffer (nil: not reported).
+	Monitor *Monitor
+	// Secondary: an unreachable main database makes the report degraded (at the main site it
+	// is Database, and its failure makes it down).
+	Secondary bool
 	// CacheFor is how long Cached reuses a report: anonymous /health never fans out to every
 	// service more often than this, however many ask.
 	CacheFor time.Duration
@@ -108,6 +126,11 @@ func (h *Checker) Cached(ctx context.Context) Health {
 // which component fails and in general terms why, but no internal address or dial error.
 func (r Health) Redacted() Health {
 	r.Database.Detail, r.Redis.Detail = "", ""
+	if r.Main != nil {
+		m := *r.Main
+		m.LastError = ""
+		r.Main = &m
+	}
 	r.Services = maps.Clone(r.Services)
 	for name, c := range r.Services {
 		c.Detail = ""
@@ -149,17 +172,23 @@ func (h *Checker) Check(ctx context.Context) Health {
 			report.Services[r.name] = r.res
 		}
 	}
-	if h.Buffer != nil {
-		if st, err := h.Buffer(ctx); err == nil {
-			report.Buffer = &BufferSummary{Pending: st.Pending, Retry: st.Retry, Archived: st.Archived,
-				OldestPendingAgeS: st.OldestPendingAgeS, LastApplyAt: st.LastApplyAt}
+	mainDown := false
+	if h.Monitor != nil {
+		sample := h.Monitor.Sample(ctx)
+		if sample.Buffer != nil {
+			report.Buffer = sample.Buffer.Summary()
 		}
+		report.Main, report.Replica = &sample.Main, sample.Replica
+		mainDown = h.Secondary && !sample.Main.Reachable
 	}
 	report.Status = StatusOK
 	for _, s := range report.Services {
 		if s.Status != "ok" {
 			report.Status = StatusDegraded
 		}
+	}
+	if mainDown {
+		report.Status = StatusDegraded
 	}
 	if report.Database.Status != "ok" || report.Redis.Status != "ok" {
 		report.Status = StatusDown

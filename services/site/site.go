@@ -4,9 +4,12 @@
 package site
 
 import (
+	"time"
+
 	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/pkg/config"
 	"github.com/obsops/obsops/pkg/contract"
+	"github.com/obsops/obsops/pkg/database"
 )
 
 // Config is the site service's configuration.
@@ -49,6 +52,30 @@ type Info struct {
 	Buffering       Buffering       `json:"buffering"`
 	Version         string          `json:"version"`
 	Commit          string          `json:"commit"`
+	// Status is the moving part, from the latest sample (at most a few seconds old).
+	Status *SiteStatus `json:"status,omitempty"`
+}
+
+// SiteStatus is how the site is doing: the main site's database as seen from here, the local
+// replica (secondary sites) and the buffer's backlog and replay.
+type SiteStatus struct {
+	MeasuredAt time.Time           `json:"measured_at"`
+	Main       database.MainStatus `json:"main"`
+	Replica    *ReplicaStatus      `json:"replica,omitempty"`
+	Buffer     *BufferSummary      `json:"buffer,omitempty"`
+}
+
+// StatusOf is the public status in a sample (no error text: it may name addresses).
+func StatusOf(s Sample) *SiteStatus {
+	if s.At.IsZero() {
+		return nil
+	}
+	st := &SiteStatus{MeasuredAt: s.At, Main: s.Main, Replica: s.Replica}
+	st.Main.LastError = ""
+	if s.Buffer != nil {
+		st.Buffer = s.Buffer.Summary()
+	}
+	return st
 }
 
 // NewInfo describes the site from its configuration and build.

@@ -29,13 +29,13 @@ func get(t *testing.T, url string, into any) int {
 
 func TestSiteEndpointsThroughTheGateway(t *testing.T) {
 	s := testenv.StartSuite(t, testenv.SuiteOptions{Env: map[string]string{
-		"OPS_SITE_NAME": "FYST-test", "OPS_SITE_TYPE": "secondary", "OPS_SUN_AVOIDANCE_DEG": "40",
+		"OPS_SITE_NAME": "FYST-test", "OPS_SUN_AVOIDANCE_DEG": "40", // a main site (secondary sites: sites_test.go)
 	}})
 
 	var info site.Info
 	require.Equal(t, 200, get(t, s.GatewayURL+"/api/site/info", &info))
 	require.Equal(t, "FYST-test", info.SiteName)
-	require.Equal(t, "secondary", info.SiteType)
+	require.Equal(t, "main", info.SiteType)
 	require.InDelta(t, -22.985639, info.Location.LatitudeDeg, 1e-9)
 	require.InDelta(t, -67.740278, info.Location.LongitudeDeg, 1e-9)
 	require.InDelta(t, 5611.8, info.Location.ElevationM, 1e-9)
@@ -161,8 +161,10 @@ func TestBufferStatsReadTheIngestQueue(t *testing.T) {
 
 	var st site.BufferStats
 	require.Equal(t, 200, get(t, url, &st))
-	require.Equal(t, site.BufferStats{Site: st.Site, SiteType: "main", Queue: "ingest", MainDBReachable: true, MeasuredAt: st.MeasuredAt}, st,
+	require.Equal(t, site.BufferStats{Site: st.Site, SiteType: "main", Queue: "ingest", MainDBReachable: true, MeasuredAt: st.MeasuredAt, Main: st.Main}, st,
 		"an empty queue reports real zeros")
+	require.True(t, st.Main.Reachable, "at the main site the main database is its own")
+	require.Zero(t, st.Main.UnreachableSeconds)
 
 	client := asynq.NewClientFromRedisClient(s.Redis.Client())
 	for i := range 3 {

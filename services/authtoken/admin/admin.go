@@ -63,7 +63,7 @@ func Run(ctx context.Context, env *Env, args []string) error {
 	if env.Config.DatabaseURL == "" {
 		return errors.New("OPS_DATABASE_URL: required but not set")
 	}
-	db, err := database.Open(env.Config.DatabaseURL, 2)
+	db, err := database.Open(env.Config.MainDB(), 2) // the admin commands change rows: at a secondary site, on the main site
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/obsops/obsops/pkg/authn"
+	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/services/authtoken"
 	"github.com/obsops/obsops/services/authtoken/login"
 )
@@ -122,7 +123,7 @@ func callbackResponses(api huma.API) map[string]*huma.Response {
 		"400": {Description: "Unknown, expired or reused state; no login cookie (the login was not started in this browser); the provider refused the login (its error and description are in the detail); or the code or ID token was rejected."},
 		"403": {Description: "The login was started in another browser (its login cookie names another state), or the account is disabled."},
 		"409": {Description: "The username already belongs to another identity-provider account."},
-		"503": {Description: "Login is not configured, or the identity provider or Redis is unavailable."},
+		"503": {Description: "Login is not configured, the identity provider or Redis is unavailable, or (at a secondary site) the main site is unreachable: recording the user needs it."},
 	}
 }
 
@@ -131,6 +132,9 @@ func loginProblem(err error) error {
 	var le *login.Error
 	if errors.As(err, &le) {
 		return huma.NewError(le.Status, le.Detail)
+	}
+	if database.MainUnreachable(err) { // recording the user needs the main site
+		return database.ErrMainUnreachable
 	}
 	return huma.Error500InternalServerError("login failed; see the authtoken log")
 }

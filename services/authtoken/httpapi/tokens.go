@@ -15,6 +15,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/obsops/obsops/pkg/authn"
+	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/services/authtoken"
 )
 
@@ -152,6 +153,9 @@ func (h *Handlers) tokenProblem(ctx context.Context, op string, err error) error
 		return huma.Error403Forbidden("the account is disabled or no longer exists")
 	case errors.Is(err, authtoken.ErrForbidden):
 		return huma.Error403Forbidden(err.Error())
+	}
+	if database.MainUnreachable(err) { // a secondary site with its WAN down: a quick 503, not a 500
+		return database.ErrMainUnreachable
 	}
 	if h.Tokens.Log != nil {
 		h.Tokens.Log.ErrorContext(ctx, "token operation failed", "op", op, "error", err)

@@ -20,7 +20,12 @@ import (
 // authtoken.TokenStore and authtoken.UsageSink. Every change is one transaction that writes its
 // audit row(s) too; the token hash is written once and never read back out.
 type Tokens struct {
+	// DB answers reads, verification included: at a secondary site the local replica, so
+	// tokens keep verifying while the WAN to the main site is down.
 	DB *sqlx.DB
+	// Write, when set, takes every statement that changes rows: the main site's primary
+	// (database.Pools.Write). Unset: DB.
+	Write *sqlx.DB
 
 	// The hot-path statements, prepared on first use: parsing and planning the verification
 	// query on every call costs several times more than running it.
@@ -34,7 +39,11 @@ func (s *Tokens) prepared(ctx context.Context, slot *atomic.Pointer[sqlx.Stmt], 
 	if st := slot.Load(); st != nil {
 		return st, nil
 	}
-	st, err := s.DB.PreparexContext(ctx, query)
+	db := s.DB
+	if slot == &s.recordUseStmt {
+		db = s.writer()
+	}
+	st, err := db.PreparexContext(ctx, query)
 	if err != nil {
 		return nil, err
 	}
@@ -42,6 +51,14 @@ func (s *Tokens) prepared(ctx context.Context, slot *atomic.Pointer[sqlx.Stmt], 
 		_ = st.Close()
 	}
 	return slot.Load(), nil
+}
+
+// writer is the pool for changes (see Write).
+func (s *Tokens) writer() *sqlx.DB {
+	if s.Write != nil {
+		return s.Write
+	}
+	return s.DB
 }
 
 // tokenColumns are the columns of authtoken.Token; is_expired is judged by the database clock,
@@ -135,7 +152,7 @@ func audit(ctx context.Context, tx *sqlx.Tx, a authtoken.Audit, tokenIDs []int64
 // cannot both pass the per-user limit.
 func (s *Tokens) Create(ctx context.Context, rec authtoken.TokenRecord, maxActive int, a authtoken.Audit) (authtoken.Token, error) {
 	var tok authtoken.Token
-	err := database.InTx(ctx, s.DB, func(tx *sqlx.Tx) error {
+	err := database.InTx(ctx, s.writer(), func(tx *sqlx.Tx) error {
 		var active bool
 		err := tx.GetContext(ctx, &active, `SELECT is_active FROM users WHERE id = $1 FOR NO KEY UPDATE`, rec.UserID)
 		if errors.Is(err, sql.ErrNoRows) || (err == nil && !active) {
@@ -199,7 +216,7 @@ func (s *Tokens) List(ctx context.Context, v authtoken.Visibility, limit, offset
 // Update implements authtoken.TokenStore; the audit row holds the changed fields before and after.
 func (s *Tokens) Update(ctx context.Context, id int64, v authtoken.Visibility, ch authtoken.TokenChanges, a authtoken.Audit) (authtoken.Token, error) {
 	var tok authtoken.Token
-	err := database.InTx(ctx, s.DB, func(tx *sqlx.Tx) error {
+	err := database.InTx(ctx, s.writer(), func(tx *sqlx.Tx) error {
 		before, err := lockToken(ctx, tx, id, v)
 		if err != nil {
 			return err
@@ -242,7 +259,7 @@ func (s *Tokens) Update(ctx context.Context, id int64, v authtoken.Visibility, c
 // Both tokens get an audit row: regenerate (old, replaced_by) and create (new, replaces).
 func (s *Tokens) Regenerate(ctx context.Context, id int64, v authtoken.Visibility, next authtoken.TokenRecord, defaultDays int, a authtoken.Audit) (authtoken.Token, error) {
 	var tok authtoken.Token
-	err := database.InTx(ctx, s.DB, func(tx *sqlx.Tx) error {
+	err := database.InTx(ctx, s.writer(), func(tx *sqlx.Tx) error {
 		old, err := lockToken(ctx, tx, id, v)
 		if err != nil {
 			return err
@@ -279,7 +296,7 @@ func (s *Tokens) Regenerate(ctx context.Context, id int64, v authtoken.Visibilit
 // no audit row.
 func (s *Tokens) Revoke(ctx context.Context, id int64, v authtoken.Visibility, a authtoken.Audit) (authtoken.Token, error) {
 	var tok authtoken.Token
-	err := database.InTx(ctx, s.DB, func(tx *sqlx.Tx) error {
+	err := database.InTx(ctx, s.writer(), func(tx *sqlx.Tx) error {
 		var err error
 		if tok, err = lockToken(ctx, tx, id, v); err != nil || !tok.IsActive {
 			return err
@@ -300,7 +317,7 @@ func (s *Tokens) Revoke(ctx context.Context, id int64, v authtoken.Visibility, a
 // flush locks them in, so the two cannot deadlock.
 func (s *Tokens) BulkRevoke(ctx context.Context, ids []int64, v authtoken.Visibility, a authtoken.Audit) ([]authtoken.BulkRevokeResult, error) {
 	results := make([]authtoken.BulkRevokeResult, len(ids))
-	err := database.InTx(ctx, s.DB, func(tx *sqlx.Tx) error {
+	err := database.InTx(ctx, s.writer(), func(tx *sqlx.Tx) error {
 		var found []struct {
 			ID       int64 `db:"id"`
 			IsActive bool  `db:"is_active"`
@@ -445,7 +462,7 @@ func (s *Tokens) ApplyUsage(ctx context.Context, flushID string, deltas []authto
 		uses += d.Count
 	}
 	applied := false
-	err := database.InTx(ctx, s.DB, func(tx *sqlx.Tx) error {
+	err := database.InTx(ctx, s.writer(), func(tx *sqlx.Tx) error {
 		res, err := tx.ExecContext(ctx, `
 			INSERT INTO token_usage_flushes (flush_id, tokens, uses) VALUES ($1, $2, $3)
 			ON CONFLICT (flush_id) DO NOTHING`, flushID, len(deltas), uses)
@@ -482,7 +499,7 @@ func (s *Tokens) PruneUsageFlushes(ctx context.Context, before time.Time, keep [
 	if keep == nil {
 		keep = []string{}
 	}
-	res, err := s.DB.ExecContext(ctx, `DELETE FROM token_usage_flushes WHERE applied_at < $1 AND flush_id <> ALL($2)`,
+	res, err := s.writer().ExecContext(ctx, `DELETE FROM token_usage_flushes WHERE applied_at < $1 AND flush_id <> ALL($2)`,
 		before, pq.Array(keep))
 	if err != nil {
 		return 0, err

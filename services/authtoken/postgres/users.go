@@ -21,7 +21,19 @@ import (
 
 // Users reads and writes users and their roles.
 type Users struct {
+	// DB answers reads (at a secondary site the local replica).
 	DB *sqlx.DB
+	// Write, when set, takes every statement that changes rows: the main site's primary
+	// (database.Pools.Write). Unset: DB.
+	Write *sqlx.DB
+}
+
+// writer is the pool for changes (see Write).
+func (s *Users) writer() *sqlx.DB {
+	if s.Write != nil {
+		return s.Write
+	}
+	return s.DB
 }
 
 // userColumns read a user row and, in the same query, the user's roles (sorted).
@@ -46,17 +58,17 @@ func (r userRow) user() authtoken.User {
 
 // ByID returns the user with id and their roles.
 func (s *Users) ByID(ctx context.Context, id int64) (authtoken.User, error) {
-	return s.one(ctx, `SELECT `+userColumns+` FROM users WHERE id = $1`, id)
+	return s.one(ctx, s.DB, `SELECT `+userColumns+` FROM users WHERE id = $1`, id)
 }
 
 // ByUsername returns the user called name and their roles.
 func (s *Users) ByUsername(ctx context.Context, name string) (authtoken.User, error) {
-	return s.one(ctx, `SELECT `+userColumns+` FROM users WHERE username = $1`, name)
+	return s.one(ctx, s.DB, `SELECT `+userColumns+` FROM users WHERE username = $1`, name)
 }
 
-func (s *Users) one(ctx context.Context, query string, arg any) (authtoken.User, error) {
+func (s *Users) one(ctx context.Context, db *sqlx.DB, query string, arg any) (authtoken.User, error) {
 	var r userRow
-	if err := s.DB.GetContext(ctx, &r, query, arg); err != nil {
+	if err := db.GetContext(ctx, &r, query, arg); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return authtoken.User{}, authtoken.ErrNotFound
 		}
@@ -72,7 +84,7 @@ func (s *Users) Ensure(ctx context.Context, name string, service bool) (u authto
 		return u, false, fmt.Errorf("invalid username %q", name)
 	}
 	var id int64
-	err = s.DB.GetContext(ctx, &id,
+	err = s.writer().GetContext(ctx, &id,
 		`INSERT INTO users (username, is_service) VALUES ($1, $2) ON CONFLICT (username) DO NOTHING RETURNING id`, name, service)
 	switch {
 	case err == nil:
@@ -81,7 +93,8 @@ func (s *Users) Ensure(ctx context.Context, name string, service bool) (u authto
 	default:
 		return u, false, err
 	}
-	u, err = s.ByUsername(ctx, name)
+	// Read back where it was written: a secondary site's replica may not have the row yet.
+	u, err = s.one(ctx, s.writer(), `SELECT `+userColumns+` FROM users WHERE username = $1`, name)
 	return u, created, err
 }
 
@@ -92,7 +105,7 @@ func (s *Users) UpsertOIDC(ctx context.Context, issuer, subject, username, email
 		userRow
 		Created bool `db:"created"`
 	}
-	err := s.DB.GetContext(ctx, &row, `
+	err := s.writer().GetContext(ctx, &row, `
 		INSERT INTO users (username, email, display_name, oidc_issuer, oidc_subject, last_login_at)
 		VALUES ($1, NULLIF($2, ''), NULLIF($3, ''), $4, $5, now())
 		ON CONFLICT (username) DO UPDATE SET
@@ -115,7 +128,7 @@ func (s *Users) UpsertOIDC(ctx context.Context, issuer, subject, username, email
 // GrantRoles gives a user roles (idempotent), recording who granted them; the roles actually
 // added are audited (action grant_roles, actor by) in the same statement.
 func (s *Users) GrantRoles(ctx context.Context, userID int64, roles []string, by string) error {
-	_, err := s.DB.ExecContext(ctx, `
+	_, err := s.writer().ExecContext(ctx, `
 		WITH added AS (
 			INSERT INTO user_roles (user_id, role, granted_by)
 			SELECT $1, unnest($2::text[]), $3
@@ -167,7 +180,7 @@ const adminLock = 0x6f70737573657273 // "opsusers"
 // Update applies ch to user id in one transaction with its audit rows (see
 // authtoken.UserStore).
 func (s *Users) Update(ctx context.Context, id int64, ch authtoken.UserChanges, a authtoken.Audit) (authtoken.User, error) {
-	tx, err := s.DB.BeginTxx(ctx, nil)
+	tx, err := s.writer().BeginTxx(ctx, nil)
 	if err != nil {
 		return authtoken.User{}, err
 	}
@@ -288,7 +301,7 @@ const directoryLock = 0x6f70736469726563 // "opsdirec"
 // overwrite one read after it. sessions_valid_after is rounded up to whole seconds, since JWTs
 // carry iat in whole seconds (a JWT issued in the same second as the revocation is refused too).
 func (s *Users) Directory(ctx context.Context, publish func([]authn.DirectoryEntry) error) error {
-	return database.InTx(ctx, s.DB, func(tx *sqlx.Tx) error {
+	return database.InReadTx(ctx, s.DB, func(tx *sqlx.Tx) error { // read only: it may be a replica
 		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, directoryLock); err != nil {
 			return err
 		}

@@ -91,7 +91,8 @@ func (f *Flusher) loop() {
 }
 
 // Flush finishes every unfinished flush (left by a crash, or by a failed round), then claims
-// and applies everything pending. A flush that fails stays in Redis for the next round.
+// and applies everything pending. A flush that fails stays in Redis for the next round; while
+// one fails nothing new is claimed.
 func (f *Flusher) Flush(ctx context.Context) (FlushResult, error) {
 	start := time.Now()
 	var res FlushResult
@@ -103,6 +104,13 @@ func (f *Flusher) Flush(ctx context.Context) (FlushResult, error) {
 	var errs []error
 	for _, id := range unfinished {
 		errs = append(errs, f.apply(ctx, id, &res))
+	}
+	if err := errors.Join(errs...); err != nil {
+		// The database is failing (at a secondary site: the main is unreachable). New uses stay
+		// pending in their one hash instead of being claimed into a new flush every round, so
+		// an outage of hours leaves a few flushes to apply when it ends, not one per interval.
+		f.metrics.outcome("error")
+		return res, err
 	}
 	id, err := f.counter.claimFlush(ctx, time.Now())
 	switch {

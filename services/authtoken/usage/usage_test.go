@@ -2,6 +2,7 @@ package usage_test
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"sync"
 	"testing"
@@ -277,4 +278,53 @@ func TestPruneKeepsUnfinishedFlushes(t *testing.T) {
 	if len(left) != 2 || left[0] != "old-unfinished" || left[1] != "recent" {
 		t.Fatalf("left %v", left)
 	}
+}
+
+// outageSink is the token store with an outage switch (a secondary site's main database
+// behind a cut WAN).
+type outageSink struct {
+	authtoken.UsageSink
+	down bool
+}
+
+func (s *outageSink) ApplyUsage(ctx context.Context, id string, d []authtoken.UsageDelta) (bool, error) {
+	if s.down {
+		return false, errors.New("main site unreachable")
+	}
+	return s.UsageSink.ApplyUsage(ctx, id, d)
+}
+
+// While the database fails, uses keep being counted and no flush is claimed per round (an
+// outage of hours must not leave thousands of flushes); when it returns, everything is applied
+// exactly once.
+func TestOutageClaimsNoFlushPerRound(t *testing.T) {
+	env := tokentest.New(t)
+	id := newTokens(t, env, 1)[0]
+	ctx := context.Background()
+	sink := &outageSink{UsageSink: env.Store, down: true}
+	f := usage.NewFlusher(env.Counter, sink, 0, nil, nil)
+	for round := range 5 {
+		record(t, env.Counter, id, 4)
+		if _, err := f.Flush(ctx); err == nil {
+			t.Fatalf("round %d: flush succeeded during the outage", round)
+		}
+		left, err := env.Counter.UnfinishedFlushes(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(left) != 1 {
+			t.Fatalf("round %d: %d unfinished flushes, want the first one only", round, len(left))
+		}
+	}
+	wantCommitted(t, env, id, 0)
+	sink.down = false
+	res, err := f.Flush(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Flushes != 2 || res.Uses != 20 {
+		t.Fatalf("after the outage %+v, want 2 flushes of 20 uses", res)
+	}
+	wantCommitted(t, env, id, 20)
+	wantNoUnfinished(t, env.Counter)
 }

@@ -27,7 +27,7 @@ func Run(ctx context.Context, cfg *catalog.Config, stdout io.Writer, args []stri
 	if cfg.DatabaseURL == "" {
 		return errors.New("OPS_DATABASE_URL: required but not set")
 	}
-	db, err := database.Open(cfg.DatabaseURL, 2)
+	db, err := database.Open(cfg.MainDB(), 2) // it writes: at a secondary site, on the main site
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/obsops/obsops/pkg/authn"
+	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/pkg/problem"
 	"github.com/obsops/obsops/services/catalog"
 	"github.com/obsops/obsops/services/catalog/resolve"
@@ -92,6 +93,9 @@ func (h *Handlers) problem(ctx context.Context, what string, err error) error {
 		return huma.Error409Conflict(conflict.Message, details...)
 	case errors.Is(err, catalog.ErrNotFound):
 		return huma.Error404NotFound("no " + what + " with this id")
+	}
+	if database.MainUnreachable(err) { // a secondary site with its WAN down: a quick 503
+		return database.ErrMainUnreachable
 	}
 	// A generic 500 for the client; the chassis logs the cause once, with the request id.
 	return problem.Internal.New("").WithCause(fmt.Errorf("catalog %s: %w", what, err))

@@ -16,6 +16,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/obsops/obsops/pkg/authn"
+	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/pkg/problem"
 	"github.com/obsops/obsops/services/catalog/visibility"
 	"github.com/obsops/obsops/services/catalog/visibility/precalc"
@@ -240,6 +241,9 @@ func wantsSVG(accept string) bool {
 }
 
 func (v *Visibility) internal(ctx context.Context, op string, err error) error {
+	if database.MainUnreachable(err) { // a secondary site with its WAN down: a quick 503
+		return database.ErrMainUnreachable
+	}
 	// A generic 500 for the client; the chassis logs the cause once, with the request id.
 	return problem.Internal.New("").WithCause(fmt.Errorf("visibility %s: %w", op, err))
 }
@@ -503,6 +507,9 @@ func (v *Visibility) precalculate(ctx context.Context, in *struct{ Body precalcu
 		return nil, v.internal(ctx, "read sources", err)
 	}
 	job, err := v.Heatmaps.Enqueue(ctx, b.Year, ids, p.Username)
+	if database.MainUnreachable(err) { // the job is recorded at the main site
+		return nil, database.ErrMainUnreachable
+	}
 	if err != nil {
 		if v.Log != nil {
 			v.Log.ErrorContext(ctx, "visibility precalculation not queued", "error", err)

@@ -21,13 +21,25 @@ import (
 
 // Store is the catalog's PostgreSQL store.
 type Store struct {
+	// DB answers reads (at a secondary site the local replica).
 	DB *sqlx.DB
+	// Write, when set, takes every statement that changes rows: the main site's primary
+	// (database.Pools.Write). Unset: DB.
+	Write *sqlx.DB
 	// Cone, when set, is a pool opened with ConeDSN that answers plain cone searches through a
 	// statement prepared once per connection (no planning per request); nil: every query on DB.
 	Cone *sqlx.DB
 
 	coneMu   sync.Mutex
 	coneStmt *sqlx.Stmt // prepared on first use; database/sql prepares it again on each new connection
+}
+
+// writer is the pool for changes (see Write).
+func (s *Store) writer() *sqlx.DB {
+	if s.Write != nil {
+		return s.Write
+	}
+	return s.DB
 }
 
 // ConeDSN returns dsn (URL or key=value form) with the session settings of the cone-search pool:

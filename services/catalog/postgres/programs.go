@@ -145,7 +145,7 @@ func (s *Store) getProgram(ctx context.Context, db sqlx.QueryerContext, id int64
 // CreateProgram stores a new program with its obs units in one transaction.
 func (s *Store) CreateProgram(ctx context.Context, spec catalog.ProgramSpec, by string) (catalog.Program, error) {
 	var out catalog.Program
-	err := database.InTx(ctx, s.DB, func(tx *sqlx.Tx) error {
+	err := database.InTx(ctx, s.writer(), func(tx *sqlx.Tx) error {
 		if err := checkUnitRefs(ctx, tx, spec.ObsUnits); err != nil {
 			return err
 		}
@@ -171,7 +171,7 @@ func (s *Store) CreateProgram(ctx context.Context, spec catalog.ProgramSpec, by 
 // unit with executed observations cannot be: 409).
 func (s *Store) ReplaceProgram(ctx context.Context, id int64, spec catalog.ProgramSpec) (catalog.Program, error) {
 	var out catalog.Program
-	err := database.InTx(ctx, s.DB, func(tx *sqlx.Tx) error {
+	err := database.InTx(ctx, s.writer(), func(tx *sqlx.Tx) error {
 		var exists bool
 		if err := tx.GetContext(ctx, &exists, `SELECT true FROM observing_programs WHERE id = $1 FOR UPDATE`, id); err != nil {
 			if errors.Is(err, sql.ErrNoRows) {
@@ -209,7 +209,7 @@ func (s *Store) ReplaceProgram(ctx context.Context, id int64, spec catalog.Progr
 // DeleteProgram deletes a program and its obs units; one with executed observations cannot be
 // deleted (the executed-observation rows' foreign key answers 23503: 409).
 func (s *Store) DeleteProgram(ctx context.Context, id int64) error {
-	res, err := s.DB.ExecContext(ctx, `DELETE FROM observing_programs WHERE id = $1`, id)
+	res, err := s.writer().ExecContext(ctx, `DELETE FROM observing_programs WHERE id = $1`, id)
 	if err != nil {
 		return programWriteError(err, "")
 	}

@@ -209,7 +209,7 @@ func (s *Store) getSource(ctx context.Context, db sqlx.QueryerContext, id int64)
 // and white space ignored) to any name or alias of another source is a conflict naming the field.
 func (s *Store) CreateSource(ctx context.Context, spec catalog.SourceSpec, by string) (catalog.Source, error) {
 	var out catalog.Source
-	err := database.InTx(ctx, s.DB, func(tx *sqlx.Tx) error {
+	err := database.InTx(ctx, s.writer(), func(tx *sqlx.Tx) error {
 		if err := checkNamesFree(ctx, tx, 0, spec); err != nil {
 			return err
 		}
@@ -235,7 +235,7 @@ func (s *Store) CreateSource(ctx context.Context, spec catalog.SourceSpec, by st
 // ReplaceSource replaces a source's fields and aliases in one transaction.
 func (s *Store) ReplaceSource(ctx context.Context, id int64, spec catalog.SourceSpec) (catalog.Source, error) {
 	var out catalog.Source
-	err := database.InTx(ctx, s.DB, func(tx *sqlx.Tx) error {
+	err := database.InTx(ctx, s.writer(), func(tx *sqlx.Tx) error {
 		var exists bool
 		if err := tx.GetContext(ctx, &exists, `SELECT true FROM sources WHERE id = $1 FOR UPDATE`, id); err != nil {
 			if errors.Is(err, sql.ErrNoRows) {
@@ -270,10 +270,10 @@ func (s *Store) ReplaceSource(ctx context.Context, id int64, spec catalog.Source
 // DeleteSource deletes a source and its aliases; one used by an obs unit is a conflict naming
 // the programs that use it.
 func (s *Store) DeleteSource(ctx context.Context, id int64) error {
-	res, err := s.DB.ExecContext(ctx, `DELETE FROM sources WHERE id = $1`, id)
+	res, err := s.writer().ExecContext(ctx, `DELETE FROM sources WHERE id = $1`, id)
 	if code, _ := pqCode(err); code == foreignKeyViolation {
 		var programs []string
-		_ = s.DB.SelectContext(ctx, &programs, `
+		_ = s.writer().SelectContext(ctx, &programs, `
 			SELECT DISTINCT p.short_name FROM obs_units u JOIN observing_programs p ON p.id = u.program_id
 			WHERE u.source_id = $1 ORDER BY 1 LIMIT 20`, id)
 		return &catalog.ConflictError{Message: "the source is used by obs units of program(s) " + strings.Join(programs, ", ") +

@@ -10,6 +10,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/obsops/obsops/pkg/authn"
+	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/pkg/problem"
 	"github.com/obsops/obsops/services/ingest"
 	"github.com/obsops/obsops/services/ingest/buffer"
@@ -59,6 +60,9 @@ func startRecord(s ingest.Start) ingest.ExecutedObsUnit {
 func (h *Handlers) readErr(err error) error {
 	if buffer.IsUnavailable(err) {
 		return h.unavailable("the buffer (Redis) is unavailable")
+	}
+	if database.MainUnreachable(err) { // a direct write at a secondary site with its WAN down
+		return database.ErrMainUnreachable
 	}
 	return h.unavailable("the database is unavailable")
 }

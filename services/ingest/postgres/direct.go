@@ -34,7 +34,7 @@ func FinalizeHash(f ingest.Finalize) string {
 // false); with another, it is a *ConflictError.
 func (s *Store) Finalize(ctx context.Context, id string, f ingest.Finalize, buffered *ingest.PackageTask) (row *PackageRow, changed bool, err error) {
 	hash := FinalizeHash(f)
-	err = database.InTx(ctx, s.DB, func(tx *sqlx.Tx) error {
+	err = database.InTx(ctx, s.writer(), func(tx *sqlx.Tx) error {
 		if buffered != nil {
 			if err := insertPackage(ctx, tx, buffered.Package, buffered.TxID); err != nil {
 				return err
@@ -75,7 +75,7 @@ WHERE id = $1 RETURNING `+pkgColumns, id, f.SizeBytes, f.Checksum, hash, pq.Stri
 // change, nor can a file join a complete package (*ConflictError).
 func (s *Store) UpdateFile(ctx context.Context, id string, u ingest.FileUpdate, buffered *ingest.FilesTask) (*ingest.RawDataFile, error) {
 	var out *ingest.RawDataFile
-	err := database.InTx(ctx, s.DB, func(tx *sqlx.Tx) error {
+	err := database.InTx(ctx, s.writer(), func(tx *sqlx.Tx) error {
 		if buffered != nil {
 			if err := insertFileBatch(ctx, tx, buffered.Files, buffered.TxID, buffered.AcceptedAt); err != nil {
 				return err

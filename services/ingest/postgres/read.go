@@ -20,12 +20,23 @@ import (
 // checks, reads, and the two direct writes.
 type Store struct {
 	DB *sqlx.DB
+	// Write, when set, takes the two direct writes (finalize, file update): the main site's
+	// primary (database.Pools.Write; a secondary's replica refuses writes). Unset: DB.
+	Write *sqlx.DB
 	// Status is what rows read here are reported as: committed (main) or replicated (secondary).
 	Status string
 
 	modMu     sync.Mutex
 	modules   map[int64]bool
 	modLoaded time.Time
+}
+
+// writer is the pool for the direct writes (see Write).
+func (s *Store) writer() *sqlx.DB {
+	if s.Write != nil {
+		return s.Write
+	}
+	return s.DB
 }
 
 // ModuleExists reports whether an instrument module exists. Modules are reference data: the set

@@ -12,7 +12,9 @@ import (
 type infoOutput struct{ Body site.Info }
 
 func (h *Handlers) getInfo(_ context.Context, _ *struct{}) (*infoOutput, error) {
-	return &infoOutput{Body: h.Info}, nil
+	info := h.Info
+	info.Status = site.StatusOf(h.Monitor.Latest())
+	return &infoOutput{Body: info}, nil
 }
 
 type healthOutput struct {
@@ -39,9 +41,9 @@ func (h *Handlers) getHealth(ctx context.Context, _ *struct{}) (*healthOutput, e
 type bufferStatsOutput struct{ Body site.BufferStats }
 
 func (h *Handlers) getBufferStats(ctx context.Context, _ *struct{}) (*bufferStatsOutput, error) {
-	st, err := h.Buffers.Stats(ctx)
-	if err != nil { // the cause (a Redis address, a dial error) goes to the log only
-		return nil, problem.Unavailable.New("buffer statistics are unavailable; retry shortly").WithCause(err)
+	sample := h.Monitor.Sample(ctx)
+	if sample.Buffer == nil { // the cause (a Redis address, a dial error) goes to the log only
+		return nil, problem.Unavailable.New("buffer statistics are unavailable; retry shortly").WithCause(sample.BufferErr)
 	}
-	return &bufferStatsOutput{Body: st}, nil
+	return &bufferStatsOutput{Body: *sample.Buffer}, nil
 }

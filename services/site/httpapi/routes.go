@@ -17,7 +17,7 @@ type Handlers struct {
 	Auth    *authn.Authenticator
 	Info    site.Info
 	Health  *site.Checker
-	Buffers *site.BufferInspector
+	Monitor *site.Monitor // the main link, replica and buffer, for /buffer-stats and the info's status
 }
 
 // Register adds every route of the site service: all anonymous (SPEC §4.5, public monitoring),
@@ -26,12 +26,14 @@ func Register(api huma.API, h *Handlers) {
 	huma.Register(api, h.Auth.Op(huma.Operation{
 		OperationID: "get-site-info", Method: http.MethodGet, Path: "/api/site/info",
 		Summary: "Site configuration", Tags: []string{"Site information"},
-		Description: "Site name and type, observatory location, elevation limits, Sun avoidance, whether critical operations are buffered, and the running version.",
+		Description: "Site name and type, observatory location, elevation limits, Sun avoidance, whether critical operations are buffered, the running version, " +
+			"and `status` (at most a few seconds old): the main site's database reachable or not and since when, the local replica's lag (secondary sites), the buffer's backlog, oldest pending age, replay rate and last replay.",
 	}), h.getInfo)
 	health := h.Auth.Op(huma.Operation{
 		OperationID: "get-health", Method: http.MethodGet, Path: "/health",
 		Summary: "Health check of the whole suite", Tags: []string{"Site information"},
-		Description: "Overall status (ok, degraded, down), the database and Redis, and the readiness of every service with its latency. Answers 503 when down. " +
+		Description: "Overall status (ok, degraded, down), the database and Redis, the readiness of every service with its latency, the buffer, " +
+			"the main site's database (`main`) and, at a secondary site, the local replica's lag (`replica`). A secondary site whose main is unreachable is degraded, not down: reads and buffered writes go on. Answers 503 when down. " +
 			"Anonymous callers get a report at most about a second old, with failures named in general terms; an admin's session JWT gets a fresh report with the full errors (`detail`).",
 		Responses: map[string]*huma.Response{"503": {Description: "The suite is down (database or Redis unreachable); the body is the same report."}},
 	})
@@ -40,7 +42,8 @@ func Register(api huma.API, h *Handlers) {
 	huma.Register(api, h.Auth.Op(huma.Operation{
 		OperationID: "get-buffer-stats", Method: http.MethodGet, Path: "/buffer-stats",
 		Summary: "Buffer statistics", Tags: []string{"Site information"},
-		Description: "State of the critical-write buffer (asynq queue `ingest`): pending, active, scheduled, retry, archived (dead letters), processed and failed totals, oldest pending age.",
+		Description: "State of the critical-write buffer (asynq queue `ingest`): pending, active, scheduled, retry, archived (dead letters), processed and failed totals, oldest pending age, " +
+			"replay rate and last replay, the main site's database reachable or not and since when, and at a secondary site the local replica's lag (received vs replayed WAL bytes, seconds, bytes behind the main).",
 	}), h.getBufferStats)
 }
 

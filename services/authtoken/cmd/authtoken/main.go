@@ -47,11 +47,13 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	db, err := database.Attach(svc, migrations.Latest())
+	// Reads (verification included) from the local database, which at a secondary site is its
+	// replica; changes to the main site's primary (database.Pools).
+	pools, err := database.AttachPools(svc, migrations.Latest())
 	if err != nil {
 		return err
 	}
-	tokenStore := &postgres.Tokens{DB: db}
+	tokenStore := &postgres.Tokens{DB: pools.Read, Write: pools.Write}
 	usageCounter := usage.NewCounter(svc.Redis)
 	cache := tokencache.New(svc.Redis, tokencache.DefaultTTL)
 	tokens := &authtoken.TokenService{
@@ -61,7 +63,7 @@ func run(ctx context.Context) error {
 	}
 	auth := authn.New(cfg.Config, ring.Keys(), tokens, svc.Redis, svc.Log)
 	users := &authtoken.UserService{
-		Store: &postgres.Users{DB: db}, Cache: cache, Log: svc.Log,
+		Store: &postgres.Users{DB: pools.Read, Write: pools.Write}, Cache: cache, Log: svc.Log,
 		Directory: &directory.Publisher{Redis: svc.Redis, Local: auth.JWT.Users},
 	}
 	tokens.Accounts, tokens.Directory = users, auth.JWT.Users

@@ -43,7 +43,9 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	db, err := database.Attach(svc, migrations.Latest())
+	// Reads from the local database (at a secondary site its replica), changes to the main
+	// site's primary (database.Pools).
+	pools, err := database.AttachPools(svc, migrations.Latest())
 	if err != nil {
 		return err
 	}
@@ -60,14 +62,14 @@ func run(ctx context.Context) error {
 		return err
 	}
 	svc.OnClose("database (cone search)", func(context.Context) error { return cone.Close() })
-	store := &postgres.Store{DB: db, Cone: cone}
+	store := &postgres.Store{DB: pools.Read, Write: pools.Write, Cone: cone}
 	resolver := &resolve.Resolver{Local: local, DB: store}
 	if cfg.SesameURL != "" {
 		resolver.Online = resolve.NewSesame(cfg.SesameURL, cfg.SesameTimeout, cfg.SesameCacheTTL, svc.Redis, svc.Log, svc.Metrics)
 	}
 	auth := authn.NewRemote(cfg.Config, cfg.AuthtokenURL, cfg.InternalSecret, svc.Redis, svc.Log)
 	site := &visibility.Site{Site: cfg.Site}
-	vis, err := visibilityRoutes(svc, db, &vcfg, site)
+	vis, err := visibilityRoutes(svc, pools, &vcfg, site)
 	if err != nil {
 		return err
 	}

@@ -3,8 +3,7 @@ package main
 import (
 	"context"
 
-	"github.com/jmoiron/sqlx"
-
+	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/pkg/service"
 	"github.com/obsops/obsops/services/catalog/httpapi"
 	"github.com/obsops/obsops/services/catalog/visibility"
@@ -15,8 +14,8 @@ import (
 // visibilityRoutes wires the /visibility routes and, unless disabled, starts the precalculation
 // worker (asynq queue "visibility") in this process, stopped at shutdown. site is the engine's
 // site, built from the catalog's site configuration.
-func visibilityRoutes(svc *service.Service, db *sqlx.DB, cfg *visibility.Config, site *visibility.Site) (*httpapi.Visibility, error) {
-	st := &store.Store{DB: db}
+func visibilityRoutes(svc *service.Service, pools *database.Pools, cfg *visibility.Config, site *visibility.Site) (*httpapi.Visibility, error) {
+	st := &store.Store{DB: pools.Read, Write: pools.Write}
 	heatmaps := precalc.New(st, site, svc.Redis, cfg.SyncMaxSources, cfg.JobChunk, svc.Log, svc.Metrics)
 	if cfg.Worker {
 		srv, mux := precalc.NewWorker(svc.Redis, heatmaps)

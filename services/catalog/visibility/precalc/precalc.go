@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/services/catalog/visibility"
 	"github.com/obsops/obsops/services/catalog/visibility/store"
 )
@@ -104,6 +105,11 @@ func (s *Service) Get(ctx context.Context, year int, srcs []store.Source) (*Heat
 			return nil, &NotCachedError{Year: year, Missing: len(missing), Want: len(srcs), SyncMax: s.SyncMax}
 		}
 		computed, err := s.compute(ctx, visibility.NewYear(s.Site, year), year, missing)
+		if database.MainUnreachable(err) && computed != nil {
+			// A secondary site with its WAN down: the answer stands, only caching it waits.
+			s.Log.WarnContext(ctx, "visibility heatmap computed but not cached: the main site is unreachable", "sources", len(missing))
+			err = nil
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -118,7 +124,8 @@ func (s *Service) Get(ctx context.Context, year int, srcs []store.Source) (*Heat
 	return hm, nil
 }
 
-// compute computes and caches the sources' rows.
+// compute computes and caches the sources' rows. When caching fails it returns the rows with
+// the error.
 func (s *Service) compute(ctx context.Context, y *visibility.Year, year int, srcs []store.Source) (map[int64][]float64, error) {
 	vs := make([]visibility.Source, len(srcs))
 	for i := range srcs {
@@ -134,10 +141,10 @@ func (s *Service) compute(ctx context.Context, y *visibility.Year, year int, src
 		entries[i] = store.Entry{SourceID: srcs[i].ID, Key: store.ConstraintsKey(s.Site, &vs[i]), Hours: hours[i]}
 		out[srcs[i].ID] = hours[i]
 	}
-	if err := s.Store.Save(ctx, year, entries); err != nil {
-		return nil, err
-	}
 	s.rows.WithLabelValues("computed").Add(float64(len(srcs)))
+	if err := s.Store.Save(ctx, year, entries); err != nil {
+		return out, err // computed, not cached
+	}
 	return out, nil
 }
 

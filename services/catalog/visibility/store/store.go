@@ -22,12 +22,25 @@ import (
 	"github.com/obsops/obsops/services/catalog/visibility"
 )
 
+// writer is the pool for changes and jobs (see Write).
+func (s *Store) writer() *sqlx.DB {
+	if s.Write != nil {
+		return s.Write
+	}
+	return s.DB
+}
+
 // ErrNotFound is returned for an unknown source, program or job.
 var ErrNotFound = errors.New("not found")
 
 // Store reads and writes the visibility tables.
 type Store struct {
+	// DB answers reads of sources and cached heatmaps (at a secondary site the local replica).
 	DB *sqlx.DB
+	// Write, when set, takes the cache writes and every statement on jobs, reads included: a job
+	// is created at the main site and must be found right after, before the replica has it.
+	// Unset: DB.
+	Write *sqlx.DB
 }
 
 // Source is a catalog source with what the engine needs.
@@ -211,7 +224,7 @@ func (s *Store) Save(ctx context.Context, year int, entries []Entry) error {
 	for i, e := range entries {
 		ids[i], keys[i], hours[i] = e.SourceID, e.Key, encodeHours(e.Hours)
 	}
-	err := database.InTx(ctx, s.DB, func(tx *sqlx.Tx) error {
+	err := database.InTx(ctx, s.writer(), func(tx *sqlx.Tx) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM visibility_heatmaps WHERE year = $1 AND source_id = ANY($2)`, year, pq.Array(ids)); err != nil {
 			return err
 		}
@@ -283,7 +296,7 @@ func JobKey(site *visibility.Site, year int, ids []int64) string {
 // case that one is returned with created = false.
 func (s *Store) CreateJob(ctx context.Context, key string, year int, ids []int64, by string) (job Job, created bool, err error) {
 	for range 3 { // a concurrent insert or completion between the two statements: try again
-		err = s.DB.GetContext(ctx, &job, `
+		err = s.writer().GetContext(ctx, &job, `
 			INSERT INTO visibility_jobs (idem_key, year, source_ids, sources_total, requested_by)
 			VALUES ($1, $2, $3, $4, $5)
 			ON CONFLICT (idem_key) WHERE status IN ('queued', 'running') DO NOTHING
@@ -294,7 +307,7 @@ func (s *Store) CreateJob(ctx context.Context, key string, year int, ids []int64
 		if !errors.Is(err, sql.ErrNoRows) {
 			return Job{}, false, fmt.Errorf("create job: %w", err)
 		}
-		err = s.DB.GetContext(ctx, &job, `SELECT `+jobColumns+` FROM visibility_jobs
+		err = s.writer().GetContext(ctx, &job, `SELECT `+jobColumns+` FROM visibility_jobs
 			WHERE idem_key = $1 AND status IN ('queued', 'running')`, key)
 		if err == nil {
 			return job, false, nil
@@ -309,7 +322,7 @@ func (s *Store) CreateJob(ctx context.Context, key string, year int, ids []int64
 // Job reads a job; ErrNotFound if there is none.
 func (s *Store) Job(ctx context.Context, id int64) (Job, error) {
 	var j Job
-	err := s.DB.GetContext(ctx, &j, `SELECT `+jobColumns+` FROM visibility_jobs WHERE id = $1`, id)
+	err := s.writer().GetContext(ctx, &j, `SELECT `+jobColumns+` FROM visibility_jobs WHERE id = $1`, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Job{}, ErrNotFound
 	}
@@ -322,7 +335,7 @@ func (s *Store) Job(ctx context.Context, id int64) (Job, error) {
 // JobSources returns a job's year and source ids.
 func (s *Store) JobSources(ctx context.Context, id int64) (year int, ids []int64, err error) {
 	var arr pq.Int64Array
-	err = s.DB.QueryRowContext(ctx, `SELECT year, source_ids FROM visibility_jobs WHERE id = $1`, id).Scan(&year, &arr)
+	err = s.writer().QueryRowContext(ctx, `SELECT year, source_ids FROM visibility_jobs WHERE id = $1`, id).Scan(&year, &arr)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil, ErrNotFound
 	}
@@ -334,7 +347,7 @@ func (s *Store) JobSources(ctx context.Context, id int64) (year int, ids []int64
 
 // UpdateJob sets a job's status and progress (and error, for a failure).
 func (s *Store) UpdateJob(ctx context.Context, id int64, status string, done int, errText *string) error {
-	_, err := s.DB.ExecContext(ctx, `UPDATE visibility_jobs SET status = $2, sources_done = $3, error = $4, updated_at = now()
+	_, err := s.writer().ExecContext(ctx, `UPDATE visibility_jobs SET status = $2, sources_done = $3, error = $4, updated_at = now()
 		WHERE id = $1`, id, status, done, errText)
 	if err != nil {
 		return fmt.Errorf("update job %d: %w", id, err)

@@ -54,10 +54,13 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	db, err := database.Attach(svc, migrations.Latest())
+	// The local database for reads and reference checks (at a secondary site its replica), the
+	// main site's primary for the direct writes (finalize, file update): database.Pools.
+	pools, err := database.AttachPools(svc, migrations.Latest())
 	if err != nil {
 		return err
 	}
+	db := pools.Read
 	svc.Log = svc.Log.With("role", *role)
 	buf := buffer.New(svc.Redis, cfg.RedisTimeout)
 	if *role != ingest.RoleWorker {
@@ -67,12 +70,12 @@ func run(ctx context.Context) error {
 		}
 		var direct *postgres.Applier
 		if !cfg.BufferingEnabled {
-			direct = &postgres.Applier{DB: db, BatchRows: 5000}
+			direct = &postgres.Applier{DB: pools.Write, BatchRows: 5000}
 		}
 		httpapi.Register(svc.API, &httpapi.Handlers{
 			Direct: direct,
 			Auth:   authn.NewRemote(cfg.Config, cfg.AuthtokenURL, cfg.InternalSecret, svc.Redis, svc.Log),
-			Buffer: buf, Store: &postgres.Store{DB: db, Status: status},
+			Buffer: buf, Store: &postgres.Store{DB: db, Write: pools.Write, Status: status},
 			Site: cfg.SiteName, IdempotencyTTL: cfg.IdempotencyTTL, RetryAfter: cfg.RetryAfter,
 			BodyLimit: int64(cfg.BodyLimitBytes), BulkBodyLimit: int64(cfg.BulkBodyLimitBytes),
 			Metrics: httpapi.NewMetrics(svc.Metrics),

@@ -33,20 +33,32 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	db, err := database.Attach(svc, migrations.Latest())
+	// The local database (at a secondary site its replica) and the main site's, whose
+	// reachability the main link probes.
+	pools, err := database.AttachPools(svc, migrations.Latest())
 	if err != nil {
 		return err
 	}
 	inspector := asynq.NewInspectorFromRedisClient(svc.Redis)
-	buffers := &site.BufferInspector{Inspector: inspector, Redis: svc.Redis, Site: cfg.SiteName, SiteType: cfg.SiteType, MainDB: db.PingContext}
+	monitor := &site.Monitor{
+		Secondary: cfg.Secondary(), Main: pools.Main, Local: pools.Read, MainDB: pools.Write, Log: svc.Log,
+		Buffers: &site.BufferInspector{Inspector: inspector, Redis: svc.Redis, Site: cfg.SiteName, SiteType: cfg.SiteType},
+	}
+	monitor.Register(svc.Metrics)
+	mctx, stopMonitor := context.WithCancel(context.Background())
+	go monitor.Run(mctx)
+	svc.OnShutdown("monitor", func(context.Context) error { stopMonitor(); return nil })
 	services := cfg.Upstreams.ByService()
 	delete(services, "site")
+	if cfg.Secondary() {
+		delete(services, "transfer") // runs at the main site only
+	}
 	httpapi.Register(svc.API, &httpapi.Handlers{
 		Auth: authn.NewRemote(cfg.Config, cfg.AuthtokenURL, cfg.InternalSecret, svc.Redis, svc.Log),
 		Info: site.NewInfo(&cfg, version, commit),
 		Health: &site.Checker{
 			Site:       cfg.SiteName,
-			Database:   db.PingContext,
+			Database:   pools.Read.PingContext,
 			Redis:      func(ctx context.Context) error { return svc.Redis.Ping(ctx).Err() },
 			Services:   services,
 			HTTP:       &http.Client{Timeout: 3 * time.Second},
@@ -54,9 +66,10 @@ func run(ctx context.Context) error {
 			CacheFor:   time.Second,
 			Log:        svc.Log,
 			Up:         site.NewComponentGauge(svc.Metrics),
-			Buffer:     buffers.Stats,
+			Monitor:    monitor,
+			Secondary:  cfg.Secondary(),
 		},
-		Buffers: buffers,
+		Monitor: monitor,
 	})
 
 	return svc.Run(ctx)

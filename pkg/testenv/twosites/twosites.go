@@ -1,0 +1,236 @@
+// Package twosites builds the two-site topology of DESIGN §3 on one machine, for tests: a main
+// site (a private PostgreSQL primary and the suite on it) and a secondary site (a streaming read
+// replica of that primary made with pg_basebackup -R, its own Redis, and the services a test
+// starts there with OPS_SITE_TYPE=secondary, OPS_DATABASE_URL = the replica and
+// OPS_MAIN_DATABASE_URL = the primary through the WAN). Everything the secondary sends to the
+// main site — the replica's WAL streaming and every service's main pool — crosses one TCP proxy,
+// the WAN (in-process toxiproxy), which a test cuts and restores.
+//
+// It needs root: the private clusters run as the postgres user under /var/tmp (the shared test
+// cluster is never touched). It lives apart from package testenv so that only tests building the
+// topology link toxiproxy.
+package twosites
+
+import (
+	"database/sql"
+	"maps"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	_ "github.com/lib/pq" // PostgreSQL driver
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/obsops/obsops/pkg/testenv"
+)
+
+// Options adjust the topology.
+type Options struct {
+	// MainEnv overrides the main suite's environment (and so the secondary's defaults).
+	MainEnv map[string]string
+	// MainSkip are the main suite's services not to start (testenv.SuiteOptions.Skip).
+	MainSkip []string
+}
+
+// Sites is a running two-site topology.
+type Sites struct {
+	Main       *testenv.Suite       // the main site: the suite on the private primary
+	WAN        *toxiproxy.Proxy     // between the secondary and the primary
+	Replica    *sql.DB              // the test's database on the secondary's replica
+	ReplicaURL string               // its URL: the secondary's OPS_DATABASE_URL
+	MainViaWAN string               // the test's database on the primary, through the WAN
+	Redis      *testenv.RedisServer // the secondary's own Redis
+	// Env is the environment of a secondary-site process: the main suite's, with the site
+	// settings, databases and Redis of the secondary, and OPS_<SERVICE>_URL of the services
+	// started at the secondary so far.
+	Env   map[string]string
+	URLs  map[string]string           // base URLs of the secondary's services
+	Procs map[string]*testenv.Process // the secondary's processes
+	// ReplicaCluster is the replica's PostgreSQL cluster (stop, start, pause replay).
+	ReplicaCluster *Cluster
+	// Primary is the main site's PostgreSQL cluster.
+	Primary *Cluster
+}
+
+// Start builds the topology: primary, main suite, WAN, replica cloned through the WAN, the
+// secondary's Redis. No secondary service runs yet (StartSecondary). It skips the test unless
+// running as root.
+func Start(t *testing.T, opts Options) *Sites {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run private PostgreSQL clusters as the postgres user")
+	}
+	primary := PrivatePostgres(t) // initdb defaults: wal_level=replica, replication trusted on 127.0.0.1
+	t.Setenv("OPS_TEST_DATABASE_URL", primary.URL)
+	vars := map[string]string{"OPS_RATE_LIMIT_PER_MINUTE": "0", "OPS_LOG_LEVEL": "warn"}
+	maps.Copy(vars, opts.MainEnv)
+	s := &Sites{
+		Main:    testenv.StartSuite(t, testenv.SuiteOptions{Env: vars, Skip: opts.MainSkip}),
+		Primary: primary,
+		URLs:    map[string]string{},
+		Procs:   map[string]*testenv.Process{},
+	}
+
+	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
+	s.WAN = toxiproxy.NewProxy(srv, "wan", "127.0.0.1:0", "127.0.0.1:"+primary.Port)
+	if err := s.WAN.Start(); err != nil {
+		t.Fatalf("twosites: WAN: %v", err)
+	}
+	t.Cleanup(s.WAN.Stop)
+	_, wanPort, _ := strings.Cut(s.WAN.Listen, ":")
+
+	// The replica, cloned and streaming through the WAN.
+	dir := filepath.Join(filepath.Dir(primary.Dir), "replica")
+	out, err := exec.Command("runuser", "-u", "postgres", "--", PGBin("pg_basebackup"), "-D", dir, "-R", "-X", "stream", "-c", "fast",
+		"-d", "host=127.0.0.1 port="+wanPort+" user=postgres").CombinedOutput()
+	if err != nil {
+		t.Fatalf("twosites: pg_basebackup: %v\n%s", err, out)
+	}
+	_, port, _ := strings.Cut(testenv.FreeAddr(t), ":")
+	s.ReplicaCluster = &Cluster{Dir: dir, Port: port}
+	s.ReplicaCluster.Ctl(t, "start", "-w")
+	t.Cleanup(func() { s.ReplicaCluster.stop() })
+
+	mainURL, err := url.Parse(s.Main.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replicaURL, viaWAN := *mainURL, *mainURL
+	replicaURL.Host, viaWAN.Host = "127.0.0.1:"+port, s.WAN.Listen
+	s.ReplicaURL, s.MainViaWAN = replicaURL.String(), viaWAN.String()
+	s.Replica, err = sql.Open("postgres", s.ReplicaURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Replica.Close() })
+	var inRecovery bool
+	if err := s.Replica.QueryRow(`SELECT pg_is_in_recovery()`).Scan(&inRecovery); err != nil || !inRecovery {
+		t.Fatalf("twosites: the replica must be a standby (in recovery: %v, error: %v)", inRecovery, err)
+	}
+
+	s.Redis = testenv.Redis(t)
+	s.Env = maps.Clone(s.Main.Env)
+	maps.Copy(s.Env, map[string]string{
+		"OPS_SITE_TYPE": "secondary", "OPS_SITE_NAME": "observatory",
+		"OPS_DATABASE_URL": s.ReplicaURL, "OPS_MAIN_DATABASE_URL": s.MainViaWAN,
+		"OPS_REDIS_URL": s.Redis.URL,
+	})
+	return s
+}
+
+// StartSecondary starts service name at the secondary site with extra settings on a free
+// address, waits until it is ready and returns its base URL. Services started later reach it
+// (OPS_<NAME>_URL): start authtoken first, as the others verify tokens there.
+func (s *Sites) StartSecondary(t *testing.T, name string, extra map[string]string, args ...string) string {
+	t.Helper()
+	upper := strings.ToUpper(name)
+	addr := testenv.FreeAddr(t)
+	vars := maps.Clone(s.Env)
+	vars["OPS_"+upper+"_ADDR"] = addr
+	maps.Copy(vars, extra)
+	p := testenv.Start(t, name+"-secondary", testenv.Binary(t, name), vars, args...)
+	base := "http://" + addr
+	testenv.WaitReady(t, p, base+"/readyz", 30*time.Second)
+	s.URLs[name], s.Procs[name] = base, p
+	s.Env["OPS_"+upper+"_URL"] = base
+	return base
+}
+
+// CutWAN drops every connection through the WAN and refuses new ones.
+func (s *Sites) CutWAN() { s.WAN.Stop() }
+
+// RestoreWAN listens again on the same address.
+func (s *Sites) RestoreWAN(t *testing.T) {
+	t.Helper()
+	if err := s.WAN.Start(); err != nil {
+		t.Fatalf("twosites: restore the WAN: %v", err)
+	}
+}
+
+// WaitReplicated waits until the replica has replayed everything the primary has written so far.
+func (s *Sites) WaitReplicated(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	primary, err := sql.Open("postgres", s.Main.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer primary.Close()
+	var lsn string
+	if err := primary.QueryRow(`SELECT pg_current_wal_lsn()::text`).Scan(&lsn); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		var done bool
+		err := s.Replica.QueryRow(`SELECT pg_last_wal_replay_lsn() >= $1::pg_lsn`, lsn).Scan(&done)
+		if err == nil && done {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("twosites: the replica did not replay up to %s within %s (error: %v)", lsn, timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Cluster is a private PostgreSQL cluster run as the postgres user.
+type Cluster struct {
+	Dir  string // its data directory
+	Port string
+	URL  string // its postgres database, as the postgres user
+}
+
+// Ctl runs pg_ctl on the cluster (start adds the port and loopback-only listening).
+func (c *Cluster) Ctl(t *testing.T, args ...string) {
+	t.Helper()
+	all := append([]string{"-u", "postgres", "--", PGBin("pg_ctl"), "-D", c.Dir, "-l", filepath.Join(c.Dir, "log")}, args...)
+	if args[0] == "start" {
+		all = append(all, "-o", "-p "+c.Port+" -k /tmp -c listen_addresses=127.0.0.1")
+	}
+	out, err := exec.Command("runuser", all...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("twosites: pg_ctl %v: %v\n%s", args, err, out)
+	}
+}
+
+func (c *Cluster) stop() {
+	_ = exec.Command("runuser", "-u", "postgres", "--", PGBin("pg_ctl"), "-D", c.Dir, "stop", "-m", "immediate").Run()
+}
+
+// PGBin is the path of a PostgreSQL program of the newest installed version.
+func PGBin(name string) string {
+	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/" + name)
+	if len(matches) == 0 {
+		return name
+	}
+	return matches[len(matches)-1]
+}
+
+// PrivatePostgres runs a PostgreSQL cluster of the test's own (the shared one must never be
+// stopped), as the postgres user, under /var/tmp; it is stopped and removed when the test ends.
+func PrivatePostgres(t *testing.T) *Cluster {
+	t.Helper()
+	dir, err := os.MkdirTemp("/var/tmp", "obsops-sites-pg-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if err := exec.Command("chown", "postgres", dir).Run(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("runuser", "-u", "postgres", "--", PGBin("initdb"), "-D", dir+"/data", "-A", "trust", "-U", "postgres").CombinedOutput()
+	if err != nil {
+		t.Fatalf("twosites: initdb: %v\n%s", err, out)
+	}
+	_, port, _ := strings.Cut(testenv.FreeAddr(t), ":")
+	c := &Cluster{Dir: dir + "/data", Port: port, URL: "postgres://postgres@127.0.0.1:" + port + "/postgres?sslmode=disable"}
+	c.Ctl(t, "start", "-w")
+	t.Cleanup(c.stop)
+	return c
+}

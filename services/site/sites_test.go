@@ -1,0 +1,262 @@
+package site_test
+
+import (
+	"bytes"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/obsops/obsops/pkg/database"
+	"github.com/obsops/obsops/pkg/testenv/twosites"
+	"github.com/obsops/obsops/services/site"
+)
+
+// answer is an HTTP answer read in full, with how long it took.
+type answer struct {
+	Status int
+	Header http.Header
+	Body   []byte
+	Took   time.Duration
+}
+
+func call(t *testing.T, method, url, token string, body any) answer {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		require.NoError(t, err)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	require.NoError(t, err)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	start := time.Now()
+	resp, err := (&http.Client{Timeout: 15 * time.Second}).Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return answer{Status: resp.StatusCode, Header: resp.Header, Body: b, Took: time.Since(start)}
+}
+
+// requireMainUnreachable checks a write refused at a secondary whose main is unreachable: 503
+// problem+json naming the main site, with Retry-After, answered within 2 s.
+func requireMainUnreachable(t *testing.T, a answer, what string) {
+	t.Helper()
+	require.Equal(t, http.StatusServiceUnavailable, a.Status, "%s: %s", what, a.Body)
+	require.Equal(t, "application/problem+json", a.Header.Get("Content-Type"), what)
+	require.Equal(t, database.MainRetryAfter, a.Header.Get("Retry-After"), what)
+	require.Contains(t, string(a.Body), "the main site is unreachable", what)
+	require.Contains(t, string(a.Body), `"type":"urn:obsops:problem:unavailable"`, what)
+	require.LessOrEqual(t, a.Took, 2*time.Second, "%s took %s", what, a.Took)
+	t.Logf("%s: 503 in %s", what, a.Took.Round(time.Microsecond))
+}
+
+// TestSecondarySiteWANCut runs authtoken, catalog, ingest and site at a secondary site (replica
+// reads, main writes through the WAN) and cuts the WAN: API tokens and JWTs keep verifying and
+// reads keep working; non-buffered writes (a source, an API token) answer a quick 503; token
+// uses made meanwhile wait in the secondary's Redis and reach the main exactly once the WAN is
+// back; /health is degraded (not down) during the cut and ok after; /api/site/info,
+// /buffer-stats and the metrics follow.
+func TestSecondarySiteWANCut(t *testing.T) {
+	begin := time.Now()
+	ts := twosites.Start(t, twosites.Options{MainSkip: []string{"transfer"}})
+	m := ts.Main
+	mainDB, err := sql.Open("postgres", m.DatabaseURL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = mainDB.Close() })
+
+	// At the main site: an observer, a source, and two service tokens (catalog reads; usage).
+	observer := m.JWT(t, "obs1", "observer")
+	admin := m.JWT(t, "ops-admin", "admin")
+	r := call(t, http.MethodPost, m.GatewayURL+"/sources/", observer, map[string]any{"name": "Site2 source", "kind": "fixed", "ra_deg": 10.5, "dec_deg": -20.25})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	var src struct {
+		ID int64 `json:"id"`
+	}
+	require.NoError(t, json.Unmarshal(r.Body, &src))
+	reader := m.Admin(t, "create-service-token", "--account", "reader", "--scopes", "read:sources,read:programs", "--name", "reads")
+	counted := m.Admin(t, "create-service-token", "--account", "reader", "--scopes", "read:sources", "--name", "usage")
+	instrument := m.Admin(t, "create-service-token", "--account", "instrument", "--scopes", "write:observations,write:data,read:data", "--name", "daq")
+	var obsUnit int64
+	require.NoError(t, mainDB.QueryRow(`WITH p AS (INSERT INTO observing_programs (short_name, title, pi) VALUES ('S2', 't', 'pi') RETURNING id)
+		INSERT INTO obs_units (program_id, name, source_id, instrument_module_id, duration_s) SELECT p.id, 'u1', $1, 11, 600 FROM p RETURNING id`, src.ID).Scan(&obsUnit))
+	var countedID int64
+	require.NoError(t, mainDB.QueryRow(`SELECT id FROM api_tokens WHERE name = 'usage'`).Scan(&countedID))
+	ts.WaitReplicated(t, 30*time.Second)
+
+	// The secondary site's services: authtoken first (the others verify tokens there).
+	auth := ts.StartSecondary(t, "authtoken", nil)
+	catalog := ts.StartSecondary(t, "catalog", nil)
+	ingestURL := ts.StartSecondary(t, "ingest", nil, "-role", "all")
+	siteURL := ts.StartSecondary(t, "site", nil)
+	t.Logf("two sites up in %s", time.Since(begin).Round(time.Millisecond))
+
+	var h site.Health
+	require.Eventually(t, func() bool {
+		return get(t, siteURL+"/health", &h) == 200 && h.Status == site.StatusOK
+	}, 10*time.Second, 200*time.Millisecond, "the secondary is healthy before the cut: %+v", h)
+	require.NotContains(t, h.Services, "transfer", "transfer does not run at a secondary site")
+	require.NotNil(t, h.Main)
+	require.True(t, h.Main.Reachable)
+	require.NotNil(t, h.Replica)
+	require.True(t, h.Replica.InRecovery)
+
+	// Uses of the counted token before the cut reach the main as usual.
+	use := func(n int) {
+		for range n {
+			a := call(t, http.MethodGet, auth+"/auth/me", counted, nil)
+			require.Equal(t, http.StatusOK, a.Status, "%s", a.Body)
+		}
+	}
+	committed := func() int64 {
+		var n int64
+		require.NoError(t, mainDB.QueryRow(`SELECT usage_count FROM api_tokens WHERE id = $1`, countedID).Scan(&n))
+		return n
+	}
+	use(3)
+	require.Eventually(t, func() bool { return committed() == 3 }, 10*time.Second, 100*time.Millisecond)
+
+	ts.CutWAN()
+	cutAt := time.Now()
+	t.Log("WAN cut")
+
+	// Reads and both credential kinds keep working at the secondary.
+	for _, tok := range []string{reader, observer} {
+		a := call(t, http.MethodGet, fmt.Sprintf("%s/sources/%d", catalog, src.ID), tok, nil)
+		require.Equal(t, http.StatusOK, a.Status, "%s", a.Body)
+		require.Contains(t, string(a.Body), "Site2 source")
+	}
+	a := call(t, http.MethodGet, catalog+"/sources/?limit=10", reader, nil)
+	require.Equal(t, http.StatusOK, a.Status, "%s", a.Body)
+
+	// Non-buffered writes: a quick 503, every time (the first ones included).
+	for i := range 3 {
+		requireMainUnreachable(t, call(t, http.MethodPost, catalog+"/sources/", observer,
+			map[string]any{"name": fmt.Sprintf("during cut %d", i), "kind": "fixed", "ra_deg": 1, "dec_deg": 2}), "create a source")
+		requireMainUnreachable(t, call(t, http.MethodPost, auth+"/api/tokens", observer,
+			map[string]any{"name": fmt.Sprintf("during cut %d", i), "scopes": []string{"read:sources"}}), "create an API token")
+	}
+
+	// Ingest: buffered writes are acknowledged; its direct write (finalize) needs the main.
+	a = call(t, http.MethodPost, ingestURL+"/executed_obs_units/start", instrument,
+		map[string]any{"obs_unit_id": obsUnit, "instrument_module_id": 11, "start_time": "2026-11-25T01:00:00Z"})
+	require.Equal(t, http.StatusCreated, a.Status, "%s", a.Body)
+	var started struct {
+		ID string `json:"id"`
+	}
+	require.NoError(t, json.Unmarshal(a.Body, &started))
+	a = call(t, http.MethodPost, ingestURL+"/raw_data_package/", instrument,
+		map[string]any{"executed_obs_unit_id": started.ID, "instrument_module_id": 11, "name": "pkg-during-cut"})
+	require.Equal(t, http.StatusCreated, a.Status, "%s", a.Body)
+	require.Contains(t, string(a.Body), `"status":"buffered"`)
+	var pkg struct {
+		ID string `json:"id"`
+	}
+	require.NoError(t, json.Unmarshal(a.Body, &pkg))
+	finalize := map[string]any{"size_bytes": 99, "checksum": "xxh64:0123456789abcdef"}
+	requireMainUnreachable(t, call(t, http.MethodPut, ingestURL+"/raw_data_package/"+pkg.ID+"/finalize", instrument, finalize), "finalize a package")
+
+	// Token uses during the cut: answered, counted at the secondary, not at the main.
+	use(25)
+	var usage struct {
+		UsageCount  int64 `json:"usage_count"`
+		PendingUses int64 `json:"pending_uses"`
+	}
+	a = call(t, http.MethodGet, fmt.Sprintf("%s/api/tokens/%d/usage", auth, countedID), admin, nil)
+	require.Equal(t, http.StatusOK, a.Status, "%s", a.Body)
+	require.NoError(t, json.Unmarshal(a.Body, &usage))
+	require.EqualValues(t, 28, usage.UsageCount, "exact in real time at the secondary: replica row + uses held in Redis")
+	require.EqualValues(t, 25, usage.PendingUses)
+
+	// Health: degraded, not down; the main named unreachable, since the cut.
+	require.Eventually(t, func() bool {
+		return get(t, siteURL+"/health", &h) == 200 && h.Status == site.StatusDegraded && h.Main != nil && !h.Main.Reachable
+	}, 5*time.Second, 100*time.Millisecond, "health during the cut: %+v", h)
+	require.Equal(t, "ok", h.Database.Status, "the replica answers")
+	for name, c := range h.Services {
+		require.Equal(t, "ok", c.Status, "%s stays ready while the WAN is cut", name)
+	}
+	require.WithinDuration(t, cutAt, h.Main.Since, 3*time.Second)
+	require.Empty(t, h.Main.LastError, "anonymous callers see no error text")
+	var info site.Info
+	require.Eventually(t, func() bool {
+		return get(t, siteURL+"/api/site/info", &info) == 200 && info.Status != nil && !info.Status.Main.Reachable &&
+			info.Status.Main.UnreachableSeconds > 0
+	}, 2*site.SampleInterval+time.Second, 100*time.Millisecond, "info during the cut: %+v", info.Status)
+	require.Equal(t, "secondary", info.SiteType)
+	require.NotNil(t, info.Status.Replica)
+	require.NotNil(t, info.Status.Buffer)
+	var st site.BufferStats
+	require.Equal(t, 200, get(t, siteURL+"/buffer-stats", &st))
+	require.False(t, st.MainDBReachable)
+	require.False(t, st.Main.Reachable)
+	require.Nil(t, st.Replica.BehindMainBytes, "unknown while the main is unreachable")
+	metrics := string(rawGet(t, siteURL+"/metrics", ""))
+	require.Contains(t, metrics, "obsops_main_db_reachable 0")
+	require.Contains(t, metrics, "obsops_site_replica_lag_bytes ")
+	time.Sleep(1500 * time.Millisecond) // a few flush rounds fail meanwhile
+	require.EqualValues(t, 3, committed(), "nothing reaches the main during the cut")
+
+	ts.RestoreWAN(t)
+	t.Logf("%s: WAN restored", time.Since(begin).Round(time.Millisecond))
+
+	// Every use made during the cut reaches the main, exactly once.
+	require.Eventually(t, func() bool { return committed() == 28 }, 20*time.Second, 100*time.Millisecond,
+		"uses made during the cut must reach the main (have %d)", committed())
+	time.Sleep(2 * time.Second)
+	require.EqualValues(t, 28, committed(), "and not twice")
+
+	// Health back to ok; writes work again.
+	require.Eventually(t, func() bool {
+		return get(t, siteURL+"/health", &h) == 200 && h.Status == site.StatusOK && h.Main.Reachable
+	}, 10*time.Second, 200*time.Millisecond, "health after the cut: %+v", h)
+	require.Eventually(t, func() bool {
+		a := call(t, http.MethodPost, catalog+"/sources/", observer, map[string]any{"name": "after cut", "kind": "fixed", "ra_deg": 3, "dec_deg": 4})
+		return a.Status == http.StatusCreated
+	}, 5*time.Second, 200*time.Millisecond, "a write at the secondary after the WAN returned")
+	require.Eventually(t, func() bool {
+		a := call(t, http.MethodPut, ingestURL+"/raw_data_package/"+pkg.ID+"/finalize", instrument, finalize)
+		return a.Status == http.StatusOK && strings.Contains(string(a.Body), `"status":"complete"`)
+	}, 5*time.Second, 200*time.Millisecond, "finalize at the secondary after the WAN returned")
+	var status string
+	require.NoError(t, mainDB.QueryRow(`SELECT status FROM raw_data_packages WHERE id = $1`, pkg.ID).Scan(&status))
+	require.Equal(t, "complete", status, "finalized at the main")
+	var n int
+	require.NoError(t, mainDB.QueryRow(`SELECT count(*) FROM sources WHERE name LIKE 'during cut%'`).Scan(&n))
+	require.Zero(t, n, "a refused write left nothing behind")
+	require.Eventually(t, func() bool {
+		return get(t, siteURL+"/api/site/info", &info) == 200 && info.Status != nil && info.Status.Main.Reachable &&
+			info.Status.Replica != nil && info.Status.Replica.BehindMainBytes != nil
+	}, 2*site.SampleInterval+time.Second, 100*time.Millisecond, "info after the cut: %+v", info.Status)
+	require.Equal(t, 200, get(t, siteURL+"/buffer-stats", &st))
+	require.True(t, st.MainDBReachable)
+	metrics = string(rawGet(t, siteURL+"/metrics", ""))
+	require.Contains(t, metrics, "obsops_main_db_reachable 1")
+	require.True(t, strings.Contains(metrics, "obsops_main_db_unreachable_seconds 0"), "reset once reachable")
+
+	// The worst WAN: traffic silently dropped, connections left open. Writes still answer the 503
+	// within 2 s (OPS_MAIN_DB_TIMEOUT, 1.5 s, on the first; at once after), never hang.
+	_, err = ts.WAN.Toxics.AddToxicJson(strings.NewReader(`{"name":"drop","type":"timeout","stream":"downstream","attributes":{"timeout":0}}`))
+	require.NoError(t, err)
+	for i := range 3 {
+		requireMainUnreachable(t, call(t, http.MethodPost, catalog+"/sources/", observer,
+			map[string]any{"name": fmt.Sprintf("during drop %d", i), "kind": "fixed", "ra_deg": 1, "dec_deg": 2}), "create a source, WAN dropping")
+	}
+	require.Eventually(t, func() bool {
+		return get(t, siteURL+"/health", &h) == 200 && h.Status == site.StatusDegraded
+	}, 5*time.Second, 100*time.Millisecond, "health while the WAN drops traffic: %+v", h)
+	t.Logf("%s: done", time.Since(begin).Round(time.Millisecond))
+}

@@ -8,6 +8,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -25,6 +26,8 @@ type Applier struct {
 	// BatchRows is the most files one INSERT carries (a bulk task is split into such batches, in
 	// one transaction).
 	BatchRows int
+
+	filesStmt atomic.Pointer[sqlx.Stmt] // insertFiles, prepared on first use
 }
 
 // PermanentError is a task that can never apply (e.g. its obs unit was deleted): it goes to the
@@ -60,11 +63,12 @@ func (a *Applier) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) (Commit,
 	return a.committed(ctx), nil
 }
 
-// alone runs fn's one statement on its own, as a transaction of its own (PostgreSQL commits a
-// single statement atomically): the same outcome as inTx in one round trip instead of three
-// (BEGIN, the statement, COMMIT) — most tasks are one statement, a single file's registration.
-func (a *Applier) alone(ctx context.Context, fn func(q sqlx.ExecerContext) error) (Commit, error) {
-	if err := fn(a.DB); err != nil {
+// alone runs fn, one statement outside any transaction block, so it commits by itself
+// (PostgreSQL commits a single statement atomically): the same outcome as inTx in one round trip
+// instead of three (BEGIN, the statement, COMMIT) — most tasks are one statement, a single file's
+// registration.
+func (a *Applier) alone(ctx context.Context, fn func() error) (Commit, error) {
+	if err := fn(); err != nil {
 		return Commit{}, classify(err)
 	}
 	return a.committed(ctx), nil
@@ -129,8 +133,15 @@ func (a *Applier) ApplyFiles(ctx context.Context, t ingest.FilesTask) (Commit, e
 	if batch <= 0 {
 		batch = 5000
 	}
-	if len(t.Files) <= batch { // one statement
-		return a.alone(ctx, func(q sqlx.ExecerContext) error { return insertFileBatch(ctx, q, t.Files, t.TxID, t.AcceptedAt) })
+	if len(t.Files) <= batch { // one statement, prepared once per connection
+		return a.alone(ctx, func() error {
+			st, err := a.insertFilesStmt(ctx)
+			if err != nil {
+				return err
+			}
+			_, err = st.ExecContext(ctx, fileArgs(t.Files, t.TxID, t.AcceptedAt)...)
+			return err
+		})
 	}
 	return a.inTx(ctx, func(tx *sqlx.Tx) error {
 		for start := 0; start < len(t.Files); start += batch {
@@ -143,6 +154,29 @@ func (a *Applier) ApplyFiles(ctx context.Context, t ingest.FilesTask) (Commit, e
 }
 
 func insertFileBatch(ctx context.Context, tx sqlx.ExecerContext, files []ingest.File, txID string, at time.Time) error {
+	_, err := tx.ExecContext(ctx, insertFiles, fileArgs(files, txID, at)...)
+	return err
+}
+
+// insertFilesStmt is insertFiles prepared: lib/pq runs a query with arguments as two round trips
+// (parse and plan, then execute), a prepared one as one, without parsing or planning again —
+// what a single file's registration costs PostgreSQL most of.
+func (a *Applier) insertFilesStmt(ctx context.Context) (*sqlx.Stmt, error) {
+	if st := a.filesStmt.Load(); st != nil {
+		return st, nil
+	}
+	st, err := a.DB.PreparexContext(ctx, insertFiles)
+	if err != nil {
+		return nil, err
+	}
+	if !a.filesStmt.CompareAndSwap(nil, st) {
+		_ = st.Close()
+	}
+	return a.filesStmt.Load(), nil
+}
+
+// fileArgs are insertFiles' arguments for files.
+func fileArgs(files []ingest.File, txID string, at time.Time) []any {
 	n := len(files)
 	ids, eous, paths, checksums, pkgs, metas, created := make([]string, n), make([]string, n), make([]string, n),
 		make([]string, n), make([]string, n), make([]string, n), make([]string, n)
@@ -154,10 +188,9 @@ func insertFileBatch(ctx context.Context, tx sqlx.ExecerContext, files []ingest.
 			created[i] = f.CreatedAt.Format(time.RFC3339Nano)
 		}
 	}
-	_, err := tx.ExecContext(ctx, insertFiles, pq.StringArray(ids), pq.StringArray(eous), pq.Int64Array(modules),
+	return []any{pq.StringArray(ids), pq.StringArray(eous), pq.Int64Array(modules),
 		pq.StringArray(paths), pq.Int64Array(sizes), pq.StringArray(checksums), pq.StringArray(pkgs), pq.StringArray(metas),
-		txID, at, pq.StringArray(created))
-	return err
+		txID, at, pq.StringArray(created)}
 }
 
 // ApplyPackage creates a package; created twice (or first by a finalize) it stays as it is.

@@ -1,6 +1,7 @@
 // Package authn authenticates and authorises requests in every obsops service, for both kinds
 // of credential: session JWTs (verified locally against the authtoken service's JWKS) and API
-// tokens (verified by the authtoken service, which owns their table and usage counters).
+// tokens (verified by the authtoken service, which owns their table and usage counters; other
+// services reuse a verification in process for up to a second, see CachedTokens).
 //
 // Routes declare what they accept with a Rule (DESIGN §5 access table); the Authenticator turns
 // a rule into huma or Fiber middleware that answers 401 (with WWW-Authenticate: Bearer), 403

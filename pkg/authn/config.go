@@ -16,6 +16,9 @@ type Config struct {
 	JWTLeeway     time.Duration `env:"OPS_JWT_LEEWAY" envDefault:"30s"`
 	FailureLimit  int           `env:"OPS_AUTH_FAILURE_LIMIT" envDefault:"100"`
 	FailureWindow time.Duration `env:"OPS_AUTH_FAILURE_WINDOW" envDefault:"1m"`
+	// TokenCacheTTL is how long a service other than authtoken reuses a successful API token
+	// verification (CachedTokens); 0 verifies every request at authtoken.
+	TokenCacheTTL time.Duration `env:"OPS_TOKEN_CACHE_TTL" envDefault:"1s"`
 }
 
 // Validate checks the authentication settings.
@@ -31,15 +34,27 @@ func (c *Config) Validate() error {
 		return &config.Invalid{Var: "OPS_AUTH_FAILURE_LIMIT", Reason: "must be >= 0 (0 disables)"}
 	case c.FailureWindow <= 0:
 		return &config.Invalid{Var: "OPS_AUTH_FAILURE_WINDOW", Reason: "must be positive"}
+	case c.TokenCacheTTL < 0 || c.TokenCacheTTL > MaxTokenCacheTTL:
+		return &config.Invalid{Var: "OPS_TOKEN_CACHE_TTL", Reason: "must be within [0s, 1s]"}
 	}
 	return nil
 }
 
 // NewRemote builds the Authenticator of a service other than authtoken: JWTs are verified
 // locally against authtoken's JWKS, API tokens at authtoken, to which the service proves itself
-// with internalSecret (OPS_INTERNAL_SECRET).
+// with internalSecret (OPS_INTERNAL_SECRET). With Redis and a TokenCacheTTL, verified tokens are
+// reused in process for that long (CachedTokens).
 func NewRemote(c Config, authtokenURL, internalSecret string, rdb redis.UniversalClient, log *slog.Logger) *Authenticator {
-	return New(c, NewJWKSCache(authtokenURL+"/.well-known/jwks.json"), NewRemoteTokens(authtokenURL, internalSecret), rdb, log)
+	var tokens TokenVerifier = NewRemoteTokens(authtokenURL, internalSecret)
+	cached := rdb != nil && c.TokenCacheTTL > 0
+	if cached {
+		tokens = &CachedTokens{Next: tokens, Redis: rdb, TTL: c.TokenCacheTTL, Log: log}
+	}
+	a := New(c, NewJWKSCache(authtokenURL+"/.well-known/jwks.json"), tokens, rdb, log)
+	if cached {
+		tokens.(*CachedTokens).Users = a.JWT.Users
+	}
+	return a
 }
 
 // New builds an Authenticator from its parts (authtoken passes its own keys and verifier).

@@ -27,6 +27,22 @@ const (
 	UserDirectoryChannel    = "ops:users:directory"
 )
 
+// API token usage (SPEC §5.2 step 4): a successful verification adds one use to the hash
+// TokenUsageCountKey (field: token id, value: uses not yet committed) and sets the token's field
+// of TokenUsageLastKey to "<unix microseconds> <client address>" of that use, both in one MULTI.
+// authtoken's usage flusher commits them to PostgreSQL; services that verified a token from their
+// in-process cache (pkg/authn) record the use themselves the same way.
+const (
+	TokenUsageCountKey = "ops:{tokenusage}:count"
+	TokenUsageLastKey  = "ops:{tokenusage}:last"
+)
+
+// TokenInvalidationChannel is where authtoken announces that API tokens changed (revoked,
+// regenerated, rescoped, their user changed, the cache purged), right after dropping their
+// records from its Redis cache; every service's in-process token cache (pkg/authn) empties
+// itself on any message.
+const TokenInvalidationChannel = "ops:tokens:invalidated"
+
 // InternalPrefix begins the paths services offer each other and never the public: the gateway
 // refuses everything under it (any letter case).
 const InternalPrefix = "/internal"

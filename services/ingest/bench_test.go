@@ -4,19 +4,25 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/hibiken/asynq"
 	"github.com/lib/pq"
 	"github.com/stretchr/testify/require"
+	"github.com/valyala/fasthttp"
 
+	"github.com/obsops/obsops/pkg/testenv"
 	"github.com/obsops/obsops/services/ingest"
 )
 
@@ -27,49 +33,261 @@ func benchSeconds() time.Duration {
 	return 5 * time.Second
 }
 
-// openLoop sends single-file registrations to base at rate per second for d, each at its
-// scheduled time whatever the answers before it (open loop: latency counts from the scheduled
-// time, so queueing is not hidden). It returns the latencies of the 201s and the error count.
-func openLoop(t *testing.T, c *http.Client, base, token, eou string, rate int, d time.Duration, tag string) ([]time.Duration, int) {
+// ackTarget is the acknowledgement latency target at 2,000 req/s (p99).
+const ackTarget = 20 * time.Millisecond
+
+// loadResult is one open-loop step: the latencies of the 201s, the failures, and what the step
+// cost: CPU time per process (by name) and Redis commands, divided by the answered requests
+// when printed.
+type loadResult struct {
+	rate      int
+	lat       []time.Duration
+	errs      int
+	cpu       map[string]time.Duration
+	redisCmds int64
+}
+
+// sustained: every request answered 201, p99 under a second (the queue is not growing).
+func (r loadResult) sustained(d time.Duration) bool {
+	return r.errs == 0 && len(r.lat) == int(d.Seconds()*float64(r.rate)) && pct(r.lat, .99) < time.Second
+}
+
+func (r loadResult) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d req/s: p50 %s p99 %s errors %d", r.rate, ms(pct(r.lat, .5)), ms(pct(r.lat, .99)), r.errs)
+	if n := float64(len(r.lat) + r.errs); n > 0 {
+		b.WriteString(" | CPU µs/req")
+		for _, name := range []string{"client", "gateway", "ingest", "worker", "authtoken", "redis", "postgres"} {
+			if c, ok := r.cpu[name]; ok {
+				fmt.Fprintf(&b, " %s %.0f", name, float64(c.Microseconds())/n)
+			}
+		}
+		fmt.Fprintf(&b, " | Redis commands/req %.1f (worker, redis, postgres: until drained)", float64(r.redisCmds)/n)
+	}
+	return b.String()
+}
+
+// bench drives open-loop load at the suite and accounts for its cost.
+type bench struct {
+	t     *testing.T
+	e     *env
+	c     *fasthttp.Client
+	eou   string
+	d     time.Duration
+	pids  map[string]int // process name -> pid (Linux /proc), for CPU accounting
+	raw   *asynq.Client
+	steps int
+}
+
+// newBenchEnv is newEnv with the ingest API and worker as two processes (-role api, -role
+// worker; production's layout), so each one's CPU is accounted for apart.
+func newBenchEnv(t *testing.T) *env {
+	vars := map[string]string{"OPS_RATE_LIMIT_PER_MINUTE": "1200", "OPS_LOG_LEVEL": "error", "OPS_DB_MAX_CONNS": "20"}
+	s := testenv.StartSuite(t, testenv.SuiteOptions{Env: vars, Skip: []string{"transfer", "catalog", "ingest"}})
+	bin := testenv.Binary(t, "ingest")
+	api := testenv.Start(t, "ingest", bin, s.Env, "-role", "api")
+	workerEnv := maps.Clone(s.Env)
+	workerEnv["OPS_INGEST_ADDR"] = testenv.FreeAddr(t)
+	worker := testenv.Start(t, "ingest-worker", bin, workerEnv, "-role", "worker")
+	testenv.WaitReady(t, api, s.URLs["ingest"]+"/readyz", 30*time.Second)
+	testenv.WaitReady(t, worker, "http://"+workerEnv["OPS_INGEST_ADDR"]+"/readyz", 30*time.Second)
+	s.Procs["ingest"], s.Procs["ingest-worker"] = api, worker
+	return envFor(t, s)
+}
+
+func newBench(t *testing.T, e *env, eou string) *bench {
+	b := &bench{t: t, e: e, eou: eou, d: benchSeconds(), pids: map[string]int{},
+		// fasthttp: the load generator shares the two cores with the system under test, so it
+		// should cost as little as possible per request (net/http costs about 3× as much).
+		c: &fasthttp.Client{MaxConnsPerHost: 8192, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second,
+			MaxIdleConnDuration: time.Minute}}
+	for _, name := range []string{"gateway", "ingest", "authtoken"} {
+		b.pids[name] = findProcess(func(cmd []string) bool { return strings.HasSuffix(cmd[0], "/"+name) && !slices.Contains(cmd, "worker") },
+			"OPS_REDIS_URL="+e.s.Redis.URL)
+	}
+	b.pids["worker"] = findProcess(func(cmd []string) bool { return strings.HasSuffix(cmd[0], "/ingest") && slices.Contains(cmd, "worker") },
+		"OPS_REDIS_URL="+e.s.Redis.URL)
+	port := e.s.Redis.Addr[strings.LastIndexByte(e.s.Redis.Addr, ':')+1:]
+	b.pids["redis"] = findProcess(func(cmd []string) bool {
+		return strings.Contains(cmd[0], "redis-server") && slices.ContainsFunc(cmd, func(a string) bool { return strings.HasSuffix(a, ":"+port) || a == port })
+	}, "")
+	b.raw = asynq.NewClientFromRedisClient(e.s.Redis.Client())
+	return b
+}
+
+// openLoop sends single-file registrations to base at rate per second for the bench's duration,
+// each at its scheduled time whatever the answers before it (open loop: latency counts from the
+// scheduled time, so queueing is not hidden).
+func (b *bench) openLoop(base string, rate int, tag string) loadResult {
+	url := base + "/raw_data_files/"
+	auth := "Bearer " + b.e.token
+	return b.run(rate, func(i int) bool {
+		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+		defer fasthttp.ReleaseRequest(req)
+		defer fasthttp.ReleaseResponse(resp)
+		req.SetRequestURI(url)
+		req.Header.SetMethod(http.MethodPost)
+		req.Header.Set("Authorization", auth)
+		req.Header.SetContentType("application/json")
+		req.SetBodyString(`{"executed_obs_unit_id":"` + b.eou + `","instrument_module_id":11,"path":"bench/` + tag + "/" + fmt.Sprintf("%08d", i) +
+			`","size_bytes":1,"checksum":"xxh64:0123456789abcdef"}`)
+		return b.c.Do(req, resp) == nil && resp.StatusCode() == http.StatusCreated
+	})
+}
+
+// rawEnqueue is the floor of the buffered write: the bench process itself enqueues the task a
+// registration would enqueue (same payload size, unique TaskID) with asynq into a queue nobody
+// drains, at rate per second — no HTTP, no validation, no read cache.
+func (b *bench) rawEnqueue(rate int, tag string) loadResult {
+	ctx := context.Background()
+	defer func() {
+		insp := asynq.NewInspectorFromRedisClient(b.e.s.Redis.Client())
+		_, _ = insp.DeleteAllPendingTasks("benchraw")
+	}()
+	return b.run(rate, func(i int) bool {
+		id := fmt.Sprintf("raw-%s-%08d", tag, i)
+		payload := `{"tx":"` + ingest.NewID() + `","files":[{"id":"` + ingest.NewID() + `","executed_obs_unit_id":"` + b.eou +
+			`","instrument_module_id":11,"path":"bench/` + id + `","size_bytes":1,"checksum":"xxh64:0123456789abcdef"}]}`
+		_, err := b.raw.EnqueueContext(ctx, asynq.NewTask(ingest.TaskFiles, []byte(payload)), asynq.Queue("benchraw"), asynq.TaskID(id))
+		return err == nil
+	})
+}
+
+// run fires send(i) at rate per second for the bench's duration and measures the step.
+func (b *bench) run(rate int, send func(i int) bool) loadResult {
 	var mu sync.Mutex
 	var lat []time.Duration
 	var errs atomic.Int64
 	var wg sync.WaitGroup
-	n := int(d.Seconds() * float64(rate))
+	n := int(b.d.Seconds() * float64(rate))
 	interval := time.Second / time.Duration(rate)
+	before := b.snapshot()
 	begin := time.Now()
-	sem := make(chan struct{}, 4096)
 	for i := range n {
 		at := begin.Add(time.Duration(i) * interval)
 		time.Sleep(time.Until(at))
-		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer func() { <-sem }()
-			body := fmt.Sprintf(`{"executed_obs_unit_id":%q,"instrument_module_id":11,"path":"bench/%s/%08d","size_bytes":1,"checksum":"xxh64:0123456789abcdef"}`, eou, tag, i)
-			req, _ := http.NewRequest(http.MethodPost, base+"/raw_data_files/", strings.NewReader(body))
-			req.Header.Set("Authorization", "Bearer "+token)
-			req.Header.Set("Content-Type", "application/json")
-			resp, err := c.Do(req)
-			if err != nil {
+			if !send(i) {
 				errs.Add(1)
 				return
 			}
-			drain(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusCreated {
-				errs.Add(1)
-				return
-			}
+			d := time.Since(at)
 			mu.Lock()
-			lat = append(lat, time.Since(at))
+			lat = append(lat, d)
 			mu.Unlock()
 		}()
 	}
 	wg.Wait()
+	after := b.snapshot()
+	// The worker's share (and its Redis commands) is counted until the queue is drained again:
+	// what the step's writes cost in the end, even when the worker fell behind during the step.
+	waitDrained(b.t, b.e)
+	drained := b.snapshot()
 	slices.Sort(lat)
-	return lat, int(errs.Load())
+	r := loadResult{rate: rate, lat: lat, errs: int(errs.Load()), cpu: map[string]time.Duration{}, redisCmds: drained.redis - before.redis}
+	for name, c := range after.cpu {
+		r.cpu[name] = c - before.cpu[name]
+	}
+	r.cpu["worker"] = drained.cpu["worker"] - before.cpu["worker"]
+	r.cpu["redis"] = drained.cpu["redis"] - before.cpu["redis"]
+	r.cpu["postgres"] = before.pgSince(drained)
+	return r
+}
+
+type costSnapshot struct {
+	cpu   map[string]time.Duration
+	pg    map[int]time.Duration // PostgreSQL backend pid -> CPU
+	redis int64
+}
+
+// pgSince is the CPU the PostgreSQL backends spent from s to later.
+func (s costSnapshot) pgSince(later costSnapshot) time.Duration {
+	var d time.Duration
+	for pid, c := range later.pg {
+		d += c - s.pg[pid]
+	}
+	return d
+}
+
+func (b *bench) snapshot() costSnapshot {
+	s := costSnapshot{cpu: map[string]time.Duration{"client": selfCPU()}, pg: map[int]time.Duration{}}
+	for name, pid := range b.pids {
+		if pid != 0 {
+			s.cpu[name] = processCPU(pid)
+		}
+	}
+	// PostgreSQL: the backends serving this test's database (pooled connections, so they live
+	// across the step; one opened during the step counts from its start).
+	var pgPids []int
+	rows, err := b.e.db.Query(`SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`)
+	if err == nil {
+		for rows.Next() {
+			var pid int
+			if rows.Scan(&pid) == nil {
+				pgPids = append(pgPids, pid)
+			}
+		}
+		rows.Close()
+	}
+	for _, pid := range pgPids {
+		s.pg[pid] = processCPU(pid)
+	}
+	info := b.e.s.Redis.Client().Info(context.Background(), "commandstats").Val()
+	for _, line := range strings.Split(info, "\n") {
+		if _, rest, ok := strings.Cut(line, ":calls="); ok && strings.HasPrefix(line, "cmdstat_") {
+			n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest+",", ',')], 10, 64)
+			s.redis += n
+		}
+	}
+	return s
+}
+
+// findProcess returns the pid of a process whose command line matches and whose environment
+// holds envKV ("" for any), or 0 (Linux /proc).
+func findProcess(match func(cmd []string) bool, envKV string) int {
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		raw, err := os.ReadFile(d + "/cmdline")
+		if err != nil || len(raw) == 0 {
+			continue
+		}
+		if !match(strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")) {
+			continue
+		}
+		if envKV != "" {
+			env, err := os.ReadFile(d + "/environ")
+			if err != nil || !slices.Contains(strings.Split(string(env), "\x00"), envKV) {
+				continue
+			}
+		}
+		pid, _ := strconv.Atoi(filepath.Base(d))
+		return pid
+	}
+	return 0
+}
+
+// processCPU is the user+system CPU time a process has used so far (0 if unknown).
+func processCPU(pid int) time.Duration {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+s) * (time.Second / 100) // USER_HZ
+}
+
+// selfCPU is the CPU time of this test process (the load generator).
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func pct(l []time.Duration, p float64) time.Duration {
@@ -89,49 +307,72 @@ func verdictLine(ok bool) string {
 }
 
 // TestBenchIngest measures the buffered write path through the gateway with its limits on
-// (default rate limit 1200/min and the ingest class's own budget), each figure beside its
-// baseline from the same run: acknowledgement latency at 2,000 req/s open loop (baseline: the
-// ingest service directly), the highest sustained rate with no error, time to durable at 500
+// (default rate limit 1200/min and the ingest class's own budget), open loop, each figure beside
+// its baselines from the same run: the ingest service directly (no gateway) and the floor, a raw
+// asynq enqueue of the same task from the bench process. Every step prints the CPU time each
+// process spent per request and the Redis commands per request, which the shared 2-core machine
+// disturbs far less than latencies. Figures: acknowledgement latency at 2,000 req/s, the highest
+// sustained rate (a ladder of steps, the queue drained between them), time to durable at 500
 // req/s, bulk registration of 1,000-file requests against a raw batched INSERT … SELECT unnest,
 // and what appendfsync always costs.
 func TestBenchIngest(t *testing.T) {
 	if os.Getenv("OPS_BENCH") != "1" {
 		t.Skip("benchmark: run with make bench (OPS_BENCH=1)")
 	}
-	e := newEnv(t, map[string]string{"OPS_RATE_LIMIT_PER_MINUTE": "1200", "OPS_LOG_LEVEL": "error", "OPS_DB_MAX_CONNS": "20"})
+	e := newBenchEnv(t)
 	eou := e.start(t, startBody(e.obsUnit)).ID
-	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 2048, MaxIdleConns: 2048}}
-	d := benchSeconds()
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxIdleConns: 64}}
+	b := newBench(t, e, eou)
+	d := b.d
 	gw, direct := e.s.GatewayURL, e.s.URLs["ingest"]
-	// warm-up (connections, token cache)
-	openLoop(t, c, gw, e.token, eou, 200, time.Second, "warm")
+	t.Logf("processes found for CPU accounting: %v", b.pids)
+	// warm-up (connections, token cache, scripts loaded)
+	b.openLoop(gw, 200, "warm")
+	b.openLoop(direct, 200, "warm-direct")
+	b.rawEnqueue(200, "warm")
+	waitDrained(t, e)
 
 	// 1. Acknowledgement latency at 2,000 req/s, open loop.
-	dl, derr := openLoop(t, c, direct, e.token, eou, 2000, d, "ack-direct")
-	gl, gerr := openLoop(t, c, gw, e.token, eou, 2000, d, "ack-gw")
-	t.Logf("ack at 2000 req/s: gateway p50 %s p99 %s errors %d | baseline direct p50 %s p99 %s errors %d | target p99 <= 20 ms: %s",
-		ms(pct(gl, .5)), ms(pct(gl, .99)), gerr, ms(pct(dl, .5)), ms(pct(dl, .99)), derr, verdictLine(pct(gl, .99) <= 20*time.Millisecond && gerr == 0))
+	raw := b.rawEnqueue(2000, "ack")
+	dr := b.openLoop(direct, 2000, "ack-direct")
+	gr := b.openLoop(gw, 2000, "ack-gw")
+	t.Logf("ack at 2000 req/s: gateway p50 %s p99 %s errors %d | baseline direct p50 %s p99 %s, raw enqueue p99 %s | p99 ratio gateway/direct %.1f× | target p99 <= 20 ms: %s",
+		ms(pct(gr.lat, .5)), ms(pct(gr.lat, .99)), gr.errs, ms(pct(dr.lat, .5)), ms(pct(dr.lat, .99)), ms(pct(raw.lat, .99)),
+		float64(pct(gr.lat, .99))/float64(max(pct(dr.lat, .99), time.Microsecond)), verdictLine(pct(gr.lat, .99) <= ackTarget && gr.errs == 0))
+	t.Logf("  gateway   %s", gr)
+	t.Logf("  direct    %s", dr)
+	t.Logf("  raw asynq %s", raw)
 
-	// 2. Highest sustained rate with no error (p99 under 1 s), gateway and direct.
-	ladder := func(base, tag string) (best int) {
-		for _, rate := range []int{500, 1000, 1500, 2000, 3000, 4000, 6000, 8000} {
-			l, errs := openLoop(t, c, base, e.token, eou, rate, d, fmt.Sprintf("%s-%d", tag, rate))
-			ok := errs == 0 && len(l) == int(d.Seconds()*float64(rate)) && pct(l, .99) < time.Second
-			t.Logf("  %s %d req/s: p50 %s p99 %s errors %d %v", tag, rate, ms(pct(l, .5)), ms(pct(l, .99)), errs, ok)
+	// 2. Highest sustained rate: each step from an empty queue; sustained = no error, every
+	// request answered, p99 under 1 s. The highest step that also keeps p99 within the ack
+	// target is printed beside it.
+	type best struct{ sustained, withinTarget int }
+	ladder := func(tag string, step func(rate int) loadResult) (r best) {
+		for _, rate := range []int{1000, 2000, 3000, 4000, 6000, 8000} {
+			l := step(rate) // from an empty queue: each step drains it before returning
+			ok := l.sustained(d)
+			t.Logf("  %-9s %s sustained=%v", tag, l, ok)
 			if !ok {
-				return best
+				return r
 			}
-			best = rate
+			r.sustained = rate
+			if pct(l.lat, .99) <= ackTarget {
+				r.withinTarget = rate
+			}
 		}
-		return best
+		return r
 	}
-	gmax, dmax := ladder(gw, "gw"), ladder(direct, "direct")
-	t.Logf("max sustained with 0 errors: gateway %d req/s | baseline direct %d req/s | target >= 6000: %s", gmax, dmax, verdictLine(gmax >= 6000))
+	gmax := ladder("gateway", func(rate int) loadResult { return b.openLoop(gw, rate, fmt.Sprintf("gw-%d", rate)) })
+	dmax := ladder("direct", func(rate int) loadResult { return b.openLoop(direct, rate, fmt.Sprintf("direct-%d", rate)) })
+	rmax := ladder("raw asynq", func(rate int) loadResult { return b.rawEnqueue(rate, fmt.Sprintf("raw-%d", rate)) })
+	t.Logf("max sustained with 0 errors: gateway %d req/s (p99 <= 20 ms up to %d) | baseline direct %d (%d), raw enqueue %d (%d) | gateway/direct %.0f%%, gateway/raw %.0f%% | target >= 6000: %s",
+		gmax.sustained, gmax.withinTarget, dmax.sustained, dmax.withinTarget, rmax.sustained, rmax.withinTarget,
+		100*float64(gmax.sustained)/float64(max(dmax.sustained, 1)), 100*float64(gmax.sustained)/float64(max(rmax.sustained, 1)), verdictLine(gmax.sustained >= 6000))
 
 	// 3. Time to durable at 500 req/s: from acceptance (the row's created_at, the API's clock) to
 	// the row (committed_at).
 	waitDrained(t, e)
-	openLoop(t, c, gw, e.token, eou, 500, d, "durable")
+	b.openLoop(gw, 500, "durable")
 	waitDrained(t, e)
 	var p50, p99 float64
 	require.NoError(t, e.db.QueryRow(`SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY s), percentile_cont(0.99) WITHIN GROUP (ORDER BY s)
@@ -168,10 +409,15 @@ FROM (SELECT extract(epoch FROM committed_at - created_at) AS s FROM raw_data_fi
 		}()
 	}
 	wg.Wait()
-	for e.count(t, `SELECT count(*) FROM raw_data_files WHERE path LIKE 'bench/bulk/%'`) < reqs*per {
-		time.Sleep(5 * time.Millisecond)
+	// Done when the queue is empty (asked of Redis: cheap), then every row is checked once — a
+	// count over raw_data_files every few ms would scan the table (all the ladder's rows too) and
+	// slow down the worker it measures.
+	rdb := e.s.Redis.Client()
+	for rdb.LLen(context.Background(), "asynq:{ingest}:pending").Val()+rdb.LLen(context.Background(), "asynq:{ingest}:active").Val() > 0 {
+		time.Sleep(2 * time.Millisecond)
 	}
 	bulkRate := float64(reqs*per) / time.Since(begin).Seconds()
+	require.Equal(t, reqs*per, e.count(t, `SELECT count(*) FROM raw_data_files WHERE path LIKE 'bench/bulk/%'`))
 	begin = time.Now()
 	for r := range reqs {
 		ids, eous, paths, sums := make([]string, per), make([]string, per), make([]string, per), make([]string, per)
@@ -188,23 +434,20 @@ SELECT id, eou, 11, path, 1, sum FROM unnest($1::uuid[], $2::uuid[], $3::text[],
 		bulkRate, rawRate, 100*bulkRate/rawRate, verdictLine(bulkRate >= rawRate/2))
 
 	// 5. The price of appendfsync always (no power-loss window) on the acknowledgement path.
-	rdb := e.s.Redis.Client()
-	require.NoError(t, rdb.ConfigSet(context.Background(), "appendfsync", "always").Err())
-	al, aerr := openLoop(t, c, gw, e.token, eou, 2000, d, "fsync-always")
-	require.NoError(t, rdb.ConfigSet(context.Background(), "appendfsync", "everysec").Err())
-	t.Logf("ack at 2000 req/s with appendfsync always: p50 %s p99 %s errors %d | everysec (above): p50 %s p99 %s",
-		ms(pct(al, .5)), ms(pct(al, .99)), aerr, ms(pct(gl, .5)), ms(pct(gl, .99)))
-	amax := 0
-	for _, rate := range []int{1000, 2000, 3000, 4000, 6000} {
+	always := func(step func() loadResult) loadResult {
 		require.NoError(t, rdb.ConfigSet(context.Background(), "appendfsync", "always").Err())
-		l, errs := openLoop(t, c, gw, e.token, eou, rate, d, fmt.Sprintf("always-%d", rate))
-		require.NoError(t, rdb.ConfigSet(context.Background(), "appendfsync", "everysec").Err())
-		if errs > 0 || pct(l, .99) >= time.Second {
-			break
-		}
-		amax = rate
+		defer func() { require.NoError(t, rdb.ConfigSet(context.Background(), "appendfsync", "everysec").Err()) }()
+		return step()
 	}
-	t.Logf("max sustained with appendfsync always: %d req/s | everysec: %d req/s", amax, gmax)
+	waitDrained(t, e)
+	ar := always(func() loadResult { return b.openLoop(gw, 2000, "fsync-always") })
+	waitDrained(t, e)
+	t.Logf("ack at 2000 req/s with appendfsync always: p50 %s p99 %s errors %d | everysec (above): p50 %s p99 %s",
+		ms(pct(ar.lat, .5)), ms(pct(ar.lat, .99)), ar.errs, ms(pct(gr.lat, .5)), ms(pct(gr.lat, .99)))
+	amax := ladder("always", func(rate int) loadResult {
+		return always(func() loadResult { return b.openLoop(gw, rate, fmt.Sprintf("always-%d", rate)) })
+	})
+	t.Logf("max sustained with appendfsync always: %d req/s (p99 <= 20 ms up to %d) | everysec: %d (%d)", amax.sustained, amax.withinTarget, gmax.sustained, gmax.withinTarget)
 }
 
 func waitDrained(t *testing.T, e *env) {

@@ -30,6 +30,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/obsops/obsops/pkg/contract"
 	"github.com/obsops/obsops/services/authtoken"
 )
 
@@ -176,9 +177,13 @@ func (c *Cache) InvalidateUser(ctx context.Context, userID int64) error {
 	return c.runDrop(ctx, "user", []string{userGoneKey(userID), userKey(userID)})
 }
 
-// runDrop runs dropScript in mode on keys.
+// runDrop runs dropScript in mode on keys, then announces the change to the other services'
+// in-process caches (contract.TokenInvalidationChannel).
 func (c *Cache) runDrop(ctx context.Context, mode string, keys []string) error {
-	return c.drop.Run(ctx, c.rdb, keys, mode, (2 * c.ttl).Milliseconds(), recPrefix, idPrefix).Err()
+	if err := c.drop.Run(ctx, c.rdb, keys, mode, (2 * c.ttl).Milliseconds(), recPrefix, idPrefix).Err(); err != nil {
+		return err
+	}
+	return c.rdb.Publish(ctx, contract.TokenInvalidationChannel, mode).Err()
 }
 
 // Purge drops every cached record (tombstones stay): for when tokens or users were changed
@@ -199,7 +204,9 @@ func (c *Cache) Purge(ctx context.Context) error {
 		return err
 	}
 	if len(batch) > 0 {
-		return c.rdb.Del(ctx, batch...).Err()
+		if err := c.rdb.Del(ctx, batch...).Err(); err != nil {
+			return err
+		}
 	}
-	return nil
+	return c.rdb.Publish(ctx, contract.TokenInvalidationChannel, "purge").Err()
 }

@@ -30,17 +30,19 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/obsops/obsops/pkg/authn"
+	"github.com/obsops/obsops/pkg/contract"
 	"github.com/obsops/obsops/services/authtoken"
 )
 
 // Redis keys.
 const (
 	keyPrefix     = "ops:{tokenusage}:"
-	pendingCounts = keyPrefix + "count"      // hash token id -> uses not yet claimed
-	pendingLast   = keyPrefix + "last"       // hash token id -> "unix-micros ip" of the latest use
-	flushSet      = keyPrefix + "flushes"    // sorted set of claimed, unfinished flush ids, by claim time (ms)
-	generationKey = keyPrefix + "generation" // incremented by every claim
-	flushPrefix   = keyPrefix + "flush:"     // flushPrefix + id + ":count" / ":last": a claimed flush
+	pendingCounts = contract.TokenUsageCountKey // hash token id -> uses not yet claimed
+	pendingLast   = contract.TokenUsageLastKey  // hash token id -> "unix-micros ip" of the latest use
+	flushSet      = keyPrefix + "flushes"       // sorted set of claimed, unfinished flush ids, by claim time (ms)
+	generationKey = keyPrefix + "generation"    // incremented by every claim
+	flushPrefix   = keyPrefix + "flush:"        // flushPrefix + id + ":count" / ":last": a claimed flush
 )
 
 func flushCounts(id string) string { return flushPrefix + id + ":count" }
@@ -84,15 +86,10 @@ func NewCounter(rdb redis.UniversalClient) *Counter {
 	return &Counter{rdb: rdb, claim: redis.NewScript(claimScript), pending: redis.NewScript(pendingScript)}
 }
 
-// Record counts one use of a token at a time from a client address, in one atomic round trip.
+// Record counts one use of a token at a time from a client address, in one atomic round trip:
+// authn.RecordTokenUse, which the other services' token caches call for the uses they verify.
 func (c *Counter) Record(ctx context.Context, tokenID int64, at time.Time, ip string) error {
-	field := strconv.FormatInt(tokenID, 10)
-	_, err := c.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.HIncrBy(ctx, pendingCounts, field, 1)
-		p.HSet(ctx, pendingLast, field, encodeLast(at, ip))
-		return nil
-	})
-	return err
+	return authn.RecordTokenUse(ctx, c.rdb, tokenID, at, ip)
 }
 
 // Generation is incremented by every claim; see authtoken.PendingUsage.
@@ -185,11 +182,6 @@ func (c *Counter) finishFlush(ctx context.Context, id string) error {
 		return nil
 	})
 	return err
-}
-
-// encodeLast is the stored form of a use's time and client address.
-func encodeLast(at time.Time, ip string) string {
-	return strconv.FormatInt(at.UnixMicro(), 10) + " " + ip
 }
 
 // decodeDelta builds a token's delta from a stored count and last use (empty when absent).

@@ -2,11 +2,12 @@
 // queue the worker drains, Idempotency-Key answers and transaction receipts.
 //
 // A buffered write is held once both its cache entries and its task are in Redis; only then does
-// the API answer 201. The cache entries are written first (one Lua script, which also refuses a
-// different record under an id already held), then the task is enqueued with a TaskID derived
-// from the record ids. If the enqueue fails, the entries written are removed and the API answers
-// 503. The worker removes entries only after their rows are committed, and a read consults the
-// cache before the database, so a read never misses a write it was told is held.
+// the API answer 201. Both are written by one Lua script in one round trip (holdScript), so a
+// write is held entirely or not at all: the script refuses a different record under an id
+// already held, caches the records and enqueues the task (with a TaskID derived from the record
+// ids) exactly as asynq's own client would. The worker removes entries only after their rows are
+// committed, and a read consults the cache before the database, so a read never misses a write
+// it was told is held.
 package buffer
 
 import (
@@ -20,6 +21,7 @@ import (
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/obsops/obsops/pkg/contract"
 	"github.com/obsops/obsops/services/ingest"
@@ -72,15 +74,14 @@ type Buffer struct {
 	client  *asynq.Client
 	insp    *asynq.Inspector
 	timeout time.Duration
-	claim   *redis.Script
-	release *redis.Script
+	hold    *redis.Script
 }
 
 // New returns the buffer on rdb; timeout bounds each Redis round trip of a write.
 func New(rdb redis.UniversalClient, timeout time.Duration) *Buffer {
 	return &Buffer{
 		rdb: rdb, client: asynq.NewClientFromRedisClient(rdb), insp: asynq.NewInspectorFromRedisClient(rdb),
-		timeout: timeout, claim: redis.NewScript(claimScript), release: redis.NewScript(releaseScript),
+		timeout: timeout, hold: redis.NewScript(holdScript),
 	}
 }
 
@@ -116,46 +117,74 @@ type Result struct {
 	Replayed bool   // every record was already held, identical: the original transaction answers
 }
 
-// claimScript caches the records of one write unless a different record is held under one of
-// their ids. KEYS: tx key, then one record key per item. ARGV: record TTL ms, tx TTL ms, tx info,
-// tx id, then per item: hash, value, index key (or ""), member. Replies {"new"}, {"replay", tx}
-// (every record already held, identical) or {"conflict", i} (1-based item).
-const claimScript = `
-local n = #KEYS - 1
+// holdScript holds one write: it caches the records unless a different record is held under
+// one of their ids, and enqueues the task the way asynq's client does (asynq v0.26's enqueue
+// script: the task hash with its encoded message, state pending and pending_since, its id pushed
+// on the queue's pending list, the queue in the set of queues; see taskMessage). KEYS: tx key,
+// task key, pending list, set of queues, then one record key per item. ARGV: record TTL ms, tx
+// TTL ms, tx info, tx id, encoded task message, task id, now (unix ns), queue name, then per
+// item: hash, value, index key (or ""), member. Replies {"new"}, {"replay", tx} (every record
+// already held, identical: the original transaction, whose task is held), {"unqueued", tx} (the
+// same, but the original task is gone: the caller enqueues it again with that transaction) or
+// {"conflict", i} (1-based item).
+const holdScript = `
+local n = #KEYS - 4
 local held, first = 0, nil
 for i = 1, n do
-  local v = redis.call('GET', KEYS[i + 1])
+  local v = redis.call('GET', KEYS[i + 4])
   if v then
-    local h = ARGV[4 + (i - 1) * 4 + 1]
+    local h = ARGV[8 + (i - 1) * 4 + 1]
     if string.sub(v, 1, #h) ~= h then return {'conflict', tostring(i)} end
     held = held + 1
     if not first then first = string.sub(v, #h + 2, #h + 37) end
   end
 end
-if n > 0 and held == n then return {'replay', first} end
+if n > 0 and held == n then
+  if redis.call('EXISTS', KEYS[2]) == 1 then return {'replay', first} end
+  return {'unqueued', first}
+end
 for i = 1, n do
-  local o = 4 + (i - 1) * 4
-  local ok = redis.call('SET', KEYS[i + 1], ARGV[o + 1] .. '|' .. ARGV[4] .. '|' .. ARGV[o + 2], 'NX', 'PX', ARGV[1])
+  local o = 8 + (i - 1) * 4
+  local ok = redis.call('SET', KEYS[i + 4], ARGV[o + 1] .. '|' .. ARGV[4] .. '|' .. ARGV[o + 2], 'NX', 'PX', ARGV[1])
   if ok and ARGV[o + 3] ~= '' then redis.call('SADD', ARGV[o + 3], ARGV[o + 4]) end
 end
 redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[2])
+if redis.call('EXISTS', KEYS[2]) == 0 then
+  redis.call('HSET', KEYS[2], 'msg', ARGV[5], 'state', 'pending', 'pending_since', ARGV[7])
+  redis.call('LPUSH', KEYS[3], ARGV[6])
+  redis.call('SADD', KEYS[4], ARGV[8])
+end
 return {'new', ''}
 `
 
-// releaseScript removes what claimScript wrote for tx (an enqueue that failed). KEYS: tx key,
-// record keys. ARGV: tx, then per item: index key (or ""), member.
-const releaseScript = `
-for i = 2, #KEYS do
-  local v = redis.call('GET', KEYS[i])
-  if v and string.sub(v, 34, 69) == ARGV[1] then
-    redis.call('DEL', KEYS[i])
-    local idx = ARGV[2 + (i - 2) * 2]
-    if idx ~= '' then redis.call('SREM', idx, ARGV[3 + (i - 2) * 2]) end
-  end
-end
-redis.call('DEL', KEYS[1])
-return 1
-`
+// asynq's Redis layout (v0.26, internal/base): the keys holdScript writes a task under.
+func asynqTaskKey(queue, id string) string { return "asynq:{" + queue + "}:t:" + id }
+func asynqPendingKey(queue string) string  { return "asynq:{" + queue + "}:pending" }
+
+const asynqQueuesKey = "asynq:queues"
+
+// taskMessage encodes a task as asynq v0.26 stores it (internal/proto TaskMessage, protobuf):
+// type (1), payload (2), id (3), queue (4), retry (5) and timeout in seconds (8); every other
+// field is at its zero value (no deadline, no uniqueness, no group, no retention), as asynq's
+// client leaves it for these options. TestHoldEnqueuesLikeAsynq reads it back with asynq's
+// inspector and has its server process it, so an asynq upgrade that changes the layout fails
+// there.
+func taskMessage(typ string, payload []byte, id, queue string, retry int, timeout time.Duration) []byte {
+	b := make([]byte, 0, len(payload)+len(typ)+len(id)+len(queue)+32)
+	b = protowire.AppendTag(b, 1, protowire.BytesType)
+	b = protowire.AppendString(b, typ)
+	b = protowire.AppendTag(b, 2, protowire.BytesType)
+	b = protowire.AppendBytes(b, payload)
+	b = protowire.AppendTag(b, 3, protowire.BytesType)
+	b = protowire.AppendString(b, id)
+	b = protowire.AppendTag(b, 4, protowire.BytesType)
+	b = protowire.AppendString(b, queue)
+	b = protowire.AppendTag(b, 5, protowire.VarintType)
+	b = protowire.AppendVarint(b, uint64(retry))
+	b = protowire.AppendTag(b, 8, protowire.VarintType)
+	b = protowire.AppendVarint(b, uint64(timeout/time.Second))
+	return b
+}
 
 // txInfo is what a receipt starts from.
 type txInfo struct {
@@ -165,9 +194,9 @@ type txInfo struct {
 	At     time.Time `json:"at"`
 }
 
-// Hold caches the write's records and enqueues its task. It returns only once Redis has taken
-// both (appendfsync everysec: the write has reached the kernel), or an error: ErrUnavailable
-// (nothing is held, answer 503) or *ConflictError.
+// Hold caches the write's records and enqueues its task, in one round trip (holdScript). It
+// returns only once Redis has taken both (appendfsync everysec: the write has reached the
+// kernel), or an error: ErrUnavailable (nothing is held, answer 503) or *ConflictError.
 func (b *Buffer) Hold(ctx context.Context, w Write) (Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
@@ -176,10 +205,15 @@ func (b *Buffer) Hold(ctx context.Context, w Write) (Result, error) {
 		ids = append(ids, it.ID)
 	}
 	info, _ := json.Marshal(txInfo{TaskID: w.TaskID, Kind: ingest.KindOf(w.TaskType), IDs: ids, At: time.Now().UTC()})
-	keys := make([]string, 1, len(w.Items)+1)
-	keys[0] = txPrefix + w.Tx
-	args := make([]any, 0, 4+4*len(w.Items))
-	args = append(args, recordTTL.Milliseconds(), txTTL.Milliseconds(), info, w.Tx)
+	payload, err := w.Payload(w.Tx)
+	if err != nil {
+		return Result{}, fmt.Errorf("encode task: %w", err)
+	}
+	keys := make([]string, 4, len(w.Items)+4)
+	keys[0], keys[1], keys[2], keys[3] = txPrefix+w.Tx, asynqTaskKey(ingest.Queue, w.TaskID), asynqPendingKey(ingest.Queue), asynqQueuesKey
+	args := make([]any, 0, 8+4*len(w.Items))
+	args = append(args, recordTTL.Milliseconds(), txTTL.Milliseconds(), info, w.Tx,
+		taskMessage(w.TaskType, payload, w.TaskID, ingest.Queue, MaxRetry, TaskTimeout), w.TaskID, time.Now().UnixNano(), ingest.Queue)
 	for _, it := range w.Items {
 		v, err := json.Marshal(it.Record)
 		if err != nil {
@@ -192,35 +226,30 @@ func (b *Buffer) Hold(ctx context.Context, w Write) (Result, error) {
 		}
 		args = append(args, it.Hash, v, it.Index, member)
 	}
-	res, err := b.claim.Run(ctx, b.rdb, keys, args...).StringSlice()
+	res, err := b.hold.Run(ctx, b.rdb, keys, args...).StringSlice()
 	if err != nil {
 		return Result{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
-	out := Result{Tx: w.Tx}
 	switch res[0] {
 	case "conflict":
 		i, _ := strconv.Atoi(res[1])
 		return Result{}, &ConflictError{Index: i - 1, ID: w.Items[i-1].ID}
 	case "replay":
-		// Every record is held already: answer the original transaction, and enqueue its task
-		// again in case the original enqueue never completed (its TaskID makes this a no-op
-		// while the original task is held).
-		out = Result{Tx: res[1], Replayed: true}
-	}
-	payload, err := w.Payload(out.Tx)
-	if err != nil {
-		return Result{}, fmt.Errorf("encode task: %w", err)
-	}
-	task := asynq.NewTask(w.TaskType, payload)
-	_, err = b.client.EnqueueContext(ctx, task, asynq.Queue(ingest.Queue), asynq.TaskID(w.TaskID),
-		asynq.MaxRetry(MaxRetry), asynq.Timeout(TaskTimeout))
-	if err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
-		if !out.Replayed {
-			b.releaseHeld(w)
+		return Result{Tx: res[1], Replayed: true}, nil
+	case "unqueued":
+		// Every record is held already but the original task is gone (deleted by hand while
+		// its records stayed cached): enqueue it again, with the original transaction.
+		if payload, err = w.Payload(res[1]); err != nil {
+			return Result{}, fmt.Errorf("encode task: %w", err)
 		}
-		return Result{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		_, err = b.client.EnqueueContext(ctx, asynq.NewTask(w.TaskType, payload), asynq.Queue(ingest.Queue), asynq.TaskID(w.TaskID),
+			asynq.MaxRetry(MaxRetry), asynq.Timeout(TaskTimeout))
+		if err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
+			return Result{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
+		return Result{Tx: res[1], Replayed: true}, nil
 	}
-	return out, nil
+	return Result{Tx: w.Tx}, nil
 }
 
 // MaxRetry is how often a task whose failure is neither an outage nor known to be permanent is
@@ -230,24 +259,6 @@ const MaxRetry = 25
 // TaskTimeout bounds one attempt to apply a task (a hung database connection is given up and
 // the task retried).
 const TaskTimeout = time.Minute
-
-// releaseHeld removes the entries Hold wrote for a write that could not be enqueued (best effort,
-// with a fresh deadline: the request's may be spent).
-func (b *Buffer) releaseHeld(w Write) {
-	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
-	defer cancel()
-	keys := []string{txPrefix + w.Tx}
-	args := []any{w.Tx}
-	for _, it := range w.Items {
-		keys = append(keys, recKey(it.Kind, it.ID))
-		member := ""
-		if it.Index != "" {
-			member = it.ID
-		}
-		args = append(args, it.Index, member)
-	}
-	_ = b.release.Run(ctx, b.rdb, keys, args...).Err()
-}
 
 // Cached is a record read from the cache.
 type Cached struct {
@@ -327,13 +338,19 @@ func (b *Buffer) Exists(ctx context.Context, kind string, ids ...string) (map[st
 func (b *Buffer) Evict(ctx context.Context, tx string, items []Item, lsn string, committedAt time.Time) error {
 	pipe := b.rdb.Pipeline()
 	queueRemoval(ctx, pipe, items)
+	queueCommit(ctx, pipe, tx, lsn, committedAt)
+	_, err := pipe.Exec(ctx)
+	return err
+}
+
+// queueCommit adds to pipe the bookkeeping of a commit of tx: its receipt (commit time, WAL
+// position, one more attempt) and the time of the last commit for /buffer-stats.
+func queueCommit(ctx context.Context, pipe redis.Pipeliner, tx, lsn string, committedAt time.Time) {
 	st := txStatePrefix + tx
 	pipe.HSet(ctx, st, "committed_at", committedAt.UTC().Format(time.RFC3339Nano), "lsn", lsn)
 	pipe.HIncrBy(ctx, st, "attempts", 1)
 	pipe.PExpire(ctx, st, txTTL)
 	pipe.Set(ctx, contract.IngestLastApplyKey, strconv.FormatInt(committedAt.UnixMilli(), 10), 0)
-	_, err := pipe.Exec(ctx)
-	return err
 }
 
 // RecordFailure notes a failed attempt in the transaction's receipt.
@@ -528,14 +545,10 @@ func (b *Buffer) MarkCommitted(ctx context.Context, tx string, items []Item, lsn
 	if err != nil {
 		return err
 	}
-	st := txStatePrefix + tx
 	pipe := b.rdb.TxPipeline()
 	pipe.Set(ctx, replItemsPref+tx, enc, recordTTL)
 	pipe.ZAdd(ctx, replWaitKey, redis.Z{Score: float64(n), Member: tx + "|" + lsn})
-	pipe.HSet(ctx, st, "committed_at", committedAt.UTC().Format(time.RFC3339Nano), "lsn", lsn)
-	pipe.HIncrBy(ctx, st, "attempts", 1)
-	pipe.PExpire(ctx, st, txTTL)
-	pipe.Set(ctx, contract.IngestLastApplyKey, strconv.FormatInt(committedAt.UnixMilli(), 10), 0)
+	queueCommit(ctx, pipe, tx, lsn, committedAt)
 	_, err = pipe.Exec(ctx)
 	return err
 }

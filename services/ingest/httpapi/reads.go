@@ -80,12 +80,12 @@ func (h *Handlers) listExecutions(ctx context.Context, in *listExecutionsInput) 
 		return nil, h.readErr(err)
 	}
 	if len(starts) == 0 {
-		if err := h.checkObsUnit(ctx, in.ObsUnitID, "path.obs_unit_id"); err != nil {
-			var se huma.StatusError
-			if errors.As(err, &se) && se.GetStatus() == 422 {
-				return nil, huma.Error404NotFound("no obs unit " + strconv.FormatInt(in.ObsUnitID, 10))
-			}
+		ok, err := h.obsUnitExists(ctx, in.ObsUnitID)
+		if err != nil {
 			return nil, h.readErr(err)
+		}
+		if !ok {
+			return nil, huma.Error404NotFound("no obs unit " + strconv.FormatInt(in.ObsUnitID, 10))
 		}
 	}
 	rows, finished, err := h.Store.ExecutionsOf(ctx, in.ObsUnitID, maxMerged)

@@ -40,20 +40,29 @@ func (k *knownIDs) add(id string) {
 	k.m[id] = struct{}{}
 }
 
+// checkObsUnit refuses (422 at loc) an obs unit that does not exist.
 func (h *Handlers) checkObsUnit(ctx context.Context, id int64, loc string) error {
+	ok, err := h.obsUnitExists(ctx, id)
+	if err == nil && !ok {
+		return fieldError(loc, "no such obs unit", id)
+	}
+	return err
+}
+
+// obsUnitExists reports whether a planned obs unit exists (remembered once seen).
+func (h *Handlers) obsUnitExists(ctx context.Context, id int64) (bool, error) {
 	key := "ou:" + strconv.FormatInt(id, 10)
 	if h.known.has(key) {
-		return nil
+		return true, nil
 	}
 	ok, err := h.Store.ObsUnitExists(ctx, id)
 	if err != nil {
-		return dbErr(err)
+		return false, dbErr(err)
 	}
-	if !ok {
-		return fieldError(loc, "no such obs unit", id)
+	if ok {
+		h.known.add(key)
 	}
-	h.known.add(key)
-	return nil
+	return ok, nil
 }
 
 func (h *Handlers) checkModule(ctx context.Context, id int64, loc string) error {
@@ -177,24 +186,31 @@ func (h *Handlers) checkFiles(ctx context.Context, files []ingest.File, prefix f
 			ve = append(ve, ingest.FieldError{Location: prefix(first["e"+e]) + ".executed_obs_unit_id", Message: "no such executed obs unit", Value: e})
 		}
 	}
-	missingPkgs, err := h.missingRecords(ctx, buffer.KindPackage, "raw_data_packages", pkgs)
+	// Packages: one query for existence and completeness; the buffer for those not committed yet.
+	statuses, err := h.Store.PackageStatuses(ctx, pkgs)
+	if err != nil {
+		return dbErr(err)
+	}
+	var uncommitted []string
+	for _, p := range pkgs {
+		if _, ok := statuses[p]; !ok {
+			uncommitted = append(uncommitted, p)
+		}
+	}
+	inBuffer, err := h.Buffer.Exists(ctx, buffer.KindPackage, uncommitted...)
 	if err != nil {
 		return err
 	}
-	for _, p := range pkgs {
-		if missingPkgs[p] {
+	for _, p := range uncommitted {
+		if !inBuffer[p] {
 			ve = append(ve, ingest.FieldError{Location: prefix(first["p"+p]) + ".raw_data_package_id", Message: "no such raw data package", Value: p})
 		}
 	}
 	if len(ve) > 0 {
 		return ve
 	}
-	complete, err := h.Store.CompletePackages(ctx, pkgs)
-	if err != nil {
-		return dbErr(err)
-	}
 	for _, p := range pkgs {
-		if complete[p] {
+		if statuses[p] == ingest.PackageComplete {
 			return huma.Error409Conflict(prefix(first["p"+p]) + ".raw_data_package_id: raw data package " + p + " is complete; no file can join it")
 		}
 	}

@@ -91,18 +91,22 @@ func (s *Store) ExistingIDs(ctx context.Context, table string, ids []string) (ma
 	return out, nil
 }
 
-// CompletePackages returns which of the package ids are complete (no file may join them).
-func (s *Store) CompletePackages(ctx context.Context, ids []string) (map[string]bool, error) {
-	out := map[string]bool{}
+// PackageStatuses returns the status (building, complete) of each of the package ids that has a
+// row: existence and completeness in one query.
+func (s *Store) PackageStatuses(ctx context.Context, ids []string) (map[string]string, error) {
+	out := map[string]string{}
 	if len(ids) == 0 {
 		return out, nil
 	}
-	var found []string
-	if err := s.DB.SelectContext(ctx, &found, `SELECT id::text FROM raw_data_packages WHERE id = ANY($1::uuid[]) AND status = 'complete'`, pq.StringArray(ids)); err != nil {
+	var rows []struct {
+		ID     string `db:"id"`
+		Status string `db:"status"`
+	}
+	if err := s.DB.SelectContext(ctx, &rows, `SELECT id::text AS id, status FROM raw_data_packages WHERE id = ANY($1::uuid[])`, pq.StringArray(ids)); err != nil {
 		return nil, err
 	}
-	for _, id := range found {
-		out[id] = true
+	for _, r := range rows {
+		out[r.ID] = r.Status
 	}
 	return out, nil
 }

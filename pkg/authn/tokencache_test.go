@@ -1,0 +1,122 @@
+package authn_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/obsops/obsops/pkg/authn"
+	"github.com/obsops/obsops/pkg/testenv"
+)
+
+// authtokenOnly starts authtoken alone (with its Redis and database).
+func authtokenOnly(t *testing.T) *testenv.Suite {
+	var skip []string
+	for _, s := range testenv.SuiteServices() {
+		if s != "authtoken" {
+			skip = append(skip, s)
+		}
+	}
+	return testenv.StartSuite(t, testenv.SuiteOptions{Skip: skip})
+}
+
+// verifications is authtoken's count of successful API token verifications.
+func verifications(t *testing.T, s *testenv.Suite) int {
+	r := testenv.Do(t, http.DefaultClient, testenv.Request(t, http.MethodGet, s.URLs["authtoken"]+"/metrics", "", nil))
+	m := regexp.MustCompile(`obsops_token_verifications_total\{result="ok"\} (\d+)`).FindSubmatch(r.Body)
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(string(m[1]))
+	return n
+}
+
+// TestCachedTokens: with OPS_TOKEN_CACHE_TTL a service verifies a busy token at authtoken about
+// once per TTL, yet every use is counted exactly (usage_count, last_used_ip); scopes are still
+// checked per route; and a revoked token is refused at once (authtoken announces the change),
+// and within the TTL by a service that never hears the announcement.
+func TestCachedTokens(t *testing.T) {
+	s := authtokenOnly(t)
+	ctx := context.Background()
+	admin := s.JWT(t, "root", authn.RoleAdmin)
+	token := s.Admin(t, "create-service-token", "--account", "instrument-7", "--scopes", "read:data", "--name", "cached")
+	cfg := authn.Config{JWTIssuer: "obsops", JWTAudience: "obsops", JWTLeeway: 30 * time.Second, TokenCacheTTL: time.Second}
+	a := authn.NewRemote(cfg, s.URLs["authtoken"], s.Env["OPS_INTERNAL_SECRET"], s.Redis.Client(), nil)
+	// A second service whose Redis is another one: it never hears authtoken's announcements
+	// (its uses are counted there, which this test does not read).
+	deaf := authn.NewRemote(cfg, s.URLs["authtoken"], s.Env["OPS_INTERNAL_SECRET"], testenv.Redis(t).Client(), nil)
+	rule := authn.UserOrScopes("read:data")
+
+	before := verifications(t, s)
+	const n = 200
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var tokenID int64
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p, f := a.Authenticate(ctx, "Bearer "+token, fmt.Sprintf("192.0.2.%d", 1+i%2), rule)
+			if !assert.Nil(t, f) {
+				return
+			}
+			assert.Equal(t, "instrument-7", p.Username)
+			mu.Lock()
+			tokenID = p.TokenID
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	remote := verifications(t, s) - before
+	require.Less(t, remote, n/4, "most verifications came from the cache")
+	t.Logf("%d verifications, %d of them at authtoken", n, remote)
+
+	// Every use counted, exactly (those verified at authtoken and those from the cache).
+	r := testenv.Do(t, http.DefaultClient, testenv.Request(t, http.MethodGet, s.URLs["authtoken"]+"/api/tokens/"+strconv.FormatInt(tokenID, 10)+"/usage", admin, nil))
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	var u struct {
+		UsageCount int64   `json:"usage_count"`
+		LastUsedIP *string `json:"last_used_ip"`
+	}
+	r.JSON(t, &u)
+	require.EqualValues(t, n, u.UsageCount)
+	require.NotNil(t, u.LastUsedIP)
+	require.Regexp(t, `^192\.0\.2\.[12]$`, *u.LastUsedIP)
+
+	// Scopes are checked on every request, cached or not; a refusal is no use.
+	_, f := a.Authenticate(ctx, "Bearer "+token, "192.0.2.1", authn.UserOrScopes("write:data"))
+	require.NotNil(t, f)
+	require.Equal(t, 403, f.Problem.Status)
+	require.Contains(t, f.Problem.Detail, "write:data")
+
+	// Revoked: refused at once where the announcement arrives, within the TTL where it does not.
+	_, f = deaf.Authenticate(ctx, "Bearer "+token, "192.0.2.1", rule)
+	require.Nil(t, f)
+	_, f = a.Authenticate(ctx, "Bearer "+token, "192.0.2.1", rule)
+	require.Nil(t, f, "cached")
+	r = testenv.Do(t, http.DefaultClient, testenv.Request(t, http.MethodDelete, s.URLs["authtoken"]+"/api/tokens/"+strconv.FormatInt(tokenID, 10), admin, nil))
+	require.Contains(t, []int{200, 204}, r.Status, "%s", r.Body)
+	revoked := time.Now()
+	refused := func(a *authn.Authenticator) time.Duration {
+		for {
+			_, f := a.Authenticate(ctx, "Bearer "+token, "192.0.2.1", rule)
+			if f != nil {
+				require.Equal(t, 401, f.Problem.Status)
+				return time.Since(revoked)
+			}
+			require.Less(t, time.Since(revoked), authn.MaxTokenCacheTTL+200*time.Millisecond, "a revoked token is still accepted")
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	announced := refused(a)
+	require.Less(t, announced, 500*time.Millisecond, "the announcement empties the cache")
+	t.Logf("revoked token refused after %s (announced) and %s (TTL only)", announced, refused(deaf))
+}

@@ -161,6 +161,16 @@ func TestPipelineThroughAgentAPI(t *testing.T) {
 	require.Equal(t, "body.raw_data_package_ids[1]", problemOf(t, r).Errors[0].Location)
 	r = call(t, "POST", gw+"/api/transfer/staging", s.Viewer, map[string]any{"raw_data_package_ids": []string{pkgs[0].String()}})
 	require.Equal(t, 201, r.Status, "%s", r.Body)
+	var job struct {
+		ID         int64 `json:"id"`
+		Operations []struct {
+			ID int64 `json:"id"`
+		} `json:"operations"`
+	}
+	r.JSON(t, &job)
+	require.NotZero(t, job.ID)
+	require.Len(t, job.Operations, 1)
+	require.Equal(t, fmt.Sprintf("/api/transfer/staging/%d", job.ID), r.Header.Get("Location"), "the created job")
 	ops := claim(t, gw, s.Mover, map[string]any{"kinds": []string{"staging"}, "site": "cologne"})
 	require.Len(t, ops, 1)
 	r = call(t, "POST", fmt.Sprintf("%s/api/transfer/agent/operations/%d/complete", gw, ops[0].ID), s.Mover, map[string]any{"bytes": 1, "checksum": ""})

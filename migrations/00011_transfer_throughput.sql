@@ -1,0 +1,266 @@
+-- Issue 13, throughput: the planner's per-round work no longer grows with completed operations,
+-- and the overview's files_registered is a maintained counter instead of a count(*).
+--
+-- 1. `advanced` means "the planner has made what follows this operation". For raw_data_package
+--    operations what follows is their data transfer package: they stay NOT advanced until
+--    grouped, so the packages ready to group are read from a small partial index in completion
+--    order instead of joining every package without a DTP to every completed operation. The
+--    leaf kinds (long_term_archive, staging) have nothing to follow and are never advanced: the
+--    complete that ends them already stored the package states, so the planner no longer spends a
+--    transaction per completed leaf operation. operations_to_advance holds only the kinds with
+--    successors (data_transfer_package, transfer, unpack).
+--
+-- 2. files_registered: a statement-level trigger on ingest's raw_data_files appends the signed
+--    number of rows each INSERT or DELETE changed to transfer_counter_deltas (folded like every
+--    other counter; exact under concurrency, no contended row). raw_data_files belongs to ingest;
+--    the trigger lives with the transfer schema because the count is transfer's (the overview
+--    funnel), costs ingest one small insert per batch statement, and frees the planner from a
+--    count(*) over the whole table every few seconds. TRUNCATE resets the counter.
+--
+-- 3. The complete of a mover (transfer_complete, migration 00010) derives a lone package's state
+--    before writing it and writes only a change (the usual complete changes none), and the
+--    function tells the planner it answers one row (ROWS 1), so a batch of completes in one
+--    statement (the service's Completer) is planned as the nested loop it is. The operations
+--    counter trigger compares old and new rows in one join instead of two.
+
+-- +goose Up
+DROP INDEX operations_to_advance;
+CREATE INDEX operations_to_advance ON operations (id)
+    WHERE status = 'COMPLETED' AND NOT advanced AND kind IN ('data_transfer_package', 'transfer', 'unpack');
+CREATE INDEX operations_to_group ON operations (completed_at, id)
+    WHERE kind = 'raw_data_package' AND status = 'COMPLETED' AND NOT advanced;
+-- Completed raw_data_package operations whose package is in no DTP yet are ready to group.
+UPDATE operations o SET advanced = (p.data_transfer_package_id IS NOT NULL)
+  FROM package_states p
+ WHERE o.kind = 'raw_data_package' AND p.raw_data_package_id = o.raw_data_package_id
+   AND o.advanced <> (p.data_transfer_package_id IS NOT NULL);
+
+-- +goose StatementBegin
+CREATE FUNCTION transfer_count_files() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO transfer_counter_deltas (key, delta) SELECT 'files_registered', count(*) FROM new_rows HAVING count(*) > 0;
+    ELSIF TG_OP = 'DELETE' THEN
+        INSERT INTO transfer_counter_deltas (key, delta) SELECT 'files_registered', -count(*) FROM old_rows HAVING count(*) > 0;
+    ELSE -- TRUNCATE
+        DELETE FROM transfer_counter_deltas WHERE key = 'files_registered';
+        UPDATE transfer_counters SET value = 0 WHERE key = 'files_registered';
+    END IF;
+    RETURN NULL;
+END $$;
+
+CREATE OR REPLACE FUNCTION transfer_complete(op_id bigint, holder text, n_bytes bigint, sum text,
+                                  copy_locations text[], copy_paths text[])
+RETURNS TABLE (outcome text, locked_status text, locked_holder text, bad_copy integer, locked_updated_at timestamptz)
+LANGUAGE plpgsql AS $$
+DECLARE
+    cur  operations%ROWTYPE;
+    locs integer[] := '{}';
+    loc  integer;
+    i    integer;
+    pkg_state text;
+    derived   text;
+BEGIN
+    SELECT * INTO cur FROM operations o WHERE o.id = op_id FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN QUERY SELECT 'not_found', NULL::text, NULL::text, NULL::integer, NULL::timestamptz;
+        RETURN;
+    END IF;
+    IF cur.status <> 'IN_PROGRESS' OR cur.lease_holder IS DISTINCT FROM holder THEN
+        RETURN QUERY SELECT 'conflict', cur.status, cur.lease_holder, NULL::integer, cur.updated_at;
+        RETURN;
+    END IF;
+    FOR i IN 1 .. coalesce(array_length(copy_locations, 1), 0) LOOP
+        SELECT l.id INTO loc FROM data_locations l WHERE l.name = copy_locations[i];
+        IF NOT FOUND THEN
+            RETURN QUERY SELECT 'location', cur.status, cur.lease_holder, i - 1, cur.updated_at;
+            RETURN;
+        END IF;
+        locs := locs || loc;
+    END LOOP;
+
+    UPDATE operations o SET status = 'COMPLETED', bytes = n_bytes, checksum = nullif(sum, ''), completed_at = now(),
+           lease_holder = NULL, lease_expires_at = NULL, updated_at = now()
+     WHERE o.id = op_id;
+    INSERT INTO operation_history (operation_id, event, from_status, to_status, actor, attempt, retry_count)
+    VALUES (op_id, 'completed', 'IN_PROGRESS', 'COMPLETED', holder, cur.attempt, cur.retry_count);
+    IF array_length(locs, 1) > 0 THEN
+        INSERT INTO physical_copies (raw_data_package_id, data_transfer_package_id, location_id, path, operation_id)
+        SELECT cur.raw_data_package_id, cur.data_transfer_package_id, c.loc, c.path, op_id
+          FROM unnest(locs, copy_paths) AS c (loc, path)
+        ON CONFLICT (location_id, path) DO NOTHING;
+    END IF;
+
+    -- The legacy mirror (only transfer, unpack and long_term_archive operations have legacy rows).
+    IF cur.kind = 'transfer' THEN
+        UPDATE data_transfers SET status = 'completed', retry_count = cur.attempt, updated_at = now() WHERE transfer_operation_id = op_id;
+    ELSIF cur.kind = 'unpack' THEN
+        UPDATE data_transfers SET unpack_status = 'completed', unpack_retry_count = cur.attempt, updated_at = now() WHERE unpack_operation_id = op_id;
+    ELSIF cur.kind = 'long_term_archive' THEN
+        UPDATE long_term_archive_transfers SET status = 'completed', attempt_count = cur.attempt, updated_at = now() WHERE operation_id = op_id;
+    END IF;
+
+    -- The package states this operation's chain decides: its own package, or its DTP's members
+    -- (locked first, in one order, so overlapping refreshes wait instead of deadlocking).
+    IF cur.raw_data_package_id IS NOT NULL AND cur.data_transfer_package_id IS NULL THEN
+        -- One package: locked (a concurrent complete of the same package waits here), then
+        -- derived in a statement of its own (a snapshot that sees what that complete committed),
+        -- and written only when it changed, so the usual complete (state unchanged) runs no
+        -- UPDATE and no counter trigger for it.
+        PERFORM 1 FROM package_states p WHERE p.raw_data_package_id = cur.raw_data_package_id FOR NO KEY UPDATE;
+        SELECT p.state, transfer_derived_state(p.raw_data_package_id, p.data_transfer_package_id)
+          INTO pkg_state, derived
+          FROM package_states p WHERE p.raw_data_package_id = cur.raw_data_package_id;
+        IF FOUND AND pkg_state <> derived THEN
+            UPDATE package_states p SET state = derived, state_changed_at = now(), updated_at = now()
+             WHERE p.raw_data_package_id = cur.raw_data_package_id;
+        END IF;
+    ELSE
+        PERFORM 1 FROM package_states p
+          WHERE p.raw_data_package_id IN (SELECT cur.raw_data_package_id WHERE cur.raw_data_package_id IS NOT NULL
+                                           UNION
+                                           SELECT m.raw_data_package_id FROM data_transfer_package_members m
+                                            WHERE m.data_transfer_package_id = cur.data_transfer_package_id)
+          ORDER BY p.raw_data_package_id FOR NO KEY UPDATE;
+        UPDATE package_states p SET state = d.derived, state_changed_at = now(), updated_at = now()
+          FROM (SELECT q.raw_data_package_id AS id, transfer_derived_state(q.raw_data_package_id, q.data_transfer_package_id) AS derived
+                  FROM package_states q
+                 WHERE q.raw_data_package_id IN (SELECT cur.raw_data_package_id WHERE cur.raw_data_package_id IS NOT NULL
+                                                  UNION
+                                                  SELECT m.raw_data_package_id FROM data_transfer_package_members m
+                                                   WHERE m.data_transfer_package_id = cur.data_transfer_package_id)) d
+         WHERE p.raw_data_package_id = d.id AND p.state <> d.derived;
+    END IF;
+    RETURN QUERY SELECT 'ok', 'COMPLETED'::text, NULL::text, NULL::integer, cur.updated_at;
+END $$;
+
+CREATE OR REPLACE FUNCTION transfer_count_operations() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO transfer_counter_deltas (key, delta)
+        SELECT 'op:' || kind || ':' || status, count(*) FROM new_rows GROUP BY kind, status;
+    ELSE
+        INSERT INTO transfer_counter_deltas (key, delta)
+        SELECT c.key, sum(c.d) FROM old_rows o JOIN new_rows n ON n.id = o.id
+         CROSS JOIN LATERAL (VALUES ('op:' || o.kind || ':' || o.status, -1), ('op:' || n.kind || ':' || n.status, 1)) c (key, d)
+         WHERE n.status <> o.status GROUP BY c.key;
+    END IF;
+    RETURN NULL;
+END $$;
+-- +goose StatementEnd
+ALTER FUNCTION transfer_complete(bigint, text, bigint, text, text[], text[]) ROWS 1;
+CREATE TRIGGER raw_data_files_count_insert AFTER INSERT ON raw_data_files
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION transfer_count_files();
+CREATE TRIGGER raw_data_files_count_delete AFTER DELETE ON raw_data_files
+    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION transfer_count_files();
+CREATE TRIGGER raw_data_files_count_truncate AFTER TRUNCATE ON raw_data_files
+    FOR EACH STATEMENT EXECUTE FUNCTION transfer_count_files();
+-- The starting value, counted once under the trigger's lock (CREATE TRIGGER holds SHARE ROW
+-- EXCLUSIVE on raw_data_files until this migration commits, so no insert slips in between).
+DELETE FROM transfer_counter_deltas WHERE key = 'files_registered';
+INSERT INTO transfer_counters (key, value) SELECT 'files_registered', count(*) FROM raw_data_files
+ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value;
+
+-- +goose Down
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION transfer_complete(op_id bigint, holder text, n_bytes bigint, sum text,
+                                  copy_locations text[], copy_paths text[])
+RETURNS TABLE (outcome text, locked_status text, locked_holder text, bad_copy integer, locked_updated_at timestamptz)
+LANGUAGE plpgsql AS $$
+DECLARE
+    cur  operations%ROWTYPE;
+    locs integer[] := '{}';
+    loc  integer;
+    i    integer;
+BEGIN
+    SELECT * INTO cur FROM operations o WHERE o.id = op_id FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN QUERY SELECT 'not_found', NULL::text, NULL::text, NULL::integer, NULL::timestamptz;
+        RETURN;
+    END IF;
+    IF cur.status <> 'IN_PROGRESS' OR cur.lease_holder IS DISTINCT FROM holder THEN
+        RETURN QUERY SELECT 'conflict', cur.status, cur.lease_holder, NULL::integer, cur.updated_at;
+        RETURN;
+    END IF;
+    FOR i IN 1 .. coalesce(array_length(copy_locations, 1), 0) LOOP
+        SELECT l.id INTO loc FROM data_locations l WHERE l.name = copy_locations[i];
+        IF NOT FOUND THEN
+            RETURN QUERY SELECT 'location', cur.status, cur.lease_holder, i - 1, cur.updated_at;
+            RETURN;
+        END IF;
+        locs := locs || loc;
+    END LOOP;
+
+    UPDATE operations o SET status = 'COMPLETED', bytes = n_bytes, checksum = nullif(sum, ''), completed_at = now(),
+           lease_holder = NULL, lease_expires_at = NULL, updated_at = now()
+     WHERE o.id = op_id;
+    INSERT INTO operation_history (operation_id, event, from_status, to_status, actor, attempt, retry_count)
+    VALUES (op_id, 'completed', 'IN_PROGRESS', 'COMPLETED', holder, cur.attempt, cur.retry_count);
+    IF array_length(locs, 1) > 0 THEN
+        INSERT INTO physical_copies (raw_data_package_id, data_transfer_package_id, location_id, path, operation_id)
+        SELECT cur.raw_data_package_id, cur.data_transfer_package_id, c.loc, c.path, op_id
+          FROM unnest(locs, copy_paths) AS c (loc, path)
+        ON CONFLICT (location_id, path) DO NOTHING;
+    END IF;
+
+    -- The legacy mirror (only transfer, unpack and long_term_archive operations have legacy rows).
+    IF cur.kind = 'transfer' THEN
+        UPDATE data_transfers SET status = 'completed', retry_count = cur.attempt, updated_at = now() WHERE transfer_operation_id = op_id;
+    ELSIF cur.kind = 'unpack' THEN
+        UPDATE data_transfers SET unpack_status = 'completed', unpack_retry_count = cur.attempt, updated_at = now() WHERE unpack_operation_id = op_id;
+    ELSIF cur.kind = 'long_term_archive' THEN
+        UPDATE long_term_archive_transfers SET status = 'completed', attempt_count = cur.attempt, updated_at = now() WHERE operation_id = op_id;
+    END IF;
+
+    -- The package states this operation's chain decides: its own package, or its DTP's members
+    -- (locked first, in one order, so overlapping refreshes wait instead of deadlocking).
+    IF cur.raw_data_package_id IS NOT NULL AND cur.data_transfer_package_id IS NULL THEN
+        UPDATE package_states p SET state = d.derived, state_changed_at = now(), updated_at = now()
+          FROM (SELECT transfer_derived_state(q.raw_data_package_id, q.data_transfer_package_id) AS derived
+                  FROM package_states q WHERE q.raw_data_package_id = cur.raw_data_package_id) d
+         WHERE p.raw_data_package_id = cur.raw_data_package_id AND p.state <> d.derived;
+    ELSE
+        PERFORM 1 FROM package_states p
+          WHERE p.raw_data_package_id IN (SELECT cur.raw_data_package_id WHERE cur.raw_data_package_id IS NOT NULL
+                                           UNION
+                                           SELECT m.raw_data_package_id FROM data_transfer_package_members m
+                                            WHERE m.data_transfer_package_id = cur.data_transfer_package_id)
+          ORDER BY p.raw_data_package_id FOR NO KEY UPDATE;
+        UPDATE package_states p SET state = d.derived, state_changed_at = now(), updated_at = now()
+          FROM (SELECT q.raw_data_package_id AS id, transfer_derived_state(q.raw_data_package_id, q.data_transfer_package_id) AS derived
+                  FROM package_states q
+                 WHERE q.raw_data_package_id IN (SELECT cur.raw_data_package_id WHERE cur.raw_data_package_id IS NOT NULL
+                                                  UNION
+                                                  SELECT m.raw_data_package_id FROM data_transfer_package_members m
+                                                   WHERE m.data_transfer_package_id = cur.data_transfer_package_id)) d
+         WHERE p.raw_data_package_id = d.id AND p.state <> d.derived;
+    END IF;
+    RETURN QUERY SELECT 'ok', 'COMPLETED'::text, NULL::text, NULL::integer, cur.updated_at;
+END $$;
+
+CREATE OR REPLACE FUNCTION transfer_count_operations() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO transfer_counter_deltas (key, delta)
+        SELECT 'op:' || kind || ':' || status, count(*) FROM new_rows GROUP BY kind, status;
+    ELSE
+        INSERT INTO transfer_counter_deltas (key, delta)
+        SELECT key, sum(d) FROM (
+            SELECT 'op:' || o.kind || ':' || o.status AS key, -1 AS d
+              FROM old_rows o JOIN new_rows n ON n.id = o.id WHERE n.status <> o.status
+            UNION ALL
+            SELECT 'op:' || n.kind || ':' || n.status, 1
+              FROM old_rows o JOIN new_rows n ON n.id = o.id WHERE n.status <> o.status
+        ) c GROUP BY key;
+    END IF;
+    RETURN NULL;
+END $$;
+-- +goose StatementEnd
+DROP TRIGGER raw_data_files_count_truncate ON raw_data_files;
+DROP TRIGGER raw_data_files_count_delete ON raw_data_files;
+DROP TRIGGER raw_data_files_count_insert ON raw_data_files;
+DROP FUNCTION transfer_count_files();
+DROP INDEX operations_to_group;
+DROP INDEX operations_to_advance;
+CREATE INDEX operations_to_advance ON operations (id) WHERE status = 'COMPLETED' AND NOT advanced;
+UPDATE operations SET advanced = true WHERE kind IN ('raw_data_package', 'long_term_archive', 'staging') AND status = 'COMPLETED' AND NOT advanced;

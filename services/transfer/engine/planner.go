@@ -39,8 +39,10 @@ const batch = 500
 
 // minRoundGap is the least time from one round's start to the next when wake-ups keep coming:
 // under a stream of completes (thousands per second) the planner runs at most this often instead
-// of back to back, each round handling everything committed meanwhile.
-const minRoundGap = 100 * time.Millisecond
+// of back to back, each round handling everything committed meanwhile. A round costs a few
+// milliseconds of database time even with nothing to do; what it makes (a DTP, the next
+// operation of a chain) waits for movers that work for minutes.
+const minRoundGap = 250 * time.Millisecond
 
 // groupEvery is the least time between two Group steps of the running planner. Grouping waits
 // for OPS_DTP_TARGET_BYTES or OPS_DTP_MAX_WAIT (default 10 GiB or an hour), so answering every

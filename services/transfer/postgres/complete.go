@@ -30,22 +30,16 @@ type CompleteRequest struct {
 	Copies   []Copy
 }
 
-// completeSQL completes a batch in one statement: transfer_complete (migration 00010) for each
-// request in the order given, which locks the operation, checks the lease, marks it COMPLETED,
-// appends the history entry, records the copies, mirrors the legacy row and recomputes the
-// affected package states; joined to each operation as the statement's snapshot saw it (before
-// the calls), which Complete then updates as the call updated it; an unknown operation has no
-// row in the answer. $5 holds each request's copies
-// as a JSON array of [location, path] pairs.
+// completeSQL completes a batch in one statement: transfer_complete_batch (migration 00011), which
+// locks the operations, checks each lease, and writes the ok ones set-based (COMPLETED, history,
+// copies, legacy mirror, the package states their chains decide); joined to each operation as
+// the statement's snapshot saw it (before the call), which CompleteAll then updates as the call
+// updated it; an unknown operation has no row in the answer. $5 holds each request's copies as a
+// JSON array of [location, path] pairs.
 const completeSQL = `
-	WITH r AS MATERIALIZED (
-		SELECT b.i, b.id, f.outcome, f.locked_status, f.locked_holder, f.bad_copy, f.locked_updated_at
-		  FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::text[]) WITH ORDINALITY AS b (id, holder, bytes, sum, copies, i)
-		 CROSS JOIN LATERAL transfer_complete(b.id, b.holder, b.bytes, b.sum,
-		       ARRAY(SELECT c->>0 FROM json_array_elements(b.copies::json) c),
-		       ARRAY(SELECT c->>1 FROM json_array_elements(b.copies::json) c)) f)
+	WITH r AS MATERIALIZED (SELECT * FROM transfer_complete_batch($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::text[]))
 	SELECT r.i, r.outcome, r.locked_status, r.locked_holder, r.bad_copy, r.locked_updated_at, now() AS now, ` + opColumns + `
-	  FROM r JOIN operations o ON o.id = r.id JOIN sites s ON s.id = o.site_id
+	  FROM r JOIN operations o ON o.id = ($1::bigint[])[r.i] JOIN sites s ON s.id = o.site_id
 	  LEFT JOIN data_locations src ON src.id = o.source_location_id
 	  LEFT JOIN data_locations dst ON dst.id = o.destination_location_id
 	 ORDER BY r.i`
@@ -67,9 +61,10 @@ func (s *Store) Complete(ctx context.Context, id int64, holder string, bytes int
 }
 
 // CompleteAll completes every request in one statement, one transaction (each request's
-// outcome is its own: a conflict answers that request, the others are completed). The requests
-// are locked in id order, so concurrent batches wait for each other instead of deadlocking on
-// operation rows; a deadlock on package rows (overlapping DTPs) is retried.
+// outcome is its own: a conflict answers that request, the others are completed). The operation
+// ids must be distinct. They are locked in id order, so concurrent batches wait for each other
+// instead of deadlocking on operation rows; a deadlock on package rows (overlapping DTPs) is
+// retried.
 func (s *Store) CompleteAll(ctx context.Context, reqs []CompleteRequest) ([]CompleteResult, error) {
 	order := make([]int, len(reqs))
 	for i := range order {
@@ -211,9 +206,19 @@ func (c *Completer) Complete(ctx context.Context, req CompleteRequest) (transfer
 // hands them on to a new batch instead of making its own caller wait for them.
 func (c *Completer) run(ctx context.Context) {
 	c.mu.Lock()
-	n := min(len(c.waiting), maxBatch)
-	batch := c.waiting[:n:n]
-	c.waiting = c.waiting[n:]
+	// The oldest waiting requests, one per operation (a second report of the same operation
+	// waits for the next batch and then gets its 409, as it would one after the other).
+	var batch, rest []*pendingComplete
+	seen := map[int64]bool{}
+	for _, p := range c.waiting {
+		if len(batch) < maxBatch && !seen[p.req.ID] {
+			seen[p.req.ID] = true
+			batch = append(batch, p)
+		} else {
+			rest = append(rest, p)
+		}
+	}
+	c.waiting = rest
 	c.mu.Unlock()
 
 	if len(batch) > 0 {

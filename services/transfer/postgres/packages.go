@@ -200,11 +200,17 @@ type readyPackage struct {
 // from their partial index (migration 00011): the read costs what is waiting, not what was done.
 func (s *Store) Group(ctx context.Context, targetBytes int64, maxWait time.Duration, limit int) (int, error) {
 	var ready []readyPackage
+	// The package's size by primary key per ready operation (a subquery, so PostgreSQL cannot
+	// turn it into a hash join over every package without a DTP).
 	if err := s.DB.SelectContext(ctx, &ready, `
-		SELECT o.raw_data_package_id AS id, p.size_bytes, o.completed_at, now() AS now
-		  FROM operations o JOIN package_states p ON p.raw_data_package_id = o.raw_data_package_id
-		 WHERE o.kind = 'raw_data_package' AND o.status = 'COMPLETED' AND NOT o.advanced AND p.data_transfer_package_id IS NULL
-		 ORDER BY o.completed_at, o.id LIMIT $1`, limit); err != nil {
+		SELECT r.id, r.size_bytes, r.completed_at, r.now FROM (
+			SELECT o.raw_data_package_id AS id, o.completed_at, o.id AS op, now() AS now,
+			       (SELECT p.size_bytes FROM package_states p
+			         WHERE p.raw_data_package_id = o.raw_data_package_id AND p.data_transfer_package_id IS NULL) AS size_bytes
+			  FROM operations o
+			 WHERE o.kind = 'raw_data_package' AND o.status = 'COMPLETED' AND NOT o.advanced
+			 ORDER BY o.completed_at, o.id LIMIT $1) r
+		 WHERE r.size_bytes IS NOT NULL ORDER BY r.completed_at, r.op`, limit); err != nil {
 		return 0, err
 	}
 	made := 0

@@ -65,8 +65,10 @@ type Planner struct {
 	rounds *prometheus.CounterVec
 	// lastFullEnter is when Enter last looked at every finalized package (see Store.Enter).
 	lastFullEnter time.Time
-	// lastGroup is when Group last ran (see groupEvery).
-	lastGroup time.Time
+	// lastGroup is when Group last ran (see groupEvery); groupSkipped says a round since left it
+	// out, so the planner owes one at lastGroup + groupEvery.
+	lastGroup    time.Time
+	groupSkipped bool
 }
 
 // NewPlanner returns a planner registering its metrics with reg.
@@ -138,10 +140,15 @@ func (p *Planner) lead(ctx context.Context) error {
 			}
 			lastSweep = time.Now()
 		}
+		var groupDue <-chan time.Time // a Group left out by a woken round is not left for the next poll
+		if p.groupSkipped {
+			groupDue = time.After(time.Until(p.lastGroup.Add(groupEvery)))
+		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
+		case <-groupDue:
 		case <-wakeC:
 			// Wake-ups that arrive until the next round starts are answered by it.
 			select {
@@ -192,7 +199,8 @@ func (p *Planner) round(ctx context.Context) {
 		return n, err
 	})
 	step("advance", func() (int, error) { return p.Store.Advance(ctx, batch) })
-	if time.Since(p.lastGroup) >= groupEvery {
+	p.groupSkipped = time.Since(p.lastGroup) < groupEvery
+	if !p.groupSkipped {
 		p.lastGroup = time.Now()
 		step("group", func() (int, error) { return p.Store.Group(ctx, p.Config.DTPTargetBytes, p.Config.DTPMaxWait, 10*batch) })
 		step("advance", func() (int, error) { return p.Store.Advance(ctx, batch) })

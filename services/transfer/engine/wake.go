@@ -9,13 +9,16 @@ import (
 
 // Waker asks the active planner (at whichever replica) for a round soon, on behalf of this
 // replica's requests. Wake never waits: the request that completed an operation does not pay a
-// Redis round trip, and however many requests ask at once, at most one PUBLISH is in flight per
-// replica with at most one more queued behind it (a planner round after the last wake-up sees
-// every change committed before it, so the wake-ups in between would add nothing).
+// Redis round trip, and however many requests ask, a replica publishes at most one wake-up per
+// wakeGap (a planner round after the last wake-up sees every change committed before it, so the
+// wake-ups in between would add nothing; the planner itself runs at most every minRoundGap).
 type Waker struct {
 	Redis *redis.Client
 	asked chan struct{}
 }
+
+// wakeGap is the least time between two wake-ups a replica publishes.
+const wakeGap = 100 * time.Millisecond
 
 // NewWaker returns a waker; Run sends its wake-ups.
 func NewWaker(rdb *redis.Client) *Waker {
@@ -41,6 +44,11 @@ func (w *Waker) Run(ctx context.Context) {
 			pctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 			_ = w.Redis.Publish(pctx, WakeChannel, "1").Err()
 			cancel()
+			select { // requests asking meanwhile wait for the next one
+			case <-ctx.Done():
+				return
+			case <-time.After(wakeGap):
+			}
 		}
 	}
 }

@@ -51,10 +51,12 @@ func TestPlannerChainIsIdempotent(t *testing.T) {
 	require.Equal(t, 2, count(t, e, `SELECT count(*) FROM operations WHERE kind = 'transfer'`), "one per archive location")
 	require.Equal(t, 2, count(t, e, `SELECT count(*) FROM data_transfers`))
 	require.Equal(t, 2, e.DriveAll(t, "m", transfer.KindTransfer))
+	require.Equal(t, 2, count(t, e, `SELECT count(*) FROM data_transfers WHERE status = 'completed' AND retry_count = 1`), "the legacy mirror")
 	e.Round(t)
 	require.Equal(t, 2, count(t, e, `SELECT count(*) FROM operations WHERE kind = 'unpack'`))
 	require.Equal(t, 2, count(t, e, `SELECT count(*) FROM data_transfers WHERE unpack_operation_id IS NOT NULL`))
 	require.Equal(t, 2, e.DriveAll(t, "m", transfer.KindUnpack))
+	require.Equal(t, 2, count(t, e, `SELECT count(*) FROM data_transfers WHERE unpack_status = 'completed' AND unpack_retry_count = 1`), "the legacy mirror")
 	e.Round(t)
 	require.Equal(t, 6, count(t, e, `SELECT count(*) FROM operations WHERE kind = 'long_term_archive'`), "one per (package, archive)")
 	require.Equal(t, 6, count(t, e, `SELECT count(*) FROM long_term_archive_transfers`))
@@ -77,6 +79,7 @@ func TestPlannerChainIsIdempotent(t *testing.T) {
 	for _, id := range ids {
 		require.Equal(t, "ARCHIVED", e.State(t, id))
 	}
+	require.Equal(t, 3, count(t, e, `SELECT count(*) FROM long_term_archive_transfers WHERE status = 'completed' AND attempt_count = 1`), "the legacy mirror")
 	// Running the planner again creates nothing.
 	before := count(t, e, `SELECT count(*) FROM operations`)
 	e.Round(t)

@@ -134,7 +134,7 @@ func (s *Store) CompleteAll(ctx context.Context, reqs []CompleteRequest) ([]Comp
 			out[i].Err = &transfer.InputError{Field: fmt.Sprintf("body.physical_copies[%d].location", c), Message: "no such data location", Value: r.Copies[c].Location}
 			continue
 		default:
-			out[i].Err = fmt.Errorf("transfer_complete: unexpected outcome %q", row.Outcome)
+			out[i].Err = fmt.Errorf("transfer_complete_batch: unexpected outcome %q", row.Outcome)
 			continue
 		}
 		op := row.Operation

@@ -161,6 +161,16 @@ func TestPipelineThroughAgentAPI(t *testing.T) {
 	require.Equal(t, "body.raw_data_package_ids[1]", problemOf(t, r).Errors[0].Location)
 	r = call(t, "POST", gw+"/api/transfer/staging", s.Viewer, map[string]any{"raw_data_package_ids": []string{pkgs[0].String()}})
 	require.Equal(t, 201, r.Status, "%s", r.Body)
+	var job struct {
+		ID         int64 `json:"id"`
+		Operations []struct {
+			ID int64 `json:"id"`
+		} `json:"operations"`
+	}
+	r.JSON(t, &job)
+	require.NotZero(t, job.ID)
+	require.Len(t, job.Operations, 1)
+	require.Equal(t, fmt.Sprintf("/api/transfer/staging/%d", job.ID), r.Header.Get("Location"), "the created job")
 	ops := claim(t, gw, s.Mover, map[string]any{"kinds": []string{"staging"}, "site": "cologne"})
 	require.Len(t, ops, 1)
 	r = call(t, "POST", fmt.Sprintf("%s/api/transfer/agent/operations/%d/complete", gw, ops[0].ID), s.Mover, map[string]any{"bytes": 1, "checksum": ""})
@@ -439,4 +449,21 @@ func countRows(t *testing.T, s *stack, q string, args ...any) int {
 	var n int
 	require.NoError(t, s.Kit.DB.Get(&n, q, args...))
 	return n
+}
+
+// A mover's complete wakes the planner at once (through Redis): with its poll an hour apart,
+// the completed package still becomes a DTP within seconds.
+func TestCompleteWakesThePlanner(t *testing.T) {
+	s := startStack(t, map[string]string{"OPS_PLANNER_INTERVAL": "1h"})
+	transfertest.AddPackages(t, s.Kit.DB, 1, 3000, "complete") // the 3000-byte DTP target
+	s.Kit.Round(t)                                             // entered by the test's planner round
+	ops := claim(t, s.GatewayURL, s.Mover, map[string]any{"kinds": []string{"raw_data_package"}})
+	require.Len(t, ops, 1)
+	r := call(t, "POST", fmt.Sprintf("%s/api/transfer/agent/operations/%d/complete", s.GatewayURL, ops[0].ID), s.Mover, map[string]any{"bytes": 3000, "checksum": ""})
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	require.Eventually(t, func() bool {
+		var n int
+		require.NoError(t, s.Kit.DB.Get(&n, `SELECT count(*) FROM data_transfer_packages`))
+		return n == 1
+	}, 5*time.Second, 50*time.Millisecond, "the woken planner grouped the package")
 }

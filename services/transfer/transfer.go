@@ -228,7 +228,7 @@ type Overview struct {
 
 // Funnel is the uniform funnel from files registered to archived and staged.
 type Funnel struct {
-	FilesRegistered     int64 `json:"files_registered" doc:"Raw data files registered (refreshed by the planner every few seconds)."`
+	FilesRegistered     int64 `json:"files_registered" doc:"Raw data files registered (exact: a counter kept by a trigger on ingest's raw_data_files)."`
 	PackagesRegistered  int64 `json:"packages" doc:"Finalized raw data packages that entered the pipeline."`
 	PackagesWaiting     int64 `json:"packages_waiting"`
 	PackagesTransfering int64 `json:"packages_transferring"`

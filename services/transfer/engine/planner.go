@@ -37,8 +37,20 @@ const PlannerLockID int64 = 0x7472616e73666572
 // batch bounds each planner step's work per round.
 const batch = 500
 
+// minRoundGap is the least time from one round's start to the next when wake-ups keep coming:
+// under a stream of completes (thousands per second) the planner runs at most this often instead
+// of back to back, each round handling everything committed meanwhile. A round costs a few
+// milliseconds of database time even with nothing to do; what it makes (a DTP, the next
+// operation of a chain) waits for movers that work for minutes.
+const minRoundGap = 250 * time.Millisecond
+
+// groupEvery is the least time between two Group steps of the running planner. Grouping waits
+// for OPS_DTP_TARGET_BYTES or OPS_DTP_MAX_WAIT (default 10 GiB or an hour), so answering every
+// wake-up would buy nothing but reading the packages waiting to be grouped ten times a second.
+const groupEvery = time.Second
+
 // Planner drives the pipeline: brings finalized packages in, groups them into DTPs, creates each
-// next operation when its predecessor completes, expires stale leases, refreshes the file count,
+// next operation when its predecessor completes, expires stale leases,
 // sweeps package states into the inconsistent set and publishes overview updates. Every replica
 // runs one; only the holder of the advisory lock works, the others stand by.
 type Planner struct {
@@ -53,6 +65,10 @@ type Planner struct {
 	rounds *prometheus.CounterVec
 	// lastFullEnter is when Enter last looked at every finalized package (see Store.Enter).
 	lastFullEnter time.Time
+	// lastGroup is when Group last ran (see groupEvery); groupSkipped says a round since left it
+	// out, so the planner owes one at lastGroup + groupEvery.
+	lastGroup    time.Time
+	groupSkipped bool
 }
 
 // NewPlanner returns a planner registering its metrics with reg.
@@ -109,18 +125,13 @@ func (p *Planner) lead(ctx context.Context) error {
 
 	tick := time.NewTicker(p.Config.PlannerInterval)
 	defer tick.Stop()
-	var lastSweep, lastFiles time.Time
+	var lastSweep time.Time
 	for {
 		if err := conn.PingContext(ctx); err != nil {
 			return err // the lock went with the connection
 		}
+		started := time.Now()
 		p.round(ctx)
-		if time.Since(lastFiles) >= 5*time.Second {
-			if err := p.Store.RefreshFileCount(ctx); err != nil && ctx.Err() == nil {
-				p.Log.Warn("planner: file count", "error", err)
-			}
-			lastFiles = time.Now()
-		}
 		if time.Since(lastSweep) >= p.Config.SweepInterval {
 			if n, err := p.Reconciler.Sweep(ctx); err != nil && ctx.Err() == nil {
 				p.Log.Warn("planner: sweep", "error", err)
@@ -129,11 +140,34 @@ func (p *Planner) lead(ctx context.Context) error {
 			}
 			lastSweep = time.Now()
 		}
+		var groupDue <-chan time.Time // a Group left out by a woken round is not left for the next poll
+		if p.groupSkipped {
+			groupDue = time.After(time.Until(p.lastGroup.Add(groupEvery)))
+		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
+		case <-groupDue:
 		case <-wakeC:
+			// Wake-ups that arrive until the next round starts are answered by it.
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(time.Until(started.Add(minRoundGap))):
+			}
+			drain(wakeC)
+		}
+	}
+}
+
+// drain discards the wake-ups queued on c.
+func drain(c <-chan *redis.Message) {
+	for {
+		select {
+		case <-c:
+		default:
+			return
 		}
 	}
 }
@@ -165,19 +199,19 @@ func (p *Planner) round(ctx context.Context) {
 		return n, err
 	})
 	step("advance", func() (int, error) { return p.Store.Advance(ctx, batch) })
-	step("group", func() (int, error) { return p.Store.Group(ctx, p.Config.DTPTargetBytes, p.Config.DTPMaxWait, 10*batch) })
-	step("advance", func() (int, error) { return p.Store.Advance(ctx, batch) })
+	p.groupSkipped = time.Since(p.lastGroup) < groupEvery
+	if !p.groupSkipped {
+		p.lastGroup = time.Now()
+		step("group", func() (int, error) { return p.Store.Group(ctx, p.Config.DTPTargetBytes, p.Config.DTPMaxWait, 10*batch) })
+		step("advance", func() (int, error) { return p.Store.Advance(ctx, batch) })
+	}
 }
 
-// RunOnce runs one planner round without the lock (tests and the bench drive the pipeline
-// step by step with it).
-func (p *Planner) RunOnce(ctx context.Context) { p.round(ctx) }
-
-// Wake asks the active planner (at whichever replica) to run a round now.
-func Wake(ctx context.Context, rdb *redis.Client) {
-	ctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-	defer cancel()
-	_ = rdb.Publish(ctx, WakeChannel, "1").Err()
+// RunOnce runs one planner round without the lock, every step included (tests and the bench
+// drive the pipeline step by step with it).
+func (p *Planner) RunOnce(ctx context.Context) {
+	p.lastGroup = time.Time{}
+	p.round(ctx)
 }
 
 // publisher folds the counters and publishes an overview update whenever the counts changed,

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -10,7 +11,6 @@ import (
 
 	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/services/transfer"
-	"github.com/obsops/obsops/services/transfer/engine"
 	"github.com/obsops/obsops/services/transfer/postgres"
 )
 
@@ -192,7 +192,7 @@ func (h *Handlers) resetOperation(ctx context.Context, in *resetInput) (*bodyOut
 		return nil, h.problemOf(ctx, string(in.Kind)+" operation", err)
 	}
 	if !in.DryRun {
-		engine.Wake(ctx, h.Redis)
+		h.Waker.Wake()
 	}
 	return out(op), nil
 }
@@ -298,7 +298,13 @@ type stagingBody struct {
 	Reason            string      `json:"reason,omitempty" maxLength:"1000"`
 }
 
-func (h *Handlers) requestStaging(ctx context.Context, in *struct{ Body stagingBody }) (*bodyOutput[postgres.StagingJob], error) {
+// stagingCreated is the answer of a staging request: 201 with the job's path in Location.
+type stagingCreated struct {
+	Location string `header:"Location" doc:"The created staging job: /api/transfer/staging/{id}."`
+	Body     postgres.StagingJob
+}
+
+func (h *Handlers) requestStaging(ctx context.Context, in *struct{ Body stagingBody }) (*stagingCreated, error) {
 	p, err := caller(ctx)
 	if err != nil {
 		return nil, err
@@ -307,7 +313,7 @@ func (h *Handlers) requestStaging(ctx context.Context, in *struct{ Body stagingB
 	if err != nil {
 		return nil, h.problemOf(ctx, "staging", err)
 	}
-	return out(job), nil
+	return &stagingCreated{Location: "/api/transfer/staging/" + strconv.FormatInt(job.ID, 10), Body: job}, nil
 }
 
 // ---- agent API ----
@@ -413,11 +419,11 @@ func (h *Handlers) complete(ctx context.Context, in *completeInput) (*bodyOutput
 	for i, c := range in.Body.PhysicalCopies {
 		copies[i] = postgres.Copy{Location: c.Location, Path: c.Path}
 	}
-	op, err := h.Store.Complete(ctx, in.ID, holder(p, in.Body.Agent), in.Body.Bytes, in.Body.Checksum, copies)
+	op, err := h.Completer.Complete(ctx, postgres.CompleteRequest{ID: in.ID, Holder: holder(p, in.Body.Agent), Bytes: in.Body.Bytes, Checksum: in.Body.Checksum, Copies: copies})
 	if err != nil {
 		return nil, h.problemOf(ctx, "operation", err)
 	}
-	engine.Wake(ctx, h.Redis)
+	h.Waker.Wake()
 	return out(op), nil
 }
 

@@ -8,7 +8,6 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/gofiber/fiber/v2"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/services/transfer/engine"
@@ -20,8 +19,9 @@ import (
 type Handlers struct {
 	Auth       *authn.Authenticator // rules come from the access table, pkg/authn/access.go
 	Store      *postgres.Store
+	Completer  *postgres.Completer // completes concurrent agent completes together
 	Reconciler *engine.Reconciler
-	Redis      *redis.Client
+	Waker      *engine.Waker // asks the planner for a round after a complete or reset
 	Hub        *live.Hub
 	Log        *slog.Logger
 }
@@ -109,7 +109,8 @@ func Register(api huma.API, app *fiber.App, h *Handlers) {
 		OperationID: "request-staging", Method: http.MethodPost, Path: "/api/transfer/staging",
 		Summary: "Stage archived packages to a processing location", Tags: tags, Errors: []int{422}, DefaultStatus: http.StatusCreated,
 		Description: "Creates a staging job with one staging operation per ARCHIVED package, copying it from an archive " +
-			"location to the processing location (default: the first active one). 422 names a package that is unknown or not archived.",
+			"location to the processing location (default: the first active one). Answers 201 with the job (its id and " +
+			"operations) and its path in Location. 422 names a package that is unknown or not archived.",
 	}), h.requestStaging)
 
 	// ---- Agent API for movers (service-account token with write:data) ----

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -224,6 +225,7 @@ func (h *Hub) serve(conn *websocket.Conn) {
 	}()
 	beat := time.NewTicker(h.Heartbeat)
 	defer beat.Stop()
+	var beatBuf []byte
 	for {
 		select {
 		case <-c.closed:
@@ -237,12 +239,22 @@ func (h *Hub) serve(conn *websocket.Conn) {
 			}
 			c.lastSeq = u.seq
 		case <-beat.C:
-			b, _ := json.Marshal(map[string]any{"type": "heartbeat", "seq": c.lastSeq, "at": time.Now().UTC()})
-			if err := h.write(c, b); err != nil {
+			beatBuf = appendHeartbeat(beatBuf[:0], c.lastSeq, time.Now())
+			if err := h.write(c, beatBuf); err != nil {
 				return
 			}
 		}
 	}
+}
+
+// appendHeartbeat appends {"type":"heartbeat","seq":seq,"at":at} to b: every client sends one per
+// OPS_WS_HEARTBEAT, so it is written into the client's own buffer rather than marshalled.
+func appendHeartbeat(b []byte, seq int64, at time.Time) []byte {
+	b = append(b, `{"type":"heartbeat","seq":`...)
+	b = strconv.AppendInt(b, seq, 10)
+	b = append(b, `,"at":"`...)
+	b = at.UTC().AppendFormat(b, time.RFC3339Nano)
+	return append(b, `"}`...)
 }
 
 func (h *Hub) snapshot(c *client) error {

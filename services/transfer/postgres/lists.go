@@ -257,12 +257,3 @@ func (s *Store) FoldCounters(ctx context.Context) error {
 		ON CONFLICT (key) DO UPDATE SET value = transfer_counters.value + EXCLUDED.value`)
 	return err
 }
-
-// RefreshFileCount stores the number of registered raw data files (ingest's raw_data_files)
-// as the overview's files_registered.
-func (s *Store) RefreshFileCount(ctx context.Context) error {
-	_, err := s.DB.ExecContext(ctx, `
-		INSERT INTO transfer_counters (key, value) SELECT 'files_registered', count(*) FROM raw_data_files
-		ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`)
-	return err
-}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -29,6 +30,31 @@ type Store struct {
 	MaxRetries int
 	// Backoff and BackoffMax shape the wait after retryable failures (transfer.Backoff).
 	Backoff, BackoffMax time.Duration
+
+	stmtMu sync.Mutex
+	stmts  map[string]*sqlx.Stmt // the agent API's statements, prepared once (see prepared)
+}
+
+// prepared returns query as a prepared statement, prepared on first use. The agent API's
+// statements run thousands of times a second: prepared, each runs in one round trip (Bind,
+// Execute) and PostgreSQL may keep its plan, where a one-off parameterized query costs two
+// round trips (Parse and Describe first) and a parse and plan every time. database/sql prepares
+// the statement again on each pooled connection the first time it runs there.
+func (s *Store) prepared(ctx context.Context, query string) (*sqlx.Stmt, error) {
+	s.stmtMu.Lock()
+	defer s.stmtMu.Unlock()
+	if st, ok := s.stmts[query]; ok {
+		return st, nil
+	}
+	st, err := s.DB.PreparexContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	if s.stmts == nil {
+		s.stmts = map[string]*sqlx.Stmt{}
+	}
+	s.stmts[query] = st
+	return st, nil
 }
 
 // opColumns selects an operation as transfer.Operation (alias o, joined as in opFrom).
@@ -107,33 +133,44 @@ func retryable(err error) bool {
 
 func seconds(d time.Duration) float64 { return d.Seconds() }
 
+// claimSQL leases up to $3 due PENDING operations of kind $1 (at site $2 unless empty) to
+// holder $4 for $5 seconds, appends their history entries and answers them.
+const claimSQL = `
+	WITH c AS (
+		SELECT id FROM operations
+		 WHERE status = 'PENDING' AND kind = $1 AND next_attempt_at <= now()
+		   AND ($2 = '' OR site_id = (SELECT id FROM sites WHERE name = $2))
+		 ORDER BY next_attempt_at, id LIMIT $3 FOR UPDATE SKIP LOCKED),
+	o AS (
+		UPDATE operations o SET status = 'IN_PROGRESS', attempt = o.attempt + 1, lease_holder = $4,
+		       lease_expires_at = now() + make_interval(secs => $5), started_at = now(), updated_at = now()
+		  FROM c WHERE o.id = c.id
+		RETURNING o.*),
+	h AS (
+		INSERT INTO operation_history (operation_id, event, from_status, to_status, actor, attempt, retry_count)
+		SELECT id, 'claimed', 'PENDING', 'IN_PROGRESS', $4, attempt, retry_count FROM o)
+	SELECT ` + opColumns + ` FROM o JOIN sites s ON s.id = o.site_id
+	  LEFT JOIN data_locations src ON src.id = o.source_location_id
+	  LEFT JOIN data_locations dst ON dst.id = o.destination_location_id
+	 ORDER BY o.id`
+
 // Claim leases up to max due PENDING operations of the given kinds (at site, when not empty) to
 // holder: FOR UPDATE SKIP LOCKED, so concurrent movers never lease one operation twice. Kinds are
 // served in the order given. Each kind is one statement that leases, appends the history entries
 // and answers the leased operations; a claim of one kind is that one statement alone (its own
 // transaction, one round trip).
 func (s *Store) Claim(ctx context.Context, holder string, kinds []transfer.Kind, site string, max int) ([]transfer.Operation, error) {
-	claimKind := func(q queryer, k transfer.Kind, max int) ([]transfer.Operation, error) {
+	st, err := s.prepared(ctx, claimSQL)
+	if err != nil {
+		return nil, err
+	}
+	claimKind := func(tx *sqlx.Tx, k transfer.Kind, max int) ([]transfer.Operation, error) {
 		got := []transfer.Operation{}
-		err := sqlx.SelectContext(ctx, q, &got, `
-			WITH c AS (
-				SELECT id FROM operations
-				 WHERE status = 'PENDING' AND kind = $1 AND next_attempt_at <= now()
-				   AND ($2 = '' OR site_id = (SELECT id FROM sites WHERE name = $2))
-				 ORDER BY next_attempt_at, id LIMIT $3 FOR UPDATE SKIP LOCKED),
-			o AS (
-				UPDATE operations o SET status = 'IN_PROGRESS', attempt = o.attempt + 1, lease_holder = $4,
-				       lease_expires_at = now() + make_interval(secs => $5), started_at = now(), updated_at = now()
-				  FROM c WHERE o.id = c.id
-				RETURNING o.*),
-			h AS (
-				INSERT INTO operation_history (operation_id, event, from_status, to_status, actor, attempt, retry_count)
-				SELECT id, 'claimed', 'PENDING', 'IN_PROGRESS', $4, attempt, retry_count FROM o)
-			SELECT `+opColumns+` FROM o JOIN sites s ON s.id = o.site_id
-			  LEFT JOIN data_locations src ON src.id = o.source_location_id
-			  LEFT JOIN data_locations dst ON dst.id = o.destination_location_id
-			 ORDER BY o.id`,
-			string(k), site, max, holder, seconds(s.Lease))
+		stmt := st
+		if tx != nil {
+			stmt = tx.StmtxContext(ctx, st)
+		}
+		err := stmt.SelectContext(ctx, &got, string(k), site, max, holder, seconds(s.Lease))
 		return got, err
 	}
 	checkSite := func(q queryer, ops []transfer.Operation) error {
@@ -150,14 +187,14 @@ func (s *Store) Claim(ctx context.Context, holder string, kinds []transfer.Kind,
 		return nil
 	}
 	if len(kinds) == 1 {
-		ops, err := claimKind(s.DB, kinds[0], max)
+		ops, err := claimKind(nil, kinds[0], max)
 		if err == nil {
 			err = checkSite(s.DB, ops)
 		}
 		return ops, err
 	}
 	var ops []transfer.Operation
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
 		ops = []transfer.Operation{}
 		for _, k := range kinds {
 			if len(ops) >= max {
@@ -190,95 +227,39 @@ func checkLease(op transfer.Operation, holder string) error {
 	return nil
 }
 
-// Heartbeat extends holder's lease of operation id.
+// Heartbeat extends holder's lease of operation id: one statement that updates the row only
+// while it is IN_PROGRESS and leased to holder and answers it. Only when it updated nothing is
+// the operation read again, to say why (not found, not IN_PROGRESS, leased to another).
 func (s *Store) Heartbeat(ctx context.Context, id int64, holder string) (transfer.Operation, error) {
-	var op transfer.Operation
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		cur, err := s.lockOperation(ctx, tx, "", id)
-		if err != nil {
-			return err
-		}
-		if err := checkLease(cur, holder); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE operations SET lease_expires_at = now() + make_interval(secs => $2), updated_at = now() WHERE id = $1`,
-			id, seconds(s.Lease)); err != nil {
-			return err
-		}
-		op, err = s.operation(ctx, tx, "", id)
-		return err
-	})
-	return op, err
-}
-
-// Copy is a physical copy a mover reports having made.
-type Copy struct {
-	Location string
-	Path     string
-}
-
-// Complete records holder's successful end of operation id in one round trip: one call of
-// transfer_complete (migration 00010), which locks the operation, checks the lease, marks it
-// COMPLETED, appends the history entry, records the copies, mirrors the legacy row and
-// recomputes the affected package states in one transaction, joined in the same statement to the
-// operation as the statement's snapshot saw it (before the call), which is then updated here as
-// the call updated it. Should the locked version differ from that snapshot (a concurrent change
-// in between), the operation is read again.
-func (s *Store) Complete(ctx context.Context, id int64, holder string, bytes int64, checksum string, copies []Copy) (transfer.Operation, error) {
-	locs, paths := make([]string, len(copies)), make([]string, len(copies))
-	for i, c := range copies {
-		locs[i], paths[i] = c.Location, c.Path
-	}
-	var res struct {
-		Outcome  string         `db:"outcome"`
-		Status   sql.NullString `db:"locked_status"`
-		Holder   sql.NullString `db:"locked_holder"`
-		Bad      sql.NullInt64  `db:"bad_copy"`
-		LockedAt sql.NullTime   `db:"locked_updated_at"`
-		At       time.Time      `db:"now"`
-		transfer.Operation
-	}
-	err := retry(func() error {
-		return s.DB.GetContext(ctx, &res, `SELECT f.outcome, f.locked_status, f.locked_holder, f.bad_copy, f.locked_updated_at, now() AS now, `+opColumns+`
-			  FROM transfer_complete($1, $2, $3, $4, $5, $6) f JOIN operations o ON o.id = $1 JOIN sites s ON s.id = o.site_id
-			  LEFT JOIN data_locations src ON src.id = o.source_location_id
-			  LEFT JOIN data_locations dst ON dst.id = o.destination_location_id`,
-			id, holder, bytes, checksum, pq.Array(locs), pq.Array(paths))
-	})
-	if errors.Is(err, sql.ErrNoRows) {
-		return transfer.Operation{}, transfer.ErrNotFound
-	}
+	st, err := s.prepared(ctx, `
+		WITH o AS (
+			UPDATE operations o SET lease_expires_at = now() + make_interval(secs => $3), updated_at = now()
+			 WHERE o.id = $1 AND o.status = 'IN_PROGRESS' AND o.lease_holder = $2
+			RETURNING o.*)
+		SELECT `+opColumns+` FROM o JOIN sites s ON s.id = o.site_id
+		  LEFT JOIN data_locations src ON src.id = o.source_location_id
+		  LEFT JOIN data_locations dst ON dst.id = o.destination_location_id`)
 	if err != nil {
 		return transfer.Operation{}, err
 	}
-	op := res.Operation
-	switch res.Outcome {
-	case "ok":
-	case "not_found":
-		return transfer.Operation{}, transfer.ErrNotFound
-	case "conflict":
-		// Status and holder as the call saw them under the lock.
-		op.Status, op.LeaseHolder = transfer.Status(res.Status.String), nil
-		if res.Holder.Valid {
-			op.LeaseHolder = &res.Holder.String
+	for range 3 {
+		ops := []transfer.Operation{}
+		if err := st.SelectContext(ctx, &ops, id, holder, seconds(s.Lease)); err != nil {
+			return transfer.Operation{}, err
 		}
-		return transfer.Operation{}, checkLease(op, holder)
-	case "location":
-		i := int(res.Bad.Int64)
-		return transfer.Operation{}, &transfer.InputError{Field: fmt.Sprintf("body.physical_copies[%d].location", i), Message: "no such data location", Value: copies[i].Location}
-	default:
-		return transfer.Operation{}, fmt.Errorf("transfer_complete: unexpected outcome %q", res.Outcome)
+		if len(ops) == 1 {
+			return ops[0], nil
+		}
+		cur, err := s.Operation(ctx, "", id)
+		if err != nil {
+			return transfer.Operation{}, err
+		}
+		if err := checkLease(cur, holder); err != nil {
+			return transfer.Operation{}, err
+		}
+		// Leased to holder again between the two statements (expired and claimed anew): again.
 	}
-	if !res.LockedAt.Valid || !res.LockedAt.Time.Equal(op.UpdatedAt) {
-		return s.Operation(ctx, "", id)
-	}
-	op.Status, op.LeaseHolder, op.LeaseExpiresAt, op.UpdatedAt, op.CompletedAt = transfer.StatusCompleted, nil, nil, res.At, &res.At
-	op.Bytes = &bytes
-	op.Checksum = nil
-	if checksum != "" {
-		op.Checksum = &checksum
-	}
-	return op, nil
+	return transfer.Operation{}, errors.New("heartbeat: the operation kept changing; try again")
 }
 
 // Failure is a failed attempt as a mover reports it.

@@ -189,23 +189,28 @@ type readyPackage struct {
 	ID    uuid.UUID `db:"id"`
 	Size  int64     `db:"size_bytes"`
 	Ready time.Time `db:"completed_at"`
+	Now   time.Time `db:"now"` // the database's clock, for the age rule
 }
 
 // Group puts packages whose raw_data_package operation completed and that belong to no DTP yet
 // into data transfer packages: a DTP is made whenever the oldest ones add up to targetBytes,
 // and the rest become one DTP once the oldest of them has waited maxWait. Each DTP gets its
-// data_transfer_package operation. It returns the number of DTPs made.
+// data_transfer_package operation. It returns the number of DTPs made. The ready packages are
+// the completed raw_data_package operations not yet advanced (grouped), read in completion order
+// from their partial index (migration 00011): the read costs what is waiting, not what was done.
 func (s *Store) Group(ctx context.Context, targetBytes int64, maxWait time.Duration, limit int) (int, error) {
 	var ready []readyPackage
+	// The package's size by primary key per ready operation (a subquery, so PostgreSQL cannot
+	// turn it into a hash join over every package without a DTP).
 	if err := s.DB.SelectContext(ctx, &ready, `
-		SELECT p.raw_data_package_id AS id, p.size_bytes, o.completed_at
-		  FROM package_states p JOIN operations o ON o.raw_data_package_id = p.raw_data_package_id AND o.kind = 'raw_data_package'
-		 WHERE p.data_transfer_package_id IS NULL AND o.status = 'COMPLETED'
-		 ORDER BY o.completed_at, p.raw_data_package_id LIMIT $1`, limit); err != nil {
-		return 0, err
-	}
-	var now time.Time
-	if err := s.DB.GetContext(ctx, &now, `SELECT now()`); err != nil {
+		SELECT r.id, r.size_bytes, r.completed_at, r.now FROM (
+			SELECT o.raw_data_package_id AS id, o.completed_at, o.id AS op, now() AS now,
+			       (SELECT p.size_bytes FROM package_states p
+			         WHERE p.raw_data_package_id = o.raw_data_package_id AND p.data_transfer_package_id IS NULL) AS size_bytes
+			  FROM operations o
+			 WHERE o.kind = 'raw_data_package' AND o.status = 'COMPLETED' AND NOT o.advanced
+			 ORDER BY o.completed_at, o.id LIMIT $1) r
+		 WHERE r.size_bytes IS NOT NULL ORDER BY r.completed_at, r.op`, limit); err != nil {
 		return 0, err
 	}
 	made := 0
@@ -222,7 +227,7 @@ func (s *Store) Group(ctx context.Context, targetBytes int64, maxWait time.Durat
 			group, size = nil, 0
 		}
 	}
-	if len(group) > 0 && now.Sub(group[0].Ready) >= maxWait {
+	if len(group) > 0 && group[0].Now.Sub(group[0].Ready) >= maxWait {
 		if err := s.makeDTP(ctx, group, size); err != nil {
 			return made, err
 		}
@@ -264,6 +269,11 @@ func (s *Store) makeDTP(ctx context.Context, group []readyPackage, size int64) e
 			SELECT $1, unnest($2::uuid[])`, dtp, uuids(ids)); err != nil {
 			return err
 		}
+		// Grouped is what advanced means for a raw_data_package operation (out of the ready index).
+		if _, err := tx.ExecContext(ctx, `UPDATE operations SET advanced = true
+			WHERE kind = 'raw_data_package' AND raw_data_package_id = ANY($1::uuid[]) AND NOT advanced`, uuids(ids)); err != nil {
+			return err
+		}
 		if _, err := tx.ExecContext(ctx, `
 			WITH op AS (
 				INSERT INTO operations (kind, data_transfer_package_id, site_id, source_location_id, destination_location_id, max_retries)
@@ -279,6 +289,11 @@ func (s *Store) makeDTP(ctx context.Context, group []readyPackage, size int64) e
 	})
 }
 
+// successorKinds are the kinds whose completion the planner answers in Advance (a
+// raw_data_package operation is followed by its DTP, made by Group; long_term_archive and
+// staging are the ends of their chains). It matches the operations_to_advance index.
+const successorKinds = `('data_transfer_package', 'transfer', 'unpack')`
+
 // Advance creates the successors of up to limit completed operations the planner has not yet
 // advanced: a built DTP gets a transfer (and legacy data_transfer row) to every active
 // long-term archive location; a completed transfer gets its unpack; a completed unpack gets a
@@ -286,7 +301,8 @@ func (s *Store) makeDTP(ctx context.Context, group []readyPackage, size int64) e
 // Every insert is ON CONFLICT DO NOTHING, so advancing twice creates nothing twice.
 func (s *Store) Advance(ctx context.Context, limit int) (int, error) {
 	var ids []int64
-	if err := s.DB.SelectContext(ctx, &ids, `SELECT id FROM operations WHERE status = 'COMPLETED' AND NOT advanced ORDER BY id LIMIT $1`, limit); err != nil {
+	if err := s.DB.SelectContext(ctx, &ids, `SELECT id FROM operations
+		WHERE status = 'COMPLETED' AND NOT advanced AND kind IN `+successorKinds+` ORDER BY id LIMIT $1`, limit); err != nil {
 		return 0, err
 	}
 	for _, id := range ids {
@@ -305,7 +321,7 @@ func (s *Store) advance(ctx context.Context, tx *sqlx.Tx, id int64) error {
 		Src  sql.NullInt64 `db:"source_location_id"`
 	}
 	err := tx.GetContext(ctx, &op, `SELECT kind, data_transfer_package_id, destination_location_id, source_location_id FROM operations
-		WHERE id = $1 AND status = 'COMPLETED' AND NOT advanced FOR UPDATE SKIP LOCKED`, id)
+		WHERE id = $1 AND status = 'COMPLETED' AND NOT advanced AND kind IN `+successorKinds+` FOR UPDATE SKIP LOCKED`, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil // advanced meanwhile, or reset
 	}

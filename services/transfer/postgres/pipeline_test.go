@@ -2,11 +2,13 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/lib/pq"
 	"github.com/stretchr/testify/require"
 
 	"github.com/obsops/obsops/services/transfer"
@@ -49,10 +51,12 @@ func TestPlannerChainIsIdempotent(t *testing.T) {
 	require.Equal(t, 2, count(t, e, `SELECT count(*) FROM operations WHERE kind = 'transfer'`), "one per archive location")
 	require.Equal(t, 2, count(t, e, `SELECT count(*) FROM data_transfers`))
 	require.Equal(t, 2, e.DriveAll(t, "m", transfer.KindTransfer))
+	require.Equal(t, 2, count(t, e, `SELECT count(*) FROM data_transfers WHERE status = 'completed' AND retry_count = 1`), "the legacy mirror")
 	e.Round(t)
 	require.Equal(t, 2, count(t, e, `SELECT count(*) FROM operations WHERE kind = 'unpack'`))
 	require.Equal(t, 2, count(t, e, `SELECT count(*) FROM data_transfers WHERE unpack_operation_id IS NOT NULL`))
 	require.Equal(t, 2, e.DriveAll(t, "m", transfer.KindUnpack))
+	require.Equal(t, 2, count(t, e, `SELECT count(*) FROM data_transfers WHERE unpack_status = 'completed' AND unpack_retry_count = 1`), "the legacy mirror")
 	e.Round(t)
 	require.Equal(t, 6, count(t, e, `SELECT count(*) FROM operations WHERE kind = 'long_term_archive'`), "one per (package, archive)")
 	require.Equal(t, 6, count(t, e, `SELECT count(*) FROM long_term_archive_transfers`))
@@ -75,6 +79,7 @@ func TestPlannerChainIsIdempotent(t *testing.T) {
 	for _, id := range ids {
 		require.Equal(t, "ARCHIVED", e.State(t, id))
 	}
+	require.Equal(t, 3, count(t, e, `SELECT count(*) FROM long_term_archive_transfers WHERE status = 'completed' AND attempt_count = 1`), "the legacy mirror")
 	// Running the planner again creates nothing.
 	before := count(t, e, `SELECT count(*) FROM operations`)
 	e.Round(t)
@@ -331,4 +336,153 @@ func opStatus(t *testing.T, e *transfertest.Env, id int64) string {
 	var s string
 	require.NoError(t, e.DB.Get(&s, `SELECT status FROM operations WHERE id = $1`, id))
 	return s
+}
+
+// files_registered is exact: a trigger on ingest's raw_data_files counts every row inserted
+// (not the ones ON CONFLICT DO NOTHING skipped) and deleted, and TRUNCATE resets it.
+func TestFilesRegisteredIsMaintained(t *testing.T) {
+	e := transfertest.New(t)
+	ctx := context.Background()
+	files := func() int64 {
+		t.Helper()
+		require.NoError(t, e.Store.FoldCounters(ctx))
+		counts, err := e.Store.Counters(ctx)
+		require.NoError(t, err)
+		require.Equal(t, int64(count(t, e, `SELECT count(*) FROM raw_data_files`)), counts["files_registered"], "the counter equals count(*)")
+		return counts["files_registered"]
+	}
+	insert := func(ids ...uuid.UUID) {
+		t.Helper()
+		_, err := e.DB.Exec(`INSERT INTO raw_data_files (id, executed_obs_unit_id, instrument_module_id, path, size_bytes, checksum)
+			SELECT id, gen_random_uuid(), (SELECT min(id) FROM instrument_modules), 'f/' || id, 1, 'xxh64:0000000000000000'
+			  FROM unnest($1::uuid[]) id
+			ON CONFLICT (id) DO NOTHING`, uuidArray(ids))
+		require.NoError(t, err)
+	}
+	require.Zero(t, files())
+	a, b, c := uuid.New(), uuid.New(), uuid.New()
+	insert(a, b)
+	require.Equal(t, int64(2), files())
+	insert(b, c) // b is there already: one more
+	require.Equal(t, int64(3), files())
+	_, err := e.DB.Exec(`DELETE FROM raw_data_files WHERE id = $1`, a)
+	require.NoError(t, err)
+	_, err = e.DB.Exec(`DELETE FROM raw_data_files WHERE id = $1`, uuid.New()) // nothing
+	require.NoError(t, err)
+	require.Equal(t, int64(2), files())
+	// Concurrent writers: every insert counted once.
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 10 {
+				insert(uuid.New(), uuid.New())
+			}
+		}()
+	}
+	wg.Wait()
+	require.Equal(t, int64(162), files())
+	insert(uuid.New()) // a delta not yet folded when the table is truncated
+	_, err = e.DB.Exec(`TRUNCATE raw_data_files`)
+	require.NoError(t, err)
+	require.Zero(t, files())
+	insert(uuid.New())
+	require.Equal(t, int64(1), files())
+}
+
+func uuidArray(ids []uuid.UUID) any {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = id.String()
+	}
+	return pq.Array(s)
+}
+
+// Concurrent completes through the Completer run in shared batches, yet each request gets its
+// own answer: the mover's operation completed once, a second report or another holder's refused,
+// an unknown id not found, a bad copy location named; heartbeats refuse the same way.
+func TestCompleterAnswersEachRequest(t *testing.T) {
+	e := transfertest.New(t)
+	ctx := context.Background()
+	transfertest.AddPackages(t, e.DB, 40, 1, "complete")
+	e.Round(t)
+	kinds := []transfer.Kind{transfer.KindRawDataPackage}
+	ops, err := e.Store.Claim(ctx, "m", kinds, "", 40)
+	require.NoError(t, err)
+	require.Len(t, ops, 40)
+
+	hb, err := e.Store.Heartbeat(ctx, ops[0].ID, "m")
+	require.NoError(t, err)
+	require.Equal(t, ops[0].ID, hb.ID)
+	require.Equal(t, "m", *hb.LeaseHolder)
+	_, err = e.Store.Heartbeat(ctx, ops[0].ID, "other")
+	var lease *transfer.LeaseConflictError
+	require.ErrorAs(t, err, &lease)
+	_, err = e.Store.Heartbeat(ctx, ops[len(ops)-1].ID+1000, "m")
+	require.ErrorIs(t, err, transfer.ErrNotFound)
+
+	c := &postgres.Completer{Store: e.Store}
+	type answer struct {
+		req postgres.CompleteRequest
+		op  transfer.Operation
+		err error
+	}
+	var reqs []postgres.CompleteRequest
+	for i, op := range ops {
+		reqs = append(reqs, postgres.CompleteRequest{ID: op.ID, Holder: "m", Bytes: int64(i), Checksum: "sha256:ab"})
+	}
+	reqs = append(reqs,
+		postgres.CompleteRequest{ID: ops[0].ID, Holder: "m"},         // twice: one of the two is refused
+		postgres.CompleteRequest{ID: ops[1].ID, Holder: "other"},     // not the holder
+		postgres.CompleteRequest{ID: ops[39].ID + 1000, Holder: "m"}, // unknown
+		postgres.CompleteRequest{ID: ops[2].ID, Holder: "m", Copies: []postgres.Copy{{Location: "nowhere", Path: "x"}}},
+	)
+	answers := make([]answer, len(reqs))
+	var wg sync.WaitGroup
+	for i, r := range reqs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			op, err := c.Complete(ctx, r)
+			answers[i] = answer{r, op, err}
+		}()
+	}
+	wg.Wait()
+	okByID := map[int64]int{}
+	var conflicts, leases, notFound, inputs int
+	for _, a := range answers {
+		var status *transfer.StatusConflictError
+		var input *transfer.InputError
+		switch {
+		case a.err == nil:
+			okByID[a.op.ID]++
+			require.Equal(t, a.req.ID, a.op.ID)
+			require.Equal(t, transfer.StatusCompleted, a.op.Status)
+			require.Nil(t, a.op.LeaseHolder)
+		case errors.As(a.err, &status):
+			conflicts++
+		case errors.As(a.err, &lease):
+			leases++
+		case errors.Is(a.err, transfer.ErrNotFound):
+			notFound++
+		case errors.As(a.err, &input):
+			inputs++
+			require.Equal(t, "body.physical_copies[0].location", input.Field)
+		default:
+			t.Fatalf("unexpected error %v", a.err)
+		}
+	}
+	// Every operation completed by exactly one request; the second report of ops[0] is refused
+	// as COMPLETED; the other holder's report on ops[1] and the bad copy on ops[2] are refused
+	// for their own reason or as COMPLETED, depending on which request ran first.
+	require.Len(t, okByID, 40)
+	for _, op := range ops {
+		require.Equal(t, 1, okByID[op.ID], "operation %d", op.ID)
+	}
+	require.Equal(t, 1, notFound)
+	require.GreaterOrEqual(t, conflicts, 1)
+	require.Equal(t, 3, conflicts+leases+inputs)
+	require.Equal(t, 40, count(t, e, `SELECT count(*) FROM operations WHERE status = 'COMPLETED'`))
+	require.Equal(t, 40, count(t, e, `SELECT count(*) FROM operation_history WHERE event = 'completed'`), "one history entry per operation")
 }

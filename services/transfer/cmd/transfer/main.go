@@ -46,15 +46,17 @@ func run(ctx context.Context) error {
 	reconciler := &engine.Reconciler{Store: store, Redis: svc.Redis}
 	hub := live.NewHub(store, svc.Redis, svc.Log, cfg.WSHeartbeat, cfg.WSMaxPerUser, svc.Metrics)
 	planner := engine.NewPlanner(db, store, svc.Redis, reconciler, &cfg, svc.Log, svc.Metrics)
+	waker := engine.NewWaker(svc.Redis)
 
 	bg, stop := context.WithCancel(context.Background())
-	done := make(chan struct{}, 2)
+	done := make(chan struct{}, 3)
 	go func() { planner.Run(bg); done <- struct{}{} }()
 	go func() { hub.Run(bg); done <- struct{}{} }()
+	go func() { waker.Run(bg); done <- struct{}{} }()
 	svc.OnShutdown("overview websockets", hub.CloseAll)
 	svc.OnShutdown("planner", func(ctx context.Context) error {
 		stop()
-		for range 2 {
+		for range 3 {
 			select {
 			case <-done:
 			case <-ctx.Done():
@@ -65,7 +67,7 @@ func run(ctx context.Context) error {
 	})
 
 	httpapi.Register(svc.API, svc.App, &httpapi.Handlers{
-		Auth: auth, Store: store, Reconciler: reconciler, Redis: svc.Redis, Hub: hub, Log: svc.Log,
+		Auth: auth, Store: store, Completer: &postgres.Completer{Store: store}, Reconciler: reconciler, Waker: waker, Hub: hub, Log: svc.Log,
 	})
 	return svc.Run(ctx)
 }

@@ -62,6 +62,9 @@ func IsFailure(err error) bool {
 	return errors.Is(err, errUnknown)
 }
 
+// errNoLSN is a commit at a secondary site whose WAL position is unknown (transient: retried).
+var errNoLSN = errors.New("committed, but the commit's WAL position could not be read; re-applying to learn it")
+
 // errUnknown marks errors that are neither transient nor known permanent: they count, and after
 // buffer.MaxRetry attempts the task is a dead letter.
 var errUnknown = errors.New("unclassified failure")
@@ -222,6 +225,12 @@ func (h *Handler) done(ctx context.Context, t *asynq.Task, env ingest.Envelope, 
 	}
 	evict := h.Buffer.Evict
 	if h.Secondary {
+		if c.LSN == "" {
+			// Committed, but the WAL position query failed (the WAN dropped right after the
+			// commit): without it the cache would have to let the records go before the replica
+			// has them. The retry re-applies (a no-op) and learns a position past this commit.
+			return errNoLSN
+		}
 		evict = h.Buffer.MarkCommitted
 	}
 	if err := evict(ctx, env.TxID, items, c.LSN, c.At); err != nil {

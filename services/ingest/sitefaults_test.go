@@ -415,7 +415,11 @@ func (in *instrument) snapshot() (files map[string]string, execs map[string]bool
 	return
 }
 
-func (in *instrument) failures() []string { in.mu.Lock(); defer in.mu.Unlock(); return slices.Clone(in.bad) }
+func (in *instrument) failures() []string {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return slices.Clone(in.bad)
+}
 
 func (in *instrument) summary() string {
 	in.mu.Lock()

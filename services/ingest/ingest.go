@@ -41,7 +41,7 @@ type Config struct {
 	config.Upstreams
 	authn.Config
 	Addr              string `env:"OPS_INGEST_ADDR" envDefault:"127.0.0.1:8084"`
-	WorkerConcurrency int    `env:"OPS_INGEST_WORKER_CONCURRENCY" envDefault:"20"`
+	WorkerConcurrency int    `env:"OPS_INGEST_WORKER_CONCURRENCY" envDefault:"200"`
 	// MainDatabaseURL is where the worker applies buffered writes: the main site's primary. At the
 	// main site it is the same database as OPS_DATABASE_URL (the default).
 	MainDatabaseURL string `env:"OPS_MAIN_DATABASE_URL"`

@@ -3,7 +3,9 @@ package ingest_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -182,6 +184,10 @@ func TestTwoSitesWANCut(t *testing.T) {
 	}
 	requireSecStatus(t, c, ts.secondary, e.token, e.obsUnit, st.ID, pkg.ID, len(pkgFiles), "replicated")
 	t.Logf("%s: all replicated", time.Since(begin).Round(time.Millisecond))
+	// The backlog was applied several tasks to a transaction (the worker's batches).
+	tasks, commits := workerBatches(t, c, ts.secWorkerURL)
+	t.Logf("the secondary's worker applied %d tasks in %d transactions", tasks, commits)
+	require.Less(t, commits, tasks, "a backlog must be applied in shared transactions")
 	keys := ts.secRedis.Client().Keys(context.Background(), "ingest:rec:file:*").Val()
 	require.Empty(t, keys, "replicated records must leave the secondary's cache")
 
@@ -248,6 +254,30 @@ func requireSecStatus(t *testing.T, c *http.Client, base, token string, ou int64
 	for _, f := range view.Files.Items {
 		require.Equal(t, want, f.BufferStatus, "file %s of the package", f.ID)
 	}
+}
+
+// workerBatches reads from a worker's /metrics how many tasks it applied in how many
+// transactions (obsops_ingest_batch_tasks: sum and count).
+func workerBatches(t *testing.T, c *http.Client, base string) (tasks, txs int) {
+	t.Helper()
+	resp, err := c.Get(base + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(b), "\n") {
+		var v float64
+		switch {
+		case strings.HasPrefix(line, "obsops_ingest_batch_tasks_sum "):
+			_, _ = fmt.Sscan(strings.TrimPrefix(line, "obsops_ingest_batch_tasks_sum "), &v)
+			tasks = int(v)
+		case strings.HasPrefix(line, "obsops_ingest_batch_tasks_count "):
+			_, _ = fmt.Sscan(strings.TrimPrefix(line, "obsops_ingest_batch_tasks_count "), &v)
+			txs = int(v)
+		}
+	}
+	require.Positive(t, txs, "no obsops_ingest_batch_tasks in the worker's metrics")
+	return tasks, txs
 }
 
 func secReceipt(t *testing.T, c *http.Client, base, token, tx string) (string, string) {

@@ -37,16 +37,17 @@ import (
 // primary — the replica's streaming and the worker's replay — passes through one TCP proxy, the
 // WAN (in-process toxiproxy).
 type twoSites struct {
-	main      *env       // the main site: suite (gateway, authtoken, ingest, site) on the primary
-	primary   *privatePG // the main site's PostgreSQL
-	wan       *toxiproxy.Proxy
-	replica   *sql.DB // the secondary's replica, the test's database on it
-	replicaPG *privatePG
-	secondary string // the secondary's ingest API base URL
-	secRedis  *testenv.RedisServer
-	secAPI    *testenv.Process
-	secWorker *testenv.Process
-	secEnv    map[string]string // the secondary's ingest settings (API and worker)
+	main         *env       // the main site: suite (gateway, authtoken, ingest, site) on the primary
+	primary      *privatePG // the main site's PostgreSQL
+	wan          *toxiproxy.Proxy
+	replica      *sql.DB // the secondary's replica, the test's database on it
+	replicaPG    *privatePG
+	secondary    string // the secondary's ingest API base URL
+	secRedis     *testenv.RedisServer
+	secAPI       *testenv.Process
+	secWorker    *testenv.Process
+	secWorkerURL string            // its HTTP address (/metrics, /readyz)
+	secEnv       map[string]string // the secondary's ingest settings (API and worker)
 }
 
 // twoSitesOptions tunes startTwoSites.
@@ -147,7 +148,7 @@ func (ts *twoSites) healWAN(t *testing.T) { ts.wan.Toxics.ResetToxics(t.Context(
 // startSecondaryWorker starts the secondary's ingest worker (again).
 func (ts *twoSites) startSecondaryWorker(t *testing.T) {
 	t.Helper()
-	ts.secWorker, _ = ingestProc(t, ts.main.s, "worker", ts.secEnv)
+	ts.secWorker, ts.secWorkerURL = ingestProc(t, ts.main.s, "worker", ts.secEnv)
 }
 
 // killSecondaryWorker kills the secondary's worker with SIGKILL.

@@ -36,7 +36,7 @@ const (
 	// DefaultMaxBatchRows bounds the rows one batch gathers (a task above it is applied whole).
 	DefaultMaxBatchRows = 5000
 	// ProbeInterval is how often an unreachable main database is probed.
-	ProbeInterval = 500 * time.Millisecond
+	ProbeInterval = 250 * time.Millisecond
 	// probeTimeout bounds one probe (its connection has the same I/O deadline).
 	probeTimeout = 3 * time.Second
 	// applyTimeout bounds one batch transaction; below buffer.TaskTimeout, so a batch ends before

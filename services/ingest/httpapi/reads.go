@@ -269,11 +269,12 @@ func (h *Handlers) getPackage(ctx context.Context, in *packageInput) (*packageOu
 	for _, f := range files {
 		inDB[f.ID] = true
 	}
-	// Files the package names that are committed while the package itself is still cached: the
-	// database cannot link them to a package it does not hold yet.
+	// Files the package names that are committed while the package itself is still cached (the
+	// database cannot link them to a package it does not hold yet), cached or not: as in getFile,
+	// the row wins over a cached registration (a client's retry of a committed file is held again).
 	var namedCommitted []string
 	for _, fid := range named {
-		if _, cached := bufferedFiles[fid]; !cached && !inDB[fid] {
+		if !inDB[fid] {
 			namedCommitted = append(namedCommitted, fid)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -35,8 +36,9 @@ import (
 //     meanwhile read "committed" from the secondary's cache until it catches up.
 //
 // A reader polls the secondary throughout: every acknowledged execution, the newest and some
-// random packages (with their files) and files, never a 404, never a status going backwards, and
-// no error at all outside the windows where the secondary's Redis or the main PostgreSQL is down.
+// random packages (with their files) and files: never a 404 or a record missing from a list, never
+// a status going backwards; other failures (503) are expected while the secondary's Redis or the
+// main PostgreSQL is down, and allowed for at most 1% of the reads otherwise (a loaded machine).
 // At the end the instrument's acknowledged-id log is checked at the MAIN database: 0 lost, 0
 // duplicated (phantoms — written, the answer lost — reported), no dead letters, and the
 // secondary's cache empty once everything is replicated.
@@ -95,7 +97,7 @@ func runSiteFaults(t *testing.T, p sitePhases) {
 	logf("two sites up; phases %+v", p)
 	in := &instrument{base: ts.secondary, token: e.token, ou: e.obsUnit, c: &http.Client{Timeout: 10 * time.Second},
 		files: map[string]string{}, execs: map[string]bool{}, pkgs: map[string][]string{}}
-	rd := &secReader{in: in, last: map[string]string{}}
+	rd := &secReader{in: in, last: map[string]string{}, begin: begin}
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	var wg sync.WaitGroup
@@ -247,10 +249,13 @@ func runSiteFaults(t *testing.T, p sitePhases) {
 	}, p.drain, time.Second, "replicated records must leave the secondary's cache")
 	require.Zero(t, rdb.ZCard(context.Background(), "asynq:{ingest}:archived").Val(), "an outage never makes dead letters")
 
-	polls, failures, tolerated := rd.result()
-	logf("reader: %d rounds at the secondary, %d reads failed inside fault windows (tolerated), failures: %v", polls, tolerated, failures)
-	require.Empty(t, failures, "a read at the secondary missed an acknowledged record")
-	require.Greater(t, polls, 10)
+	rd.mu.Lock()
+	logf("reader: %d rounds, %d reads at the secondary; %d failed inside fault windows (tolerated), %d outside them (%v); records missed: %v",
+		rd.polls, rd.reads, rd.tolerated, rd.nblips, rd.blips, rd.bad)
+	require.Empty(t, rd.bad, "a read at the secondary missed an acknowledged record")
+	require.Greater(t, rd.polls, 10)
+	require.LessOrEqual(t, rd.nblips*100, rd.reads, "more than 1% of the reads failed outside the fault windows")
+	rd.mu.Unlock()
 	require.Empty(t, in.failures(), "the instrument got answers it must never get")
 }
 
@@ -431,12 +436,17 @@ func (in *instrument) summary() string {
 type secReader struct {
 	in *instrument
 
+	begin time.Time
+
 	mu        sync.Mutex
 	faulty    bool      // the secondary's Redis or the main PostgreSQL is down now
 	faultEnd  time.Time // when the last fault window ended (a short grace follows)
 	last      map[string]string
-	bad       []string
-	tolerated int
+	bad       []string // a record missing (404, absent from a list) or its status stepping back
+	tolerated int      // reads failed (not 404) inside fault windows
+	blips     []string // reads failed (not 404) outside them: a 503 of a loaded machine
+	nblips    int
+	reads     int
 	polls     int
 }
 
@@ -450,26 +460,28 @@ func (r *secReader) fault(on bool) {
 	}
 }
 
-func (r *secReader) result() (int, []string, int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.polls, slices.Clone(r.bad), r.tolerated
-}
-
-// check records a failed read: a 404 always fails, anything else only outside fault windows.
+// check records a failed read. A 404 (a record lost) always fails the test; another failure is
+// tolerated inside a fault window and otherwise counted as a blip (at most 1% of the reads may
+// be: on a loaded machine a Redis round trip can exceed the secondary's 500 ms budget, a 503).
 func (r *secReader) check(what string, status int, err error, sent time.Time) bool {
 	if err == nil && status == http.StatusOK {
 		return true
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	inWindow := r.faulty || sent.Before(r.faultEnd.Add(5*time.Second))
-	if status != http.StatusNotFound && inWindow {
+	msg := fmt.Sprintf("at %.1fs %s: %d %v", sent.Sub(r.begin).Seconds(), what, status, err)
+	switch inWindow := r.faulty || sent.Before(r.faultEnd.Add(5*time.Second)); {
+	case status == http.StatusNotFound:
+		if len(r.bad) < 20 {
+			r.bad = append(r.bad, msg)
+		}
+	case inWindow:
 		r.tolerated++
-		return false
-	}
-	if len(r.bad) < 20 {
-		r.bad = append(r.bad, fmt.Sprintf("%s: %d %v", what, status, err))
+	default:
+		r.nblips++
+		if len(r.blips) < 10 {
+			r.blips = append(r.blips, msg)
+		}
 	}
 	return false
 }
@@ -486,6 +498,9 @@ func (r *secReader) status(id, s string) {
 }
 
 func (r *secReader) get(path string, v any) (int, error) {
+	r.mu.Lock()
+	r.reads++
+	r.mu.Unlock()
 	req := requestFor(http.MethodGet, r.in.base+path, r.in.token, nil)
 	resp, err := r.in.c.Do(req)
 	if err != nil {
@@ -493,8 +508,8 @@ func (r *secReader) get(path string, v any) (int, error) {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		drain(resp.Body)
-		return resp.StatusCode, nil
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
+		return resp.StatusCode, fmt.Errorf("%s", b)
 	}
 	return resp.StatusCode, jsonDecode(resp.Body, v)
 }

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -69,12 +71,13 @@ func TestBenchSites(t *testing.T) {
 
 	// 2. Drain of the single registrations (one task each).
 	singles := len(sl)
+	cpu := ts.cpuMeter(t)
 	up := time.Now()
 	ts.restoreWAN(t)
 	first, all := waitRows(t, e, "bench/ack-sec/%", singles, 10*time.Minute)
 	singleRate := float64(singles) / all.Sub(up).Seconds()
-	t.Logf("replay of %d single registrations: first row %s after WAN up, all after %s: %.0f rows/s",
-		singles, first.Sub(up).Round(time.Millisecond), all.Sub(up).Round(time.Millisecond), singleRate)
+	t.Logf("replay of %d single registrations: first row %s after WAN up, all after %s: %.0f rows/s; CPU µs per row: %s",
+		singles, first.Sub(up).Round(time.Millisecond), all.Sub(up).Round(time.Millisecond), singleRate, cpu.perRow(singles))
 
 	// 3. Drain of bulk registrations buffered while the WAN is cut.
 	ts.cutWAN()
@@ -82,9 +85,11 @@ func TestBenchSites(t *testing.T) {
 	bufferRate := registerBulk(t, c, ts.secondary, e.token, secEOU, "bench/sec-bulk/", files)
 	time.Sleep(time.Until(cut.Add(outage)))
 	require.Zero(t, e.count(t, `SELECT count(*) FROM raw_data_files WHERE path LIKE 'bench/sec-bulk/%'`), "nothing may cross a cut WAN")
+	cpu = ts.cpuMeter(t)
 	up = time.Now()
 	ts.restoreWAN(t)
 	first, all = waitRows(t, e, "bench/sec-bulk/%", files, 20*time.Minute)
+	bulkCPU := cpu.perRow(files)
 	drainRate := float64(files) / all.Sub(up).Seconds()
 	t.Logf("(%d files buffered at the secondary in 1,000-file requests at %.0f rows/s, WAN cut for %s)",
 		files, bufferRate, up.Sub(cut).Round(time.Second))
@@ -106,6 +111,7 @@ SELECT id, eou, 11, path, 1, sum FROM unnest($1::uuid[], $2::uuid[], $3::text[],
 	t.Logf("replay of %d files after the outage: first row %s after WAN up, all after %s: %.0f rows/s | baseline raw INSERT … SELECT unnest: %.0f rows/s | ratio %.0f%% (target >= 50%%): %s",
 		files, first.Sub(up).Round(time.Millisecond), all.Sub(up).Round(time.Millisecond), drainRate, rawRate,
 		100*drainRate/rawRate, verdictLine(drainRate >= rawRate/2))
+	t.Logf("  CPU µs per row during that replay: %s", bulkCPU)
 	t.Logf("single registrations replayed at %.0f rows/s = %.0f%% of the raw baseline", singleRate, 100*singleRate/rawRate)
 }
 
@@ -155,4 +161,72 @@ func registerBulk(t *testing.T, c *http.Client, base, token, eou, prefix string,
 	}
 	wg.Wait()
 	return float64(n) / time.Since(begin).Seconds()
+}
+
+// cpuMeter samples the CPU time (user+system, from /proc) of the processes a replay runs on: the
+// secondary's worker, the secondary's Redis, the main primary's PostgreSQL processes, and this
+// test process (the WAN proxy, the clients and the polling).
+type cpuMeter struct {
+	ts     *twoSites
+	t      *testing.T
+	before map[string]float64
+}
+
+func (ts *twoSites) cpuMeter(t *testing.T) *cpuMeter {
+	return &cpuMeter{ts: ts, t: t, before: ts.cpuSeconds()}
+}
+
+// perRow reports each part's CPU µs per row since the meter was made.
+func (m *cpuMeter) perRow(rows int) string {
+	after := m.ts.cpuSeconds()
+	var parts []string
+	for _, k := range []string{"worker", "redis", "postgres", "test"} {
+		parts = append(parts, fmt.Sprintf("%s %.0f", k, (after[k]-m.before[k])*1e6/float64(rows)))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// cpuSeconds sums utime+stime (clock ticks of 10 ms) per part.
+func (ts *twoSites) cpuSeconds() map[string]float64 {
+	out := map[string]float64{}
+	pmPID := ""
+	if b, err := os.ReadFile(filepath.Join(ts.primary.dir, "postmaster.pid")); err == nil {
+		pmPID, _, _ = strings.Cut(string(b), "\n")
+	}
+	_, redisPort, _ := strings.Cut(ts.secRedis.Addr, ":")
+	entries, _ := os.ReadDir("/proc")
+	for _, ent := range entries {
+		pid := ent.Name()
+		if _, err := strconv.Atoi(pid); err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + pid + "/stat")
+		if err != nil {
+			continue
+		}
+		// Fields after the command's closing parenthesis: state ppid ... utime(14) stime(15).
+		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
+		if len(f) < 13 {
+			continue
+		}
+		ppid := f[1]
+		ut, _ := strconv.ParseFloat(f[11], 64)
+		st, _ := strconv.ParseFloat(f[12], 64)
+		secs := (ut + st) / 100
+		cmd, _ := os.ReadFile("/proc/" + pid + "/cmdline")
+		args := strings.ReplaceAll(string(cmd), "\x00", " ")
+		switch {
+		case pid == strconv.Itoa(os.Getpid()):
+			out["test"] += secs
+		case pid == pmPID || ppid == pmPID:
+			out["postgres"] += secs
+		case strings.Contains(args, "redis-server") && strings.Contains(args, redisPort):
+			out["redis"] += secs
+		case strings.Contains(args, "-role worker"):
+			if env, err := os.ReadFile("/proc/" + pid + "/environ"); err == nil && strings.Contains(string(env), "OPS_SITE_TYPE=secondary") {
+				out["worker"] += secs
+			}
+		}
+	}
+	return out
 }

@@ -101,17 +101,17 @@ WHERE executed_obs_units.finish_tx IS NULL`,
 	return err
 }
 
-// insertFilesSQL is the batched registration: one statement per batch, arrays unnested. Each row
-// carries its own transaction and default creation time, so one statement can hold the files of
-// several tasks (the worker's batches, see ApplyBatch).
+// insertFilesSQL is the batched registration: one statement per batch, arrays unnested. One
+// statement can hold the files of several tasks (the worker's batches, see ApplyBatch): $9 and
+// $10 list each task's transaction and acceptance time once, and every row names its task's
+// position in them (an int per row costs less to parse than a uuid and a timestamp per row).
 const insertFilesSQL = `
 INSERT INTO raw_data_files (id, executed_obs_unit_id, instrument_module_id, path, size_bytes, checksum,
                             raw_data_package_id, meta, tx, created_at)
-SELECT id, eou, module, path, size, checksum, NULLIF(pkg, '')::uuid, meta::jsonb, tx,
-       COALESCE(NULLIF(created, '')::timestamptz, accepted)
-FROM unnest($1::uuid[], $2::uuid[], $3::int[], $4::text[], $5::bigint[], $6::text[], $7::text[], $8::text[], $9::uuid[],
-            $10::timestamptz[], $11::text[])
-     AS f(id, eou, module, path, size, checksum, pkg, meta, tx, accepted, created)
+SELECT id, eou, module, path, size, checksum, NULLIF(pkg, '')::uuid, meta::jsonb, ($9::uuid[])[task],
+       COALESCE(NULLIF(created, '')::timestamptz, ($10::timestamptz[])[task])
+FROM unnest($1::uuid[], $2::uuid[], $3::int[], $4::text[], $5::bigint[], $6::text[], $7::text[], $8::text[], $11::text[], $12::int[])
+     AS f(id, eou, module, path, size, checksum, pkg, meta, created, task)
 ON CONFLICT (id) DO NOTHING`
 
 // ApplyFiles registers files in batches of BatchRows rows, all in one transaction; files
@@ -145,24 +145,28 @@ func insertFiles(ctx context.Context, tx *sqlx.Tx, tasks []ingest.FilesTask, bat
 
 // fileRows are the columns of one INSERT … SELECT unnest.
 type fileRows struct {
-	ids, eous, paths, checksums, pkgs, metas, txs, accepted, created []string
-	modules, sizes                                                   []int64
+	ids, eous, paths, checksums, pkgs, metas, created []string
+	modules, sizes, task                              []int64
+	txs, accepted                                     []string // per task (1-based positions in task)
 }
 
 func (r *fileRows) add(f ingest.File, tx string, at time.Time) {
+	if n := len(r.txs); n == 0 || r.txs[n-1] != tx {
+		r.txs, r.accepted = append(r.txs, tx), append(r.accepted, at.Format(time.RFC3339Nano))
+	}
 	created := ""
 	if f.CreatedAt != nil {
 		created = f.CreatedAt.Format(time.RFC3339Nano)
 	}
 	r.ids, r.eous, r.modules, r.paths = append(r.ids, f.ID), append(r.eous, f.ExecutedObsUnitID), append(r.modules, f.InstrumentModuleID), append(r.paths, f.Path)
 	r.sizes, r.checksums, r.pkgs, r.metas = append(r.sizes, f.SizeBytes), append(r.checksums, f.Checksum), append(r.pkgs, f.RawDataPackageID), append(r.metas, string(f.Meta))
-	r.txs, r.accepted, r.created = append(r.txs, tx), append(r.accepted, at.Format(time.RFC3339Nano)), append(r.created, created)
+	r.created, r.task = append(r.created, created), append(r.task, int64(len(r.txs)))
 }
 
 func (r *fileRows) insert(ctx context.Context, tx *sqlx.Tx) error {
 	_, err := tx.ExecContext(ctx, insertFilesSQL, pq.StringArray(r.ids), pq.StringArray(r.eous), pq.Int64Array(r.modules),
 		pq.StringArray(r.paths), pq.Int64Array(r.sizes), pq.StringArray(r.checksums), pq.StringArray(r.pkgs), pq.StringArray(r.metas),
-		pq.StringArray(r.txs), pq.StringArray(r.accepted), pq.StringArray(r.created))
+		pq.StringArray(r.txs), pq.StringArray(r.accepted), pq.StringArray(r.created), pq.Int64Array(r.task))
 	return err
 }
 

@@ -609,11 +609,13 @@ run_bench() {
 
 # run_chaos runs the long fault tests (TestChaos*, skipped unless OPS_CHAOS=1): PostgreSQL stopped
 # for 60 s (a private cluster of the test's own), the worker↔PostgreSQL link dropping all traffic
-# for 2 minutes (toxiproxy), Redis out of memory. OPS_CHAOS_SECONDS shortens the faults.
+# for 2 minutes (toxiproxy), Redis out of memory, and the two-site scenario (TestChaosSites, ~22
+# minutes: 10-minute WAN outage, kills during replay, flapping, slow WAN, lagging replica).
+# OPS_CHAOS_SECONDS shortens the first three, OPS_SITES_* the two-site phases (see README).
 run_chaos() {
 	test_database
 	export OPS_CHAOS=1
-	(cd services/ingest && go test -run "${OPS_CHAOS_RUN:-^TestChaos}" -v -count=1 -timeout 30m .)
+	(cd services/ingest && go test -run "${OPS_CHAOS_RUN:-^TestChaos}" -v -count=1 -timeout 60m .)
 }
 
 case "${1:-}" in

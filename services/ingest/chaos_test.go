@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,8 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
-
-	"github.com/obsops/obsops/pkg/testenv"
 )
 
 // The long fault tests (`make chaos`, several minutes each) run only with OPS_CHAOS=1.
@@ -133,45 +129,4 @@ func TestChaosPostgresStopped(t *testing.T) {
 	lg.wg.Wait()
 	verdict(t, e, lg, 3*time.Minute)
 	e.requireNoActive(t)
-}
-
-type privatePG struct {
-	dir, port, url string
-}
-
-func (p *privatePG) ctl(t *testing.T, args ...string) {
-	t.Helper()
-	all := append([]string{"-u", "postgres", "--", pgBin("pg_ctl"), "-D", p.dir, "-l", filepath.Join(p.dir, "log")}, args...)
-	if args[0] == "start" {
-		all = append(all, "-o", "-p "+p.port+" -k /tmp -c listen_addresses=127.0.0.1")
-	}
-	out, err := exec.Command("runuser", all...).CombinedOutput()
-	require.NoError(t, err, "pg_ctl %v: %s", args, out)
-}
-
-func pgBin(name string) string {
-	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/" + name)
-	if len(matches) == 0 {
-		return name
-	}
-	return matches[len(matches)-1]
-}
-
-// startPrivatePostgres runs a PostgreSQL cluster of the test's own (the shared one must never be
-// stopped), as the postgres user, under /var/tmp.
-func startPrivatePostgres(t *testing.T) *privatePG {
-	t.Helper()
-	dir, err := os.MkdirTemp("/var/tmp", "obsops-chaos-pg-")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	require.NoError(t, exec.Command("chown", "postgres", dir).Run())
-	out, err := exec.Command("runuser", "-u", "postgres", "--", pgBin("initdb"), "-D", dir+"/data", "-A", "trust", "-U", "postgres").CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	_, port, _ := strings.Cut(testenv.FreeAddr(t), ":")
-	p := &privatePG{dir: dir + "/data", port: port, url: "postgres://postgres@127.0.0.1:" + port + "/postgres?sslmode=disable"}
-	p.ctl(t, "start", "-w")
-	t.Cleanup(func() {
-		_ = exec.Command("runuser", "-u", "postgres", "--", pgBin("pg_ctl"), "-D", p.dir, "stop", "-m", "immediate").Run()
-	})
-	return p
 }

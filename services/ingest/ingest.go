@@ -41,7 +41,7 @@ type Config struct {
 	config.Upstreams
 	authn.Config
 	Addr              string `env:"OPS_INGEST_ADDR" envDefault:"127.0.0.1:8084"`
-	WorkerConcurrency int    `env:"OPS_INGEST_WORKER_CONCURRENCY" envDefault:"20"`
+	WorkerConcurrency int    `env:"OPS_INGEST_WORKER_CONCURRENCY" envDefault:"200"`
 	// BulkBodyLimitBytes is the body limit of POST /raw_data_files/bulk, the one route whose
 	// bodies are larger than OPS_BODY_LIMIT_BYTES: 10,000 files with paths of a few hundred bytes.
 	BulkBodyLimitBytes int `env:"OPS_INGEST_BULK_BODY_LIMIT_BYTES" envDefault:"16777216"`

@@ -25,7 +25,7 @@ type ExecutedObsUnit struct {
 	StartTime          *time.Time      `json:"start_time"`
 	EndTime            *time.Time      `json:"end_time,omitempty"`
 	Meta               json.RawMessage `json:"meta"`
-	BufferStatus       string          `json:"buffer_status" enum:"buffered,committed,replicated"`
+	BufferStatus       string          `json:"buffer_status" enum:"buffered,committed,replicated" doc:"Where the record was read from: buffered (held in the buffer, not in the main database yet), committed (in the main database; at a secondary site served from the buffer until this site's replica has it), replicated (read from this site's replica). A record made of several writes (an execution's start and finish) reads as its least advanced one."`
 }
 
 // RawDataFile is a registered raw data file, as read.
@@ -39,7 +39,7 @@ type RawDataFile struct {
 	CreatedAt          time.Time       `json:"created_at"`
 	RawDataPackageID   *string         `json:"raw_data_package_id"`
 	Meta               json.RawMessage `json:"meta"`
-	BufferStatus       string          `json:"buffer_status" enum:"buffered,committed,replicated"`
+	BufferStatus       string          `json:"buffer_status" enum:"buffered,committed,replicated" doc:"Where the record was read from: buffered (held in the buffer, not in the main database yet), committed (in the main database; at a secondary site served from the buffer until this site's replica has it), replicated (read from this site's replica). A record made of several writes (an execution's start and finish) reads as its least advanced one."`
 }
 
 // RawDataPackage is a raw data package, as read (its files are listed beside it).
@@ -53,7 +53,7 @@ type RawDataPackage struct {
 	Checksum           *string    `json:"checksum"`
 	FinalizedAt        *time.Time `json:"finalized_at"`
 	CreatedAt          time.Time  `json:"created_at"`
-	BufferStatus       string     `json:"buffer_status" enum:"buffered,committed,replicated"`
+	BufferStatus       string     `json:"buffer_status" enum:"buffered,committed,replicated" doc:"Where the record was read from: buffered (held in the buffer, not in the main database yet), committed (in the main database; at a secondary site served from the buffer until this site's replica has it), replicated (read from this site's replica). A record made of several writes (an execution's start and finish) reads as its least advanced one."`
 }
 
 // Record is how a validated file reads while it is buffered (accepted at at).

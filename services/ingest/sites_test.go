@@ -2,95 +2,19 @@ package ingest_test
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
+	"io"
 	"net/http"
-	"net/url"
-	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/lib/pq"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
-	"github.com/obsops/obsops/pkg/testenv"
 	"github.com/obsops/obsops/services/ingest/buffer"
 )
-
-// twoSites is the two-site topology of DESIGN §3 on one machine: a main site (a private
-// PostgreSQL primary and the suite on it) and a secondary site (a streaming read replica of that
-// primary made with pg_basebackup -R, its own Redis, and an ingest process with
-// OPS_SITE_TYPE=secondary). The secondary's traffic to the primary — the replica's streaming and
-// the ingest worker's replay — passes through one TCP proxy, the WAN.
-type twoSites struct {
-	main       *env
-	wan        *toxiproxy.Proxy
-	replica    *sql.DB // the secondary's replica, the test's database on it
-	replicaPG  *privatePG
-	secondary  string // the secondary's ingest base URL
-	secRedisDB *testenv.RedisServer
-}
-
-// cutWAN drops every connection through the WAN and refuses new ones.
-func (ts *twoSites) cutWAN() { ts.wan.Stop() }
-
-// restoreWAN listens again on the same address.
-func (ts *twoSites) restoreWAN(t *testing.T) { require.NoError(t, ts.wan.Start()) }
-
-func startTwoSites(t *testing.T) *twoSites {
-	t.Helper()
-	primary := startPrivatePostgres(t) // initdb defaults: wal_level=replica, replication trusted on 127.0.0.1
-	t.Setenv("OPS_TEST_DATABASE_URL", primary.url)
-	vars := map[string]string{"OPS_RATE_LIMIT_PER_MINUTE": "0", "OPS_LOG_LEVEL": "warn"}
-	s := testenv.StartSuite(t, testenv.SuiteOptions{Env: vars, Skip: []string{"transfer", "catalog"}})
-	ts := &twoSites{main: envFor(t, s)}
-
-	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
-	ts.wan = toxiproxy.NewProxy(srv, "wan", "127.0.0.1:0", "127.0.0.1:"+primary.port)
-	require.NoError(t, ts.wan.Start())
-	t.Cleanup(ts.wan.Stop)
-	_, wanPort, _ := strings.Cut(ts.wan.Listen, ":")
-
-	// The replica, cloned and streaming through the WAN.
-	dir := strings.TrimSuffix(primary.dir, "/data") + "/replica"
-	out, err := exec.Command("runuser", "-u", "postgres", "--", pgBin("pg_basebackup"), "-D", dir, "-R", "-X", "stream", "-c", "fast",
-		"-d", "host=127.0.0.1 port="+wanPort+" user=postgres").CombinedOutput()
-	require.NoError(t, err, "pg_basebackup: %s", out)
-	_, port, _ := strings.Cut(testenv.FreeAddr(t), ":")
-	ts.replicaPG = &privatePG{dir: dir, port: port}
-	ts.replicaPG.ctl(t, "start", "-w")
-	t.Cleanup(func() {
-		_ = exec.Command("runuser", "-u", "postgres", "--", pgBin("pg_ctl"), "-D", dir, "stop", "-m", "immediate").Run()
-	})
-	mainURL, err := url.Parse(s.DatabaseURL)
-	require.NoError(t, err)
-	replicaURL, viaWAN := *mainURL, *mainURL
-	replicaURL.Host, viaWAN.Host = "127.0.0.1:"+port, ts.wan.Listen
-	ts.replica, err = sql.Open("postgres", replicaURL.String())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = ts.replica.Close() })
-	var inRecovery bool
-	require.NoError(t, ts.replica.QueryRow(`SELECT pg_is_in_recovery()`).Scan(&inRecovery))
-	require.True(t, inRecovery, "the replica must be a standby")
-	require.Eventually(t, func() bool {
-		var n int
-		return ts.replica.QueryRow(`SELECT count(*) FROM obs_units WHERE id = $1`, ts.main.obsUnit).Scan(&n) == nil && n == 1
-	}, 30*time.Second, 100*time.Millisecond, "the replica never received the planned obs unit")
-
-	ts.secRedisDB = testenv.Redis(t)
-	_, ts.secondary = ingestProc(t, s, "all", map[string]string{
-		"OPS_SITE_TYPE": "secondary", "OPS_SITE_NAME": "observatory",
-		"OPS_DATABASE_URL": replicaURL.String(), "OPS_MAIN_DATABASE_URL": viaWAN.String(),
-		"OPS_REDIS_URL": ts.secRedisDB.URL,
-	})
-	return ts
-}
 
 // secFile is what a read at the secondary answers for a file.
 type secFile struct {
@@ -105,11 +29,8 @@ type secFile struct {
 // the secondary's replica has not replayed it (replay paused: the cache keeps it) and ends
 // "replicated", as do the receipts.
 func TestTwoSitesWANCut(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to run private PostgreSQL clusters as the postgres user")
-	}
 	begin := time.Now()
-	ts := startTwoSites(t)
+	ts := startTwoSites(t, twoSitesOptions{})
 	t.Logf("two sites up in %s", time.Since(begin).Round(time.Millisecond))
 	e := ts.main
 	c := &http.Client{Timeout: 10 * time.Second}
@@ -183,14 +104,36 @@ func TestTwoSitesWANCut(t *testing.T) {
 		mu.Unlock()
 		time.Sleep(20 * time.Millisecond)
 	}
+	// The observation ends and its first 10 files become a package, still with the WAN cut.
+	r = sec(http.MethodPut, "/executed_obs_units/"+st.ID+"/finish", map[string]any{"end_time": "2026-11-25T02:00:00Z", "status": "completed"})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	var fin answer
+	r.json(t, &fin)
+	mu.Lock()
+	var pkgFiles []string
+	for id := range acked {
+		if len(pkgFiles) < 10 {
+			pkgFiles = append(pkgFiles, id)
+		}
+	}
+	mu.Unlock()
+	r = sec(http.MethodPost, "/raw_data_package/", map[string]any{"executed_obs_unit_id": st.ID, "instrument_module_id": 11, "name": "site2", "file_ids": pkgFiles})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	var pkg answer
+	r.json(t, &pkg)
+	mu.Lock()
+	txs[st.TransactionID], txs[fin.TransactionID], txs[pkg.TransactionID] = true, true, true
+	mu.Unlock()
+	// Every record reads buffered: the execution (start and finish), the package and its files.
+	requireSecStatus(t, c, ts.secondary, e.token, e.obsUnit, st.ID, pkg.ID, len(pkgFiles), "buffered")
+
 	// Nothing crossed the WAN.
 	require.Zero(t, e.count(t, `SELECT count(*) FROM raw_data_files WHERE path LIKE 'site2/%'`))
 	time.Sleep(time.Second)
 
 	// Hold the replica back, then let the WAN return: the main primary gets everything, the
 	// secondary keeps serving the records from its cache as "committed".
-	_, err := ts.replica.Exec(`SELECT pg_wal_replay_pause()`)
-	require.NoError(t, err)
+	ts.pauseReplay(t)
 	ts.restoreWAN(t)
 	t.Logf("%s: WAN restored, replica replay paused", time.Since(begin).Round(time.Millisecond))
 	ids := make([]string, 0, files)
@@ -215,14 +158,14 @@ func TestTwoSitesWANCut(t *testing.T) {
 		r.json(t, &f)
 		require.Equal(t, "committed", f.BufferStatus, "committed in the main primary, not yet in the replica")
 	}
+	requireSecStatus(t, c, ts.secondary, e.token, e.obsUnit, st.ID, pkg.ID, len(pkgFiles), "committed")
 	var n int
 	require.NoError(t, ts.replica.QueryRow(`SELECT count(*) FROM raw_data_files WHERE path LIKE 'site2/%'`).Scan(&n))
 	require.Zero(t, n, "replay is paused: the replica must not have the rows yet")
 
 	t.Logf("%s: all in the main primary, committed, cached at the secondary", time.Since(begin).Round(time.Millisecond))
 	// The replica catches up: the cache lets go, reads come from the replica as "replicated".
-	_, err = ts.replica.Exec(`SELECT pg_wal_replay_resume()`)
-	require.NoError(t, err)
+	ts.resumeReplay(t)
 	require.Eventually(t, func() bool {
 		for tx := range txs {
 			if state, _ := secReceipt(t, c, ts.secondary, e.token, tx); state != "replicated" {
@@ -239,8 +182,13 @@ func TestTwoSitesWANCut(t *testing.T) {
 		require.Equal(t, "replicated", f.BufferStatus)
 		require.Equal(t, acked[id], f.Path)
 	}
+	requireSecStatus(t, c, ts.secondary, e.token, e.obsUnit, st.ID, pkg.ID, len(pkgFiles), "replicated")
 	t.Logf("%s: all replicated", time.Since(begin).Round(time.Millisecond))
-	keys := ts.secRedisDB.Client().Keys(context.Background(), "ingest:rec:file:*").Val()
+	// The backlog was applied several tasks to a transaction (the worker's batches).
+	tasks, commits := workerBatches(t, c, ts.secWorkerURL)
+	t.Logf("the secondary's worker applied %d tasks in %d transactions", tasks, commits)
+	require.Less(t, commits, tasks, "a backlog must be applied in shared transactions")
+	keys := ts.secRedis.Client().Keys(context.Background(), "ingest:rec:file:*").Val()
 	require.Empty(t, keys, "replicated records must leave the secondary's cache")
 
 	close(stopRead)
@@ -266,6 +214,70 @@ func TestTwoSitesWANCut(t *testing.T) {
 	for p, k := range seen {
 		require.Equal(t, 1, k, "duplicated %s", p)
 	}
+}
+
+// requireSecStatus reads at the secondary execution eou (in the list of obs unit ou), package pkg
+// with its files, and requires every one of them to report buffer_status want (and the
+// execution to be completed, the package to list files files).
+func requireSecStatus(t *testing.T, c *http.Client, base, token string, ou int64, eou, pkg string, files int, want string) {
+	t.Helper()
+	r := doURL(t, c, http.MethodGet, fmt.Sprintf("%s/executed_obs_units/%d?limit=500", base, ou), token, nil)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	var list struct {
+		Items []struct {
+			ID           string `json:"id"`
+			Status       string `json:"status"`
+			BufferStatus string `json:"buffer_status"`
+		} `json:"items"`
+	}
+	r.json(t, &list)
+	found := false
+	for _, it := range list.Items {
+		if it.ID == eou {
+			found = true
+			require.Equal(t, "completed", it.Status, "the finish is read with the execution")
+			require.Equal(t, want, it.BufferStatus, "execution")
+		}
+	}
+	require.True(t, found, "execution %s missing at the secondary: %s", eou, r.Body)
+	r = doURL(t, c, http.MethodGet, base+"/raw_data_package/"+pkg+"?limit=500", token, nil)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	var view struct {
+		BufferStatus string `json:"buffer_status"`
+		Files        struct {
+			Items []secFile `json:"items"`
+		} `json:"files"`
+	}
+	r.json(t, &view)
+	require.Equal(t, want, view.BufferStatus, "package")
+	require.Len(t, view.Files.Items, files, "the package's files: %s", r.Body)
+	for _, f := range view.Files.Items {
+		require.Equal(t, want, f.BufferStatus, "file %s of the package", f.ID)
+	}
+}
+
+// workerBatches reads from a worker's /metrics how many tasks it applied in how many
+// transactions (obsops_ingest_batch_tasks: sum and count).
+func workerBatches(t *testing.T, c *http.Client, base string) (tasks, txs int) {
+	t.Helper()
+	resp, err := c.Get(base + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(b), "\n") {
+		var v float64
+		switch {
+		case strings.HasPrefix(line, "obsops_ingest_batch_tasks_sum "):
+			_, _ = fmt.Sscan(strings.TrimPrefix(line, "obsops_ingest_batch_tasks_sum "), &v)
+			tasks = int(v)
+		case strings.HasPrefix(line, "obsops_ingest_batch_tasks_count "):
+			_, _ = fmt.Sscan(strings.TrimPrefix(line, "obsops_ingest_batch_tasks_count "), &v)
+			txs = int(v)
+		}
+	}
+	require.Positive(t, txs, "no obsops_ingest_batch_tasks in the worker's metrics")
+	return tasks, txs
 }
 
 func secReceipt(t *testing.T, c *http.Client, base, token, tx string) (string, string) {

@@ -67,6 +67,34 @@ func (h *Handlers) readErr(err error) error {
 	return h.unavailable("the database is unavailable")
 }
 
+// cachedStatus sets the buffer_status of records with parts still in the read cache (txOf: record
+// id → the transactions of its cached parts): buffered while any part waits for the worker,
+// committed once every part is in the main database (at a secondary site the cache keeps them
+// until the replica has them). A record never reads more advanced than its least advanced part.
+func (h *Handlers) cachedStatus(ctx context.Context, txOf map[string][]string, set func(id, status string)) error {
+	if len(txOf) == 0 {
+		return nil
+	}
+	var txs []string
+	for _, ts := range txOf {
+		txs = append(txs, ts...)
+	}
+	done, err := h.Buffer.CommittedTxs(ctx, txs...)
+	if err != nil {
+		return err
+	}
+	for id, ts := range txOf {
+		status := ingest.Committed
+		for _, tx := range ts {
+			if !done[tx] {
+				status = ingest.Buffered
+			}
+		}
+		set(id, status)
+	}
+	return nil
+}
+
 // listExecutions merges the committed executions of an obs unit with the buffered ones. The
 // buffer is read before the database: a record leaves the buffer only after its commit, so it is
 // always found in one of the two.
@@ -96,6 +124,7 @@ func (h *Handlers) listExecutions(ctx context.Context, in *listExecutionsInput) 
 	for i, r := range rows {
 		byID[r.ID] = i
 	}
+	txOf := map[string][]string{} // cached parts of a row (start, finish) → their transactions
 	for id, c := range starts {
 		if _, ok := byID[id]; ok {
 			continue
@@ -104,6 +133,7 @@ func (h *Handlers) listExecutions(ctx context.Context, in *listExecutionsInput) 
 		if json.Unmarshal(c.Record, &r) == nil {
 			byID[id] = len(rows)
 			rows = append(rows, startRecord(r.R))
+			txOf[id] = append(txOf[id], c.Tx)
 		}
 	}
 	var open []string
@@ -123,7 +153,11 @@ func (h *Handlers) listExecutions(ctx context.Context, in *listExecutionsInput) 
 		}
 		r := &rows[byID[id]]
 		end := f.R.EndTime
-		r.Status, r.EndTime, r.Meta, r.BufferStatus = f.R.Status, &end, postgres.MergeMeta(r.Meta, f.R.Meta), ingest.Buffered
+		r.Status, r.EndTime, r.Meta = f.R.Status, &end, postgres.MergeMeta(r.Meta, f.R.Meta)
+		txOf[id] = append(txOf[id], c.Tx)
+	}
+	if err := h.cachedStatus(ctx, txOf, func(id, status string) { rows[byID[id]].BufferStatus = status }); err != nil {
+		return nil, h.readErr(err)
 	}
 	sort.SliceStable(rows, func(i, j int) bool {
 		a, b := rows[i].StartTime, rows[j].StartTime
@@ -211,6 +245,7 @@ func (h *Handlers) getPackage(ctx context.Context, in *packageInput) (*packageOu
 	if err != nil {
 		return nil, h.readErr(err)
 	}
+	txOf := map[string][]string{}
 	switch {
 	case row != nil:
 		view.RawDataPackage, named = row.Package, row.FileIDs
@@ -224,6 +259,7 @@ func (h *Handlers) getPackage(ctx context.Context, in *packageInput) (*packageOu
 		view.RawDataPackage = ingest.RawDataPackage{ID: p.ID, ExecutedObsUnitID: p.ExecutedObsUnitID, InstrumentModuleID: p.InstrumentModuleID,
 			Name: p.Name, Status: ingest.PackageBuilding, CreatedAt: r.At, BufferStatus: ingest.Buffered}
 		named = p.FileIDs
+		txOf[id] = []string{c.Tx}
 	}
 	bufferedFiles, err := h.Buffer.Get(ctx, buffer.KindFile, append(members, named...)...)
 	if err != nil {
@@ -237,6 +273,29 @@ func (h *Handlers) getPackage(ctx context.Context, in *packageInput) (*packageOu
 	for _, f := range files {
 		inDB[f.ID] = true
 	}
+	// Files the package names that are committed while the package itself is still cached (the
+	// database cannot link them to a package it does not hold yet), cached or not: as in getFile,
+	// the row wins over a cached registration (a client's retry of a committed file is held again).
+	var namedCommitted []string
+	for _, fid := range named {
+		if !inDB[fid] {
+			namedCommitted = append(namedCommitted, fid)
+		}
+	}
+	if len(namedCommitted) > 0 {
+		found, err := h.Store.Files(ctx, namedCommitted)
+		if err != nil {
+			return nil, h.readErr(err)
+		}
+		for _, f := range found {
+			if f.RawDataPackageID == nil {
+				p := id
+				f.RawDataPackageID = &p
+			}
+			files, inDB[f.ID] = append(files, f), true
+		}
+	}
+	byID := map[string]int{}
 	for fid, c := range bufferedFiles {
 		if inDB[fid] {
 			continue
@@ -251,8 +310,20 @@ func (h *Handlers) getPackage(ctx context.Context, in *packageInput) (*packageOu
 			rec.RawDataPackageID = &p
 		}
 		if *rec.RawDataPackageID == id {
+			byID[fid] = len(files)
 			files = append(files, rec)
+			txOf[fid] = []string{c.Tx}
 		}
+	}
+	err = h.cachedStatus(ctx, txOf, func(rid, status string) {
+		if rid == id && row == nil {
+			view.BufferStatus = status
+		} else if i, ok := byID[rid]; ok {
+			files[i].BufferStatus = status
+		}
+	})
+	if err != nil {
+		return nil, h.readErr(err)
 	}
 	postgres.SortFiles(files)
 	view.Files = paginate(files, in.Limit, in.Offset)

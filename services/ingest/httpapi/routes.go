@@ -149,7 +149,8 @@ func Register(api huma.API, h *Handlers) {
 	huma.Register(api, h.Auth.Op(huma.Operation{
 		OperationID: "get-ingest-transaction", Method: http.MethodGet, Path: "/api/ingest/transactions/{transaction_id}",
 		Summary: "Receipt of a buffered write", Tags: []string{"Buffered writes"}, Errors: []int{404, 422, 503},
-		Description: "Where a buffered write is: buffered, applying, committed (with commit time and WAL position), retrying " +
+		Description: "Where a buffered write is: buffered, applying, committed (with commit time and WAL position), replicated " +
+			"(a secondary site's replica has it), retrying " +
 			"(with the last error) or dead (a dead letter). API tokens need read:data or read:observations.",
 	}), h.receipt)
 }

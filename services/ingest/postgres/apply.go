@@ -147,84 +147,118 @@ const lsnTimeout = 10 * time.Second
 // ApplyStart records the start of an execution. A finish applied earlier keeps its status; a
 // start applied twice changes nothing.
 func (a *Applier) ApplyStart(ctx context.Context, t ingest.StartTask) (Commit, error) {
+	return a.ApplyBatch(ctx, []Work{{Start: &t}})
+}
+
+func execStart(ctx context.Context, q sqlx.ExecerContext, t ingest.StartTask) error {
 	s := t.Start
-	return a.inTx(ctx, func(tx *sqlx.Tx) error {
-		_, err := tx.ExecContext(ctx, `
+	_, err := q.ExecContext(ctx, `
 INSERT INTO executed_obs_units (id, obs_unit_id, instrument_module_id, site, start_time, start_meta, start_tx)
 VALUES ($1, $2, NULLIF($3, 0), $4, $5, $6, $7)
 ON CONFLICT (id) DO UPDATE SET obs_unit_id = EXCLUDED.obs_unit_id, instrument_module_id = EXCLUDED.instrument_module_id,
     site = EXCLUDED.site, start_time = EXCLUDED.start_time, start_meta = EXCLUDED.start_meta, start_tx = EXCLUDED.start_tx
 WHERE executed_obs_units.start_tx IS NULL`,
-			s.ID, s.ObsUnitID, s.InstrumentModuleID, s.Site, s.StartTime, []byte(s.Meta), t.TxID)
-		return err
-	})
+		s.ID, s.ObsUnitID, s.InstrumentModuleID, s.Site, s.StartTime, []byte(s.Meta), t.TxID)
+	return err
 }
 
 // ApplyFinish records the end of an execution, before or after its start.
 func (a *Applier) ApplyFinish(ctx context.Context, t ingest.FinishTask) (Commit, error) {
+	return a.ApplyBatch(ctx, []Work{{Finish: &t}})
+}
+
+func execFinish(ctx context.Context, q sqlx.ExecerContext, t ingest.FinishTask) error {
 	f := t.Finish
-	return a.inTx(ctx, func(tx *sqlx.Tx) error {
-		_, err := tx.ExecContext(ctx, `
+	_, err := q.ExecContext(ctx, `
 INSERT INTO executed_obs_units (id, status, end_time, finish_meta, finish_tx)
 VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, end_time = EXCLUDED.end_time,
     finish_meta = EXCLUDED.finish_meta, finish_tx = EXCLUDED.finish_tx
 WHERE executed_obs_units.finish_tx IS NULL`,
-			t.ID, f.Status, f.EndTime, []byte(f.Meta), t.TxID)
-		return err
-	})
+		t.ID, f.Status, f.EndTime, []byte(f.Meta), t.TxID)
+	return err
 }
 
-// insertFiles is the batched registration: one statement per batch, arrays unnested.
-const insertFiles = `
+// insertFilesSQL is the batched registration: one statement per batch, arrays unnested. One
+// statement can hold the files of several tasks (the worker's batches, see ApplyBatch): $9 and
+// $10 list each task's transaction and acceptance time once, and every row names its task's
+// position in them (an int per row costs less to parse than a uuid and a timestamp per row).
+const insertFilesSQL = `
 INSERT INTO raw_data_files (id, executed_obs_unit_id, instrument_module_id, path, size_bytes, checksum,
                             raw_data_package_id, meta, tx, created_at)
-SELECT id, eou, module, path, size, checksum, NULLIF(pkg, '')::uuid, meta::jsonb, $9,
-       COALESCE(NULLIF(created, '')::timestamptz, $10)
-FROM unnest($1::uuid[], $2::uuid[], $3::int[], $4::text[], $5::bigint[], $6::text[], $7::text[], $8::text[], $11::text[])
-     AS f(id, eou, module, path, size, checksum, pkg, meta, created)
+SELECT id, eou, module, path, size, checksum, NULLIF(pkg, '')::uuid, meta::jsonb, ($9::uuid[])[task],
+       COALESCE(NULLIF(created, '')::timestamptz, ($10::timestamptz[])[task])
+FROM unnest($1::uuid[], $2::uuid[], $3::int[], $4::text[], $5::bigint[], $6::text[], $7::text[], $8::text[], $11::text[], $12::int[])
+     AS f(id, eou, module, path, size, checksum, pkg, meta, created, task)
 ON CONFLICT (id) DO NOTHING`
 
 // ApplyFiles registers files in batches of BatchRows rows, all in one transaction; files
 // already registered are left as they are.
 func (a *Applier) ApplyFiles(ctx context.Context, t ingest.FilesTask) (Commit, error) {
-	batch := a.BatchRows
+	return a.ApplyBatch(ctx, []Work{{Files: &t}})
+}
+
+// filesExec runs insertFilesSQL with its arguments: prepared (Applier.filesExec) or not (plainFilesExec).
+type filesExec func(ctx context.Context, args ...any) (sql.Result, error)
+
+// plainFilesExec runs insertFilesSQL unprepared on q (the API's rare direct writes).
+func plainFilesExec(q sqlx.ExecerContext) filesExec {
+	return func(ctx context.Context, args ...any) (sql.Result, error) {
+		return q.ExecContext(ctx, insertFilesSQL, args...)
+	}
+}
+
+// filesExec is insertFilesSQL prepared, on tx (or, with tx nil, on the pool).
+func (a *Applier) filesExec(ctx context.Context, tx *sqlx.Tx) (filesExec, error) {
+	st, err := a.insertFilesStmt(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if tx != nil {
+		st = tx.StmtxContext(ctx, st) // the connection's prepared copy, made once per connection
+	}
+	return st.ExecContext, nil
+}
+
+// insertFiles writes the files of tasks with one INSERT per batch rows (5,000 if batch ≤ 0).
+func insertFiles(ctx context.Context, exec filesExec, tasks []ingest.FilesTask, batch int) error {
 	if batch <= 0 {
 		batch = 5000
 	}
-	if len(t.Files) <= batch { // one statement, prepared once per connection
-		return a.alone(ctx, func() error {
-			st, err := a.insertFilesStmt(ctx)
-			if err != nil {
-				return err
-			}
-			_, err = st.ExecContext(ctx, fileArgs(t.Files, t.TxID, t.AcceptedAt)...)
-			return err
-		})
-	}
-	return a.inTx(ctx, func(tx *sqlx.Tx) error {
-		for start := 0; start < len(t.Files); start += batch {
-			if err := insertFileBatch(ctx, tx, t.Files[start:min(start+batch, len(t.Files))], t.TxID, t.AcceptedAt); err != nil {
-				return err
+	var rows fileRows
+	for _, t := range tasks {
+		for _, f := range t.Files {
+			rows.add(f, t.TxID, t.AcceptedAt)
+			if len(rows.ids) == batch {
+				if err := rows.insert(ctx, exec); err != nil {
+					return err
+				}
+				rows = fileRows{}
 			}
 		}
+	}
+	if len(rows.ids) == 0 {
 		return nil
-	})
+	}
+	return rows.insert(ctx, exec)
 }
 
-func insertFileBatch(ctx context.Context, tx sqlx.ExecerContext, files []ingest.File, txID string, at time.Time) error {
-	_, err := tx.ExecContext(ctx, insertFiles, fileArgs(files, txID, at)...)
-	return err
+// batchRows is BatchRows, 5,000 if unset.
+func (a *Applier) batchRows() int {
+	if a.BatchRows <= 0 {
+		return 5000
+	}
+	return a.BatchRows
 }
 
-// insertFilesStmt is insertFiles prepared: lib/pq runs a query with arguments as two round trips
-// (parse and plan, then execute), a prepared one as one, without parsing or planning again —
-// what a single file's registration costs PostgreSQL most of.
+// insertFilesStmt is insertFilesSQL prepared: lib/pq runs a query with arguments as two round
+// trips (parse and plan, then execute), a prepared one as one, without parsing or planning again —
+// what a single file's registration cost PostgreSQL most of.
 func (a *Applier) insertFilesStmt(ctx context.Context) (*sqlx.Stmt, error) {
 	if st := a.filesStmt.Load(); st != nil {
 		return st, nil
 	}
-	st, err := a.DB.PreparexContext(ctx, insertFiles)
+	st, err := a.DB.PreparexContext(ctx, insertFilesSQL)
 	if err != nil {
 		return nil, err
 	}
@@ -234,29 +268,36 @@ func (a *Applier) insertFilesStmt(ctx context.Context) (*sqlx.Stmt, error) {
 	return a.filesStmt.Load(), nil
 }
 
-// fileArgs are insertFiles' arguments for files.
-func fileArgs(files []ingest.File, txID string, at time.Time) []any {
-	n := len(files)
-	ids, eous, paths, checksums, pkgs, metas, created := make([]string, n), make([]string, n), make([]string, n),
-		make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	modules, sizes := make([]int64, n), make([]int64, n)
-	for i, f := range files {
-		ids[i], eous[i], modules[i], paths[i], sizes[i], checksums[i] = f.ID, f.ExecutedObsUnitID, f.InstrumentModuleID, f.Path, f.SizeBytes, f.Checksum
-		pkgs[i], metas[i] = f.RawDataPackageID, string(f.Meta)
-		if f.CreatedAt != nil {
-			created[i] = f.CreatedAt.Format(time.RFC3339Nano)
-		}
+// fileRows are the columns of one INSERT … SELECT unnest.
+type fileRows struct {
+	ids, eous, paths, checksums, pkgs, metas, created []string
+	modules, sizes, task                              []int64
+	txs, accepted                                     []string // per task (1-based positions in task)
+}
+
+func (r *fileRows) add(f ingest.File, tx string, at time.Time) {
+	if n := len(r.txs); n == 0 || r.txs[n-1] != tx {
+		r.txs, r.accepted = append(r.txs, tx), append(r.accepted, at.Format(time.RFC3339Nano))
 	}
-	return []any{pq.StringArray(ids), pq.StringArray(eous), pq.Int64Array(modules),
-		pq.StringArray(paths), pq.Int64Array(sizes), pq.StringArray(checksums), pq.StringArray(pkgs), pq.StringArray(metas),
-		txID, at, pq.StringArray(created)}
+	created := ""
+	if f.CreatedAt != nil {
+		created = f.CreatedAt.Format(time.RFC3339Nano)
+	}
+	r.ids, r.eous, r.modules, r.paths = append(r.ids, f.ID), append(r.eous, f.ExecutedObsUnitID), append(r.modules, f.InstrumentModuleID), append(r.paths, f.Path)
+	r.sizes, r.checksums, r.pkgs, r.metas = append(r.sizes, f.SizeBytes), append(r.checksums, f.Checksum), append(r.pkgs, f.RawDataPackageID), append(r.metas, string(f.Meta))
+	r.created, r.task = append(r.created, created), append(r.task, int64(len(r.txs)))
+}
+
+func (r *fileRows) insert(ctx context.Context, exec filesExec) error {
+	_, err := exec(ctx, pq.StringArray(r.ids), pq.StringArray(r.eous), pq.Int64Array(r.modules),
+		pq.StringArray(r.paths), pq.Int64Array(r.sizes), pq.StringArray(r.checksums), pq.StringArray(r.pkgs), pq.StringArray(r.metas),
+		pq.StringArray(r.txs), pq.StringArray(r.accepted), pq.StringArray(r.created), pq.Int64Array(r.task))
+	return err
 }
 
 // ApplyPackage creates a package; created twice (or first by a finalize) it stays as it is.
 func (a *Applier) ApplyPackage(ctx context.Context, t ingest.PackageTask) (Commit, error) {
-	return a.inTx(ctx, func(tx *sqlx.Tx) error {
-		return insertPackage(ctx, tx, t.Package, t.TxID)
-	})
+	return a.ApplyBatch(ctx, []Work{{Package: &t}})
 }
 
 func insertPackage(ctx context.Context, q sqlx.ExecerContext, p ingest.Package, txID string) error {

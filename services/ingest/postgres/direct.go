@@ -77,7 +77,7 @@ func (s *Store) UpdateFile(ctx context.Context, id string, u ingest.FileUpdate, 
 	var out *ingest.RawDataFile
 	err := database.InTx(ctx, s.writer(), func(tx *sqlx.Tx) error {
 		if buffered != nil {
-			if err := insertFileBatch(ctx, tx, buffered.Files, buffered.TxID, buffered.AcceptedAt); err != nil {
+			if err := insertFiles(ctx, plainFilesExec(tx), []ingest.FilesTask{*buffered}, 0); err != nil {
 				return err
 			}
 		}

@@ -1,10 +1,12 @@
 // Package worker drains the ingest queue into the main database.
 //
-// Each task is applied in one transaction of idempotent upserts (postgres.Applier); after the
-// commit its records leave the Redis read cache and its receipt records the commit. A failure is
-// classified: the database unreachable or any other transient trouble → retried with backoff
-// and never counted toward the dead letters; an integrity or data error (its obs unit was
-// deleted, ...) → archived at once with the error (a dead letter).
+// Tasks are applied as idempotent upserts (postgres.Applier), several tasks handled at the same
+// moment in one transaction (see batch.go); after the commit a task's records leave the Redis read
+// cache and its receipt records the commit. A failure is classified: the database unreachable or
+// any other transient trouble → retried and never counted toward the dead letters (while the
+// database is unreachable tasks wait for a probe to reach it instead of retrying one by one); an
+// integrity or data error (its obs unit was deleted, ...) → archived at once with the error (a dead
+// letter).
 package worker
 
 import (
@@ -17,9 +19,11 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/obsops/obsops/services/ingest"
 	"github.com/obsops/obsops/services/ingest/buffer"
@@ -33,13 +37,16 @@ func New(rdb redis.UniversalClient, concurrency int, log *slog.Logger, h *Handle
 		Queues:            map[string]int{ingest.Queue: 1},
 		Concurrency:       concurrency,
 		TaskCheckInterval: 50 * time.Millisecond,
-		ShutdownTimeout:   10 * time.Second,
-		BaseContext:       func() context.Context { return context.Background() },
-		Logger:            asynqLogger{log.With("component", "asynq")},
-		LogLevel:          asynq.WarnLevel,
-		IsFailure:         IsFailure,
-		RetryDelayFunc:    RetryDelay,
-		ErrorHandler:      asynq.ErrorHandlerFunc(h.recordFailure),
+		// Retried tasks are due after 0.5–10 s (RetryDelay); asynq's default 5 s between checks
+		// of the retry set would add up to 5 s more.
+		DelayedTaskCheckInterval: time.Second,
+		ShutdownTimeout:          10 * time.Second,
+		BaseContext:              func() context.Context { return context.Background() },
+		Logger:                   asynqLogger{log.With("component", "asynq")},
+		LogLevel:                 asynq.WarnLevel,
+		IsFailure:                IsFailure,
+		RetryDelayFunc:           RetryDelay,
+		ErrorHandler:             asynq.ErrorHandlerFunc(h.recordFailure),
 	})
 }
 
@@ -55,16 +62,21 @@ func IsFailure(err error) bool {
 	return errors.Is(err, errUnknown)
 }
 
+// errNoLSN is a commit at a secondary site whose WAL position is unknown (transient: retried).
+var errNoLSN = errors.New("committed, but the commit's WAL position could not be read; re-applying to learn it")
+
 // errUnknown marks errors that are neither transient nor known permanent: they count, and after
 // buffer.MaxRetry attempts the task is a dead letter.
 var errUnknown = errors.New("unclassified failure")
 
-// RetryDelay is the backoff between attempts: 0.5 s doubling per counted failure up to 30 s,
-// with jitter. Transient failures do not count, so during an outage each task is retried every
-// 0.5–1 s and the backlog drains as soon as the database is back.
+// RetryDelay is the backoff between attempts: 0.5 s doubling per counted failure, capped at 5 s,
+// plus up to as much jitter (so at most 10 s). Transient failures do not count, so a task that
+// failed on an outage is due again 0.5–1 s later; and however long the outage, no task sleeps
+// more than 10 s once the database is back (during the outage tasks wait at the worker's gate,
+// not in the retry set: see batch.go).
 func RetryDelay(n int, _ error, _ *asynq.Task) time.Duration {
 	d := 500 * time.Millisecond << min(n, 6)
-	d = min(d, 30*time.Second)
+	d = min(d, 5*time.Second)
 	return d + time.Duration(rand.Int64N(int64(d)))
 }
 
@@ -74,6 +86,8 @@ type Metrics struct {
 	Failed        *prometheus.CounterVec
 	TimeToDurable prometheus.Histogram
 	BatchRows     prometheus.Histogram
+	BatchTasks    prometheus.Histogram
+	TxRows        prometheus.Histogram
 }
 
 // NewMetrics registers the worker's metrics on reg.
@@ -89,12 +103,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 3600}}),
 		BatchRows: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "obsops_ingest_batch_rows",
 			Help: "Rows written per applied task.", Buckets: []float64{1, 10, 100, 1000, 5000, 10000}}),
+		BatchTasks: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "obsops_ingest_batch_tasks",
+			Help: "Tasks applied per transaction (more than one while the worker works through a backlog).", Buckets: []float64{1, 2, 5, 10, 20, 50, 100, 200, 500}}),
+		TxRows: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "obsops_ingest_transaction_rows",
+			Help: "Rows written per transaction of the worker.", Buckets: []float64{1, 10, 100, 1000, 5000, 10000, 20000}}),
 	}
-	reg.MustRegister(m.Applied, m.Failed, m.TimeToDurable, m.BatchRows)
+	reg.MustRegister(m.Applied, m.Failed, m.TimeToDurable, m.BatchRows, m.BatchTasks, m.TxRows)
 	return m
 }
 
-// Handler applies the ingest tasks.
+// Handler applies the ingest tasks. Start must run before it handles any.
 type Handler struct {
 	Apply   *postgres.Applier
 	Buffer  *buffer.Buffer
@@ -103,6 +121,17 @@ type Handler struct {
 	// Secondary: this is a secondary site's worker (DESIGN §3): committed records stay cached
 	// until the local replica has replayed the commit (see WatchReplica).
 	Secondary bool
+	// Probe is a pool on the main database of its own (OpenProbe), used only to test whether an
+	// unreachable main database is back; nil uses Apply's pool.
+	Probe *sqlx.DB
+	// Appliers is how many batch transactions run at once (0: DefaultAppliers); MaxBatchRows
+	// bounds the rows one gathers (0: DefaultMaxBatchRows).
+	Appliers, MaxBatchRows int
+
+	stopping <-chan struct{}
+	jobs     chan *job
+	gate     *gate
+	payloads *semaphore.Weighted
 }
 
 // Mux routes the task types to their handlers.
@@ -115,38 +144,51 @@ func (h *Handler) Mux() *asynq.ServeMux {
 	return mux
 }
 
-func decode(t *asynq.Task, v any) error {
-	if err := json.Unmarshal(t.Payload(), v); err != nil {
-		return fmt.Errorf("unreadable %s payload: %v: %w", t.Type(), err, asynq.SkipRetry)
+// decode takes the task's share of the payload budget (released by the returned function, also
+// on error) and decodes it.
+func (h *Handler) decode(ctx context.Context, t *asynq.Task, v any) (func(), error) {
+	n := int64(min(len(t.Payload()), payloadBudget))
+	if err := h.payloads.Acquire(ctx, n); err != nil {
+		return func() {}, err
 	}
-	return nil
+	release := func() { h.payloads.Release(n) }
+	if err := json.Unmarshal(t.Payload(), v); err != nil {
+		return release, fmt.Errorf("unreadable %s payload: %v: %w", t.Type(), err, asynq.SkipRetry)
+	}
+	return release, nil
 }
 
 func (h *Handler) start(ctx context.Context, t *asynq.Task) error {
 	var p ingest.StartTask
-	if err := decode(t, &p); err != nil {
+	release, err := h.decode(ctx, t, &p)
+	defer release()
+	if err != nil {
 		return err
 	}
-	c, err := h.Apply.ApplyStart(ctx, p)
+	c, err := h.apply(ctx, p.TxID, postgres.Work{Start: &p})
 	items := []buffer.Item{{Kind: buffer.KindStart, ID: p.Start.ID, Index: buffer.OUIndex(p.Start.ObsUnitID)}}
 	return h.done(ctx, t, p.Envelope, items, 1, c, err)
 }
 
 func (h *Handler) finish(ctx context.Context, t *asynq.Task) error {
 	var p ingest.FinishTask
-	if err := decode(t, &p); err != nil {
+	release, err := h.decode(ctx, t, &p)
+	defer release()
+	if err != nil {
 		return err
 	}
-	c, err := h.Apply.ApplyFinish(ctx, p)
+	c, err := h.apply(ctx, p.TxID, postgres.Work{Finish: &p})
 	return h.done(ctx, t, p.Envelope, []buffer.Item{{Kind: buffer.KindFinish, ID: p.ID}}, 1, c, err)
 }
 
 func (h *Handler) files(ctx context.Context, t *asynq.Task) error {
 	var p ingest.FilesTask
-	if err := decode(t, &p); err != nil {
+	release, err := h.decode(ctx, t, &p)
+	defer release()
+	if err != nil {
 		return err
 	}
-	c, err := h.Apply.ApplyFiles(ctx, p)
+	c, err := h.apply(ctx, p.TxID, postgres.Work{Files: &p})
 	items := make([]buffer.Item, len(p.Files))
 	for i, f := range p.Files {
 		items[i] = buffer.Item{Kind: buffer.KindFile, ID: f.ID}
@@ -159,10 +201,12 @@ func (h *Handler) files(ctx context.Context, t *asynq.Task) error {
 
 func (h *Handler) pkg(ctx context.Context, t *asynq.Task) error {
 	var p ingest.PackageTask
-	if err := decode(t, &p); err != nil {
+	release, err := h.decode(ctx, t, &p)
+	defer release()
+	if err != nil {
 		return err
 	}
-	c, err := h.Apply.ApplyPackage(ctx, p)
+	c, err := h.apply(ctx, p.TxID, postgres.Work{Package: &p})
 	return h.done(ctx, t, p.Envelope, []buffer.Item{{Kind: buffer.KindPackage, ID: p.Package.ID}}, 1, c, err)
 }
 
@@ -171,22 +215,22 @@ func (h *Handler) pkg(ctx context.Context, t *asynq.Task) error {
 func (h *Handler) done(ctx context.Context, t *asynq.Task, env ingest.Envelope, items []buffer.Item, rows int, c postgres.Commit, err error) error {
 	kind := ingest.KindOf(t.Type())
 	if err != nil {
-		var pe *postgres.PermanentError
-		if errors.As(err, &pe) {
+		switch classOf(err) {
+		case classPermanent:
 			return fmt.Errorf("%w: %w", err, asynq.SkipRetry)
-		}
-		var qe *pq.Error
-		if errors.As(err, &qe) {
-			switch qe.Code.Class() {
-			case "08", "40", "53", "57", "58": // connection, rollback, resources, shutdown, system
-			default: // e.g. the schema is older than this build: counted, dead after MaxRetry
-				return fmt.Errorf("%w: %w", errUnknown, err)
-			}
+		case classUnknown: // e.g. the schema is older than this build: counted, dead after MaxRetry
+			return fmt.Errorf("%w: %w", errUnknown, err)
 		}
 		return err // transient: the database is unreachable, shutting down, or the attempt timed out
 	}
 	evict := h.Buffer.Evict
 	if h.Secondary {
+		if c.LSN == "" {
+			// Committed, but the WAL position query failed (the WAN dropped right after the
+			// commit): without it the cache would have to let the records go before the replica
+			// has them. The retry re-applies (a no-op) and learns a position past this commit.
+			return errNoLSN
+		}
 		evict = h.Buffer.MarkCommitted
 	}
 	if err := evict(ctx, env.TxID, items, c.LSN, c.At); err != nil {
@@ -202,16 +246,38 @@ func (h *Handler) done(ctx context.Context, t *asynq.Task, env ingest.Envelope, 
 	return nil
 }
 
+// Classes of failures.
+const (
+	classTransient = "transient" // retried without limit
+	classPermanent = "permanent" // a dead letter at once
+	classUnknown   = "unknown"   // retried up to buffer.MaxRetry
+)
+
+// classOf classifies an attempt's error: integrity and data errors are permanent; a database
+// error of another class than connection, rollback, resources, shutdown or system is unknown;
+// everything else (unreachable, timed out) is transient.
+func classOf(err error) string {
+	var pe *postgres.PermanentError
+	if errors.As(err, &pe) {
+		return classPermanent
+	}
+	if errors.Is(err, errUnknown) {
+		return classUnknown
+	}
+	var qe *pq.Error
+	if errors.As(err, &qe) {
+		switch qe.Code.Class() {
+		case "08", "40", "53", "57", "58":
+		default:
+			return classUnknown
+		}
+	}
+	return classTransient
+}
+
 // recordFailure is asynq's error handler: counts the failure and notes it in the receipt.
 func (h *Handler) recordFailure(ctx context.Context, t *asynq.Task, err error) {
-	class := "transient"
-	var pe *postgres.PermanentError
-	switch {
-	case errors.As(err, &pe):
-		class = "permanent"
-	case errors.Is(err, errUnknown):
-		class = "unknown"
-	}
+	class := classOf(err)
 	h.Metrics.Failed.WithLabelValues(ingest.KindOf(t.Type()), class).Inc()
 	var env struct{ ingest.Envelope }
 	if json.Unmarshal(t.Payload(), &env) == nil && env.TxID != "" {
@@ -219,9 +285,12 @@ func (h *Handler) recordFailure(ctx context.Context, t *asynq.Task, err error) {
 		h.Buffer.RecordFailure(rctx, env.TxID, err)
 		cancel()
 	}
-	if class == "permanent" {
+	switch {
+	case class == classPermanent:
 		h.Log.Error("task is a dead letter", "type", t.Type(), "error", err.Error())
-	} else {
+	case errors.Is(err, errUnreachable): // the gate's own timeout: logged once when it closed
+		h.Log.Debug("task waited for the main database; will retry", "type", t.Type())
+	default:
 		h.Log.Warn("task failed; will retry", "type", t.Type(), "class", class, "error", err.Error())
 	}
 }

@@ -88,13 +88,21 @@ func run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		probe, err := worker.OpenProbe(cfg.MainDB())
+		if err != nil {
+			return err
+		}
 		h := &worker.Handler{
 			Apply:  &postgres.Applier{DB: mainDB, BatchRows: 5000},
 			Buffer: buf, Log: svc.Log, Metrics: worker.NewMetrics(svc.Metrics),
-			Secondary: cfg.SiteType == "secondary",
+			Secondary: cfg.SiteType == "secondary", Probe: probe,
+			Appliers: min(worker.DefaultAppliers, cfg.DBMaxConns),
 		}
+		hctx, stopHandler := context.WithCancel(context.Background())
+		h.Start(hctx)
 		srv := worker.New(svc.Redis, cfg.WorkerConcurrency, svc.Log, h)
 		if err := srv.Start(h.Mux()); err != nil {
+			stopHandler()
 			return fmt.Errorf("start worker: %w", err)
 		}
 		svc.AddReadiness("worker", func(context.Context) error { return srv.Ping() })
@@ -105,7 +113,9 @@ func run(ctx context.Context) error {
 			svc.OnShutdown("replica-watch", func(context.Context) error { stop(); return nil })
 		}
 		svc.OnShutdown("worker", func(context.Context) error {
+			stopHandler() // tasks waiting for the main database go back to the queue at once
 			srv.Shutdown()
+			_ = probe.Close()
 			return mainDB.Close()
 		})
 	}

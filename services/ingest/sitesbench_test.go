@@ -5,9 +5,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -232,4 +234,49 @@ func (ts *twoSites) cpuSeconds() map[string]float64 {
 		}
 	}
 	return out
+}
+
+// openLoop sends single-file registrations to base at rate per second for d, each at its
+// scheduled time whatever the answers before it (open loop: latency counts from the scheduled
+// time, so queueing is not hidden). It returns the latencies of the 201s and the error count.
+func openLoop(t *testing.T, c *http.Client, base, token, eou string, rate int, d time.Duration, tag string) ([]time.Duration, int) {
+	var mu sync.Mutex
+	var lat []time.Duration
+	var errs atomic.Int64
+	var wg sync.WaitGroup
+	n := int(d.Seconds() * float64(rate))
+	interval := time.Second / time.Duration(rate)
+	begin := time.Now()
+	sem := make(chan struct{}, 4096)
+	for i := range n {
+		at := begin.Add(time.Duration(i) * interval)
+		time.Sleep(time.Until(at))
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			body := fmt.Sprintf(`{"executed_obs_unit_id":%q,"instrument_module_id":11,"path":"bench/%s/%08d","size_bytes":1,"checksum":"xxh64:0123456789abcdef"}`, eou, tag, i)
+			req, _ := http.NewRequest(http.MethodPost, base+"/raw_data_files/", strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+token)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := c.Do(req)
+			if err != nil {
+				errs.Add(1)
+				return
+			}
+			drain(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusCreated {
+				errs.Add(1)
+				return
+			}
+			mu.Lock()
+			lat = append(lat, time.Since(at))
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	slices.Sort(lat)
+	return lat, int(errs.Load())
 }

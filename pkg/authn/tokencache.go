@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/obsops/obsops/pkg/contract"
+	"github.com/obsops/obsops/pkg/groupcommit"
 )
 
 // MaxTokenCacheTTL bounds OPS_TOKEN_CACHE_TTL: the longest a change to a token (revoked,
@@ -41,7 +42,7 @@ const usageTimeout = 200 * time.Millisecond
 //     request goes on, so usage_count, last_used_at and last_used_ip stay exact; if Redis cannot
 //     take it the request is verified at authtoken instead (which then counts it, with its own
 //     fallback). Uses of concurrent requests are written together (a group commit, see
-//     usageBatch): one Redis MULTI per batch instead of one per request.
+//     usageWrite): one Redis MULTI per batch instead of one per request.
 //
 // Invalidation: authtoken announces every change to tokens on contract.TokenInvalidationChannel
 // after dropping its own cached records, and every new user directory version is announced on
@@ -61,7 +62,7 @@ type CachedTokens struct {
 	Now func() time.Time
 
 	start   sync.Once
-	uses    usageBatch
+	uses    groupcommit.Group[usageWrite]
 	mu      sync.RWMutex
 	m       map[[sha256.Size]byte]*cachedToken
 	flights map[[sha256.Size]byte]*flight
@@ -152,7 +153,7 @@ func (c *CachedTokens) hit(ctx context.Context, e *cachedToken, req VerifyReques
 	if missing := MissingScopes(e.p.Scopes, req.Scopes); len(missing) > 0 {
 		return nil, true, &InsufficientScopeError{Missing: missing} // not a use: authtoken counts none either
 	}
-	if err := c.uses.record(ctx, c.Redis, e.p.TokenID, now, ClientAddr(req.ClientIP)); err != nil {
+	if err := c.recordUse(ctx, e.p.TokenID, now, ClientAddr(req.ClientIP)); err != nil {
 		return nil, false, nil
 	}
 	p := e.p // a copy: the caller owns what it gets
@@ -211,25 +212,15 @@ func (c *CachedTokens) listen() {
 	}()
 }
 
-// usageBatch writes the uses of cache hits to Redis as a group commit: the first request to
-// arrive writes its use at once; requests arriving while that write is in flight join the next
-// write, which their first arrival starts as soon as the previous one returns. Every request
-// waits for the write holding its use, so counts stay exact, while at thousands of requests
-// per second one MULTI carries dozens of uses (Redis round trips are most of a cached
+// usageWrite is one MULTI's worth of uses of cache hits: counts and the latest use per token.
+// The uses are written as a group commit (groupcommit.Group): the first request to arrive writes
+// its use at once; requests arriving while that write is in flight join the next write. Every
+// request waits for the write holding its use, so counts stay exact, while at thousands of
+// requests per second one MULTI carries dozens of uses (Redis round trips are most of a cached
 // verification's cost).
-type usageBatch struct {
-	mu      sync.Mutex
-	writing bool
-	next    *usageWrite // what the next write carries (nil: nothing yet)
-}
-
-// usageWrite is one MULTI's worth of uses: counts and the latest use per token, and done,
-// closed with err set once written.
 type usageWrite struct {
 	counts map[int64]int64
 	last   map[int64]tokenUse
-	done   chan struct{}
-	err    error
 }
 
 type tokenUse struct {
@@ -237,39 +228,25 @@ type tokenUse struct {
 	ip string
 }
 
-// record adds one use of token id at at from ip and returns once it is in Redis (or failed).
-func (b *usageBatch) record(ctx context.Context, rdb redis.UniversalClient, id int64, at time.Time, ip string) error {
-	b.mu.Lock()
-	w := b.next
-	if w == nil {
-		w = &usageWrite{counts: map[int64]int64{}, last: map[int64]tokenUse{}, done: make(chan struct{})}
-		b.next = w
-	}
-	w.counts[id]++
-	if l, ok := w.last[id]; !ok || !at.Before(l.at) {
-		w.last[id] = tokenUse{at, ip}
-	}
-	lead := !b.writing
-	if lead {
-		b.writing, b.next = true, nil
-	}
-	b.mu.Unlock()
-	if lead {
-		b.write(rdb, w)
-	}
-	select {
-	case <-w.done:
-		return w.err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+// recordUse adds one use of token id at at from ip and returns once it is in Redis (or failed).
+func (c *CachedTokens) recordUse(ctx context.Context, id int64, at time.Time, ip string) error {
+	_, err := c.uses.Join(ctx, func(w *usageWrite) {
+		if w.counts == nil {
+			w.counts, w.last = map[int64]int64{}, map[int64]tokenUse{}
+		}
+		w.counts[id]++
+		if l, ok := w.last[id]; !ok || !at.Before(l.at) {
+			w.last[id] = tokenUse{at, ip}
+		}
+	}, c.writeUses)
+	return err
 }
 
-// write writes w; a batch that gathered meanwhile is written next, by a goroutine of its own (so
-// no request waits for more than its own batch and the one before it).
-func (b *usageBatch) write(rdb redis.UniversalClient, w *usageWrite) {
+// writeUses writes one round of uses in one MULTI.
+func (c *CachedTokens) writeUses(w *usageWrite) error {
 	ctx, cancel := context.WithTimeout(context.Background(), usageTimeout)
-	_, w.err = rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	defer cancel()
+	_, err := c.Redis.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		for id, n := range w.counts {
 			field := strconv.FormatInt(id, 10)
 			p.HIncrBy(ctx, contract.TokenUsageCountKey, field, n)
@@ -277,15 +254,7 @@ func (b *usageBatch) write(rdb redis.UniversalClient, w *usageWrite) {
 		}
 		return nil
 	})
-	cancel()
-	close(w.done)
-	b.mu.Lock()
-	next := b.next
-	b.next, b.writing = nil, next != nil
-	b.mu.Unlock()
-	if next != nil {
-		go b.write(rdb, next)
-	}
+	return err
 }
 
 // RecordTokenUse counts one use of API token tokenID at at from client address ip (anything

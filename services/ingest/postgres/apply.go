@@ -8,7 +8,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/obsops/obsops/pkg/database"
+	"github.com/obsops/obsops/pkg/groupcommit"
 	"github.com/obsops/obsops/services/ingest"
 )
 
@@ -29,7 +29,7 @@ type Applier struct {
 	BatchRows int
 
 	filesStmt atomic.Pointer[sqlx.Stmt] // insertFiles, prepared on first use
-	lsn       lsnReads
+	lsn       groupcommit.Group[walPosition]
 }
 
 // PermanentError is a task that can never apply (e.g. its obs unit was deleted): it goes to the
@@ -81,64 +81,31 @@ func (a *Applier) committed(ctx context.Context) Commit {
 	// After COMMIT returned, the commit record is flushed: the WAL position read now is at or
 	// beyond it (what a replica must have replayed before the cache entry may go). "" if the read
 	// failed: committed all the same, the receipt just lacks the position.
-	return Commit{At: time.Now().UTC(), LSN: a.lsn.after(ctx, a.DB)}
+	return Commit{At: time.Now().UTC(), LSN: a.lsnAfter(ctx)}
 }
 
-// lsnReads shares reads of the WAL position among tasks that committed at about the same time:
-// a task joins the next read, which starts only once the read in flight (if any) has returned —
-// so every read starts after the commit of each task sharing it, and its position is at or
-// beyond all their commit records. With the worker's 20 tasks in flight, one read serves several
-// commits instead of one round trip (and one query for PostgreSQL) per task.
-type lsnReads struct {
-	mu      sync.Mutex
-	reading bool
-	next    *lsnRead
-}
+// walPosition is one read of the WAL position ("" if it failed), shared as a group commit
+// (groupcommit.Group) by the tasks that committed at about the same time: a task joins the next
+// read, which starts only once the read in flight (if any) has returned — so every read starts
+// after the commit of each task sharing it, and its position is at or beyond all their commit
+// records. With many tasks in flight, one read serves several commits instead of one round trip
+// (and one query for PostgreSQL) per task.
+type walPosition struct{ lsn string }
 
-type lsnRead struct {
-	done chan struct{}
-	lsn  string
-}
-
-// after returns a WAL position read after the caller's commit ("" if the read failed).
-func (r *lsnReads) after(ctx context.Context, db *sqlx.DB) string {
-	r.mu.Lock()
-	w := r.next
-	if w == nil {
-		w = &lsnRead{done: make(chan struct{})}
-		r.next = w
-	}
-	lead := !r.reading
-	if lead {
-		r.reading, r.next = true, nil
-	}
-	r.mu.Unlock()
-	if lead {
-		r.read(db, w)
-	}
-	select {
-	case <-w.done:
-		return w.lsn
-	case <-ctx.Done():
+// lsnAfter returns a WAL position read after the caller's commit ("" if the read failed).
+func (a *Applier) lsnAfter(ctx context.Context) string {
+	w, err := a.lsn.Join(ctx, nil, func(w *walPosition) error {
+		rctx, cancel := context.WithTimeout(context.Background(), lsnTimeout)
+		defer cancel()
+		if err := a.DB.QueryRowContext(rctx, `SELECT pg_current_wal_lsn()::text`).Scan(&w.lsn); err != nil {
+			w.lsn = ""
+		}
+		return nil
+	})
+	if err != nil {
 		return ""
 	}
-}
-
-// read performs w, then hands the reads that gathered meanwhile to a goroutine of their own.
-func (r *lsnReads) read(db *sqlx.DB, w *lsnRead) {
-	ctx, cancel := context.WithTimeout(context.Background(), lsnTimeout)
-	if err := db.QueryRowContext(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&w.lsn); err != nil {
-		w.lsn = ""
-	}
-	cancel()
-	close(w.done)
-	r.mu.Lock()
-	next := r.next
-	r.next, r.reading = nil, next != nil
-	r.mu.Unlock()
-	if next != nil {
-		go r.read(db, next)
-	}
+	return w.lsn
 }
 
 // lsnTimeout bounds one read of the WAL position.

@@ -24,6 +24,7 @@ func Access() map[string]Rule {
 		"POST /api/transfer/data-transfer/reset-all-failed":                 admin,
 		"POST /api/transfer/long-term-archive/reset-all-failed":             admin,
 		"POST /api/transfer/staging":                                        AnyUser(),
+		"GET /api/transfer/staging/{id}":                                    AnyUser(),
 		// Movers' agent API (DESIGN §6): service-account API tokens with write:data
 		"POST /api/transfer/agent/claim":                     ServiceAccount("write:data"),
 		"POST /api/transfer/agent/operations/{id}/heartbeat": ServiceAccount("write:data"),

@@ -171,6 +171,24 @@ func TestPipelineThroughAgentAPI(t *testing.T) {
 	require.NotZero(t, job.ID)
 	require.Len(t, job.Operations, 1)
 	require.Equal(t, fmt.Sprintf("/api/transfer/staging/%d", job.ID), r.Header.Get("Location"), "the created job")
+	r = call(t, "GET", gw+r.Header.Get("Location"), s.Viewer, nil)
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	var read struct {
+		ID          int64  `json:"id"`
+		Destination string `json:"destination_location"`
+		Operations  []struct {
+			ID     int64  `json:"id"`
+			Status string `json:"status"`
+		} `json:"operations"`
+	}
+	r.JSON(t, &read)
+	require.Equal(t, job.ID, read.ID)
+	require.NotEmpty(t, read.Destination)
+	require.Len(t, read.Operations, 1)
+	require.Equal(t, job.Operations[0].ID, read.Operations[0].ID)
+	require.Equal(t, "PENDING", read.Operations[0].Status)
+	require.Equal(t, 404, call(t, "GET", fmt.Sprintf("%s/api/transfer/staging/%d", gw, job.ID+1000), s.Viewer, nil).Status)
+	require.Equal(t, 401, call(t, "GET", gw+fmt.Sprintf("/api/transfer/staging/%d", job.ID), "", nil).Status)
 	ops := claim(t, gw, s.Mover, map[string]any{"kinds": []string{"staging"}, "site": "cologne"})
 	require.Len(t, ops, 1)
 	r = call(t, "POST", fmt.Sprintf("%s/api/transfer/agent/operations/%d/complete", gw, ops[0].ID), s.Mover, map[string]any{"bytes": 1, "checksum": ""})

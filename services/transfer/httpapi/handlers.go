@@ -316,6 +316,16 @@ func (h *Handlers) requestStaging(ctx context.Context, in *struct{ Body stagingB
 	return &stagingCreated{Location: "/api/transfer/staging/" + strconv.FormatInt(job.ID, 10), Body: job}, nil
 }
 
+func (h *Handlers) getStaging(ctx context.Context, in *struct {
+	ID int64 `path:"id" minimum:"1" doc:"The staging job's id (from the Location of its request)."`
+}) (*struct{ Body postgres.StagingJob }, error) {
+	job, err := h.Store.StagingJobByID(ctx, in.ID)
+	if err != nil {
+		return nil, h.problemOf(ctx, "staging job", err)
+	}
+	return &struct{ Body postgres.StagingJob }{Body: job}, nil
+}
+
 // ---- agent API ----
 
 // kindName is an OperationKind in a body.

@@ -112,6 +112,12 @@ func Register(api huma.API, app *fiber.App, h *Handlers) {
 			"location to the processing location (default: the first active one). Answers 201 with the job (its id and " +
 			"operations) and its path in Location. 422 names a package that is unknown or not archived.",
 	}), h.requestStaging)
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "get-staging", Method: http.MethodGet, Path: "/api/transfer/staging/{id}",
+		Summary: "A staging job", Tags: tags, Errors: []int{404},
+		Description: "The staging job a request created (its Location): who asked, the destination and its staging " +
+			"operations with their current status. Any signed-in user, like the request; 404 for an unknown id.",
+	}), h.getStaging)
 
 	// ---- Agent API for movers (service-account token with write:data) ----
 	agent := []string{"Transfer agent (movers)"}

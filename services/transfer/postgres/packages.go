@@ -401,6 +401,24 @@ type StagingJob struct {
 	Operations  []transfer.Operation `json:"operations"`
 }
 
+// StagingJobByID reads a staging job with its operations; transfer.ErrNotFound if there is none.
+func (s *Store) StagingJobByID(ctx context.Context, id int64) (StagingJob, error) {
+	job := StagingJob{ID: id}
+	var ids pq.Int64Array
+	err := s.DB.QueryRowContext(ctx, `
+		SELECT j.requested_by, l.name, ARRAY(SELECT o.id FROM operations o WHERE o.staging_job_id = j.id ORDER BY o.id)
+		  FROM staging_jobs j JOIN data_locations l ON l.id = j.destination_location_id WHERE j.id = $1`, id).
+		Scan(&job.RequestedBy, &job.Destination, &ids)
+	if errors.Is(err, sql.ErrNoRows) {
+		return job, transfer.ErrNotFound
+	}
+	if err != nil {
+		return job, err
+	}
+	job.Operations, err = s.operations(ctx, s.DB, ids)
+	return job, err
+}
+
 // CreateStaging requests staging of archived packages to a processing location (the first
 // active one when destination is empty): one staging operation per package, from an archive
 // location holding it.

@@ -13,6 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
+
+	"github.com/obsops/obsops/pkg/testenv/twosites"
 )
 
 // The long fault tests (`make chaos`, several minutes each) run only with OPS_CHAOS=1.
@@ -112,17 +114,17 @@ func TestChaosRedisOutOfMemory(t *testing.T) {
 // starts it again: the backlog drains by itself, nothing is lost, doubled or dead-lettered.
 func TestChaosPostgresStopped(t *testing.T) {
 	chaos(t)
-	pg := startPrivatePostgres(t)
-	t.Setenv("OPS_TEST_DATABASE_URL", pg.url)
+	pg := twosites.PrivatePostgres(t)
+	t.Setenv("OPS_TEST_DATABASE_URL", pg.URL)
 	e := newEnv(t, nil)
 	eou := e.start(t, startBody(e.obsUnit)).ID
 	ctx, stop := context.WithCancel(context.Background())
 	lg := runLoad(ctx, t, e, eou, 4, 25, &fault{})
 	time.Sleep(5 * time.Second)
-	pg.ctl(t, "stop", "-m", "immediate")
+	pg.Ctl(t, "stop", "-m", "immediate")
 	t.Log("PostgreSQL stopped")
 	time.Sleep(chaosSeconds(60))
-	pg.ctl(t, "start", "-w")
+	pg.Ctl(t, "start", "-w")
 	t.Log("PostgreSQL started")
 	time.Sleep(10 * time.Second)
 	stop()

@@ -126,55 +126,55 @@ func runSiteFaults(t *testing.T, p sitePhases) {
 	}
 
 	// 1. WAN down, a backlog piles up.
-	ts.cutWAN()
+	ts.CutWAN()
 	cut := time.Now()
 	logf("1. WAN down for %s", p.outage)
 	n := in.bulk(ctx, "sites/backlog1/", p.backlog)
 	time.Sleep(time.Until(cut.Add(p.outage)))
 	require.Zero(t, atMain("sites/backlog1/"), "nothing may cross a cut WAN")
-	ts.restoreWAN(t)
+	ts.RestoreWAN(t)
 	logf("   WAN up; %d backlog files acknowledged during the outage", n)
 
 	// 2. The secondary's worker and Redis killed during the replay.
 	logf("2. %s: killing the secondary's worker and Redis (kill -9)", duringReplay("sites/backlog1/", n))
 	rd.fault(true)
-	ts.killSecondaryWorker()
-	ts.secRedis.Kill()
+	ts.KillSecondary(secWorker)
+	ts.Redis.Kill()
 	time.Sleep(time.Second)
-	ts.secRedis.Start()
-	ts.startSecondaryWorker(t)
+	ts.Redis.Start()
+	ts.RestartSecondary(t, secWorker)
 	rd.fault(false)
 	logf("   Redis (from its AOF) and the worker restarted")
 
 	// 3. The main PostgreSQL restarted during a replay.
-	ts.cutWAN()
+	ts.CutWAN()
 	time.Sleep(2 * time.Second)
 	n = in.bulk(ctx, "sites/backlog2/", p.backlog)
-	ts.restoreWAN(t)
+	ts.RestoreWAN(t)
 	logf("3. %s: restarting the main PostgreSQL (immediate)", duringReplay("sites/backlog2/", n))
 	rd.fault(true)
-	ts.restartPrimary(t)
+	ts.RestartPrimary(t)
 	rd.fault(false)
 	logf("   main PostgreSQL back")
 
 	// 4. WAN flapping.
 	logf("4. WAN flapping every %s for %s", p.flapPeriod/2, p.flap)
 	for end := time.Now().Add(p.flap); time.Now().Before(end); {
-		ts.cutWAN()
+		ts.CutWAN()
 		time.Sleep(p.flapPeriod / 2)
-		ts.restoreWAN(t)
+		ts.RestoreWAN(t)
 		time.Sleep(p.flapPeriod / 2)
 	}
 
 	// 5. WAN slow and lossy.
 	logf("5. WAN slow (300 ms round trip, 5%% of connections reset) for %s", p.slow)
-	ts.slowWAN(t, 300*time.Millisecond, 0.05)
+	ts.SlowWAN(t, 300*time.Millisecond, 0.05)
 	time.Sleep(p.slow)
-	ts.healWAN(t)
+	ts.HealWAN(t)
 
 	// 6. The replica falls behind: what commits meanwhile stays cached, "committed".
 	logf("6. replica replay paused for %s", p.lag)
-	ts.pauseReplay(t)
+	ts.PauseReplay(t)
 	time.Sleep(time.Second) // what was acknowledged before may have been replayed already
 	mark := in.ackedCount()
 	time.Sleep(p.lag)
@@ -184,7 +184,7 @@ func runSiteFaults(t *testing.T, p sitePhases) {
 		return e.count(t, `SELECT count(*) FROM raw_data_files WHERE id = ANY($1::uuid[])`, pq.StringArray(lagged)) == len(lagged)
 	}, p.drain, 200*time.Millisecond, "files registered while the replica lagged never reached the main site")
 	var onReplica int
-	require.NoError(t, ts.replica.QueryRow(`SELECT count(*) FROM raw_data_files WHERE id = ANY($1::uuid[])`, pq.StringArray(lagged)).Scan(&onReplica))
+	require.NoError(t, ts.Replica.QueryRow(`SELECT count(*) FROM raw_data_files WHERE id = ANY($1::uuid[])`, pq.StringArray(lagged)).Scan(&onReplica))
 	require.Zero(t, onReplica, "replay is paused: the replica must not have them")
 	for _, id := range lagged[:min(len(lagged), 20)] {
 		r := doURL(t, in.c, http.MethodGet, ts.secondary+"/raw_data_files/"+id, e.token, nil)
@@ -193,7 +193,7 @@ func runSiteFaults(t *testing.T, p sitePhases) {
 		r.json(t, &f)
 		require.Equal(t, "committed", f.BufferStatus, "in the main primary, kept in the secondary's cache")
 	}
-	ts.resumeReplay(t)
+	ts.ResumeReplay(t)
 	logf("   %d files committed and cached while the replica lagged; replay resumed", len(lagged))
 	time.Sleep(2 * time.Second)
 
@@ -243,7 +243,7 @@ func runSiteFaults(t *testing.T, p sitePhases) {
 		require.NoError(t, e.db.QueryRow(`SELECT cardinality(file_ids) FROM raw_data_packages WHERE id = $1`, id).Scan(&n))
 		require.Equal(t, len(fids), n, "package %s lists its files", id)
 	}
-	rdb := ts.secRedis.Client()
+	rdb := ts.Redis.Client()
 	require.Eventually(t, func() bool {
 		return len(rdb.Keys(context.Background(), "ingest:rec:*").Val()) == 0
 	}, p.drain, time.Second, "replicated records must leave the secondary's cache")

@@ -38,7 +38,7 @@ func TestTwoSitesWANCut(t *testing.T) {
 		return doURL(t, c, method, ts.secondary+path, e.token, body)
 	}
 
-	ts.cutWAN()
+	ts.CutWAN()
 	t.Log("WAN cut")
 	r := sec(http.MethodPost, "/executed_obs_units/start", startBody(e.obsUnit))
 	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
@@ -133,8 +133,8 @@ func TestTwoSitesWANCut(t *testing.T) {
 
 	// Hold the replica back, then let the WAN return: the main primary gets everything, the
 	// secondary keeps serving the records from its cache as "committed".
-	ts.pauseReplay(t)
-	ts.restoreWAN(t)
+	ts.PauseReplay(t)
+	ts.RestoreWAN(t)
 	t.Logf("%s: WAN restored, replica replay paused", time.Since(begin).Round(time.Millisecond))
 	ids := make([]string, 0, files)
 	for id := range acked {
@@ -160,12 +160,12 @@ func TestTwoSitesWANCut(t *testing.T) {
 	}
 	requireSecStatus(t, c, ts.secondary, e.token, e.obsUnit, st.ID, pkg.ID, len(pkgFiles), "committed")
 	var n int
-	require.NoError(t, ts.replica.QueryRow(`SELECT count(*) FROM raw_data_files WHERE path LIKE 'site2/%'`).Scan(&n))
+	require.NoError(t, ts.Replica.QueryRow(`SELECT count(*) FROM raw_data_files WHERE path LIKE 'site2/%'`).Scan(&n))
 	require.Zero(t, n, "replay is paused: the replica must not have the rows yet")
 
 	t.Logf("%s: all in the main primary, committed, cached at the secondary", time.Since(begin).Round(time.Millisecond))
 	// The replica catches up: the cache lets go, reads come from the replica as "replicated".
-	ts.resumeReplay(t)
+	ts.ResumeReplay(t)
 	require.Eventually(t, func() bool {
 		for tx := range txs {
 			if state, _ := secReceipt(t, c, ts.secondary, e.token, tx); state != "replicated" {
@@ -185,10 +185,10 @@ func TestTwoSitesWANCut(t *testing.T) {
 	requireSecStatus(t, c, ts.secondary, e.token, e.obsUnit, st.ID, pkg.ID, len(pkgFiles), "replicated")
 	t.Logf("%s: all replicated", time.Since(begin).Round(time.Millisecond))
 	// The backlog was applied several tasks to a transaction (the worker's batches).
-	tasks, commits := workerBatches(t, c, ts.secWorkerURL)
+	tasks, commits := workerBatches(t, c, ts.URLs[secWorker])
 	t.Logf("the secondary's worker applied %d tasks in %d transactions", tasks, commits)
 	require.Less(t, commits, tasks, "a backlog must be applied in shared transactions")
-	keys := ts.secRedis.Client().Keys(context.Background(), "ingest:rec:file:*").Val()
+	keys := ts.Redis.Client().Keys(context.Background(), "ingest:rec:file:*").Val()
 	require.Empty(t, keys, "replicated records must leave the secondary's cache")
 
 	close(stopRead)

@@ -68,7 +68,7 @@ func TestBenchSites(t *testing.T) {
 	// The main site's worker drains its phase before the secondary's starts (on one machine the
 	// two would share the disk: Redis' AOF fsync and token checks stalled for seconds).
 	waitDrained(t, e)
-	ts.cutWAN()
+	ts.CutWAN()
 	sl, serr := openLoop(t, c, ts.secondary, e.token, secEOU, 1000, d, "ack-sec")
 	t.Logf("ack at 1,000 req/s, WAN down: secondary p50 %s p99 %s errors %d | baseline main site p50 %s p99 %s errors %d | target p99 <= 20 ms: %s",
 		ms(pct(sl, .5)), ms(pct(sl, .99)), serr, ms(pct(ml, .5)), ms(pct(ml, .99)), merr, verdictLine(pct(sl, .99) <= 20*time.Millisecond && serr == 0))
@@ -78,21 +78,21 @@ func TestBenchSites(t *testing.T) {
 	singles := len(sl)
 	cpu := ts.cpuMeter(t)
 	up := time.Now()
-	ts.restoreWAN(t)
+	ts.RestoreWAN(t)
 	first, all := waitRows(t, e, "bench/ack-sec/%", singles, 10*time.Minute)
 	singleRate := float64(singles) / all.Sub(up).Seconds()
 	t.Logf("replay of %d single registrations: first row %s after WAN up, all after %s: %.0f rows/s; CPU µs per row: %s",
 		singles, first.Sub(up).Round(time.Millisecond), all.Sub(up).Round(time.Millisecond), singleRate, cpu.perRow(singles))
 
 	// 3. Drain of bulk registrations buffered while the WAN is cut.
-	ts.cutWAN()
+	ts.CutWAN()
 	cut := time.Now()
 	bufferRate := registerBulk(t, c, ts.secondary, e.token, secEOU, "bench/sec-bulk/", files)
 	time.Sleep(time.Until(cut.Add(outage)))
 	require.Zero(t, e.count(t, `SELECT count(*) FROM raw_data_files WHERE path LIKE 'bench/sec-bulk/%'`), "nothing may cross a cut WAN")
 	cpu = ts.cpuMeter(t)
 	up = time.Now()
-	ts.restoreWAN(t)
+	ts.RestoreWAN(t)
 	first, all = waitRows(t, e, "bench/sec-bulk/%", files, 20*time.Minute)
 	bulkCPU := cpu.perRow(files)
 	drainRate := float64(files) / all.Sub(up).Seconds()
@@ -195,10 +195,10 @@ func (m *cpuMeter) perRow(rows int) string {
 func (ts *twoSites) cpuSeconds() map[string]float64 {
 	out := map[string]float64{}
 	pmPID := ""
-	if b, err := os.ReadFile(filepath.Join(ts.primary.dir, "postmaster.pid")); err == nil {
+	if b, err := os.ReadFile(filepath.Join(ts.Primary.Dir, "postmaster.pid")); err == nil {
 		pmPID, _, _ = strings.Cut(string(b), "\n")
 	}
-	_, redisPort, _ := strings.Cut(ts.secRedis.Addr, ":")
+	_, redisPort, _ := strings.Cut(ts.Redis.Addr, ":")
 	entries, _ := os.ReadDir("/proc")
 	for _, ent := range entries {
 		pid := ent.Name()

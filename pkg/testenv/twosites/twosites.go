@@ -6,6 +6,12 @@
 // main site — the replica's WAL streaming and every service's main pool — crosses one TCP proxy,
 // the WAN (in-process toxiproxy), which a test cuts and restores.
 //
+//	s := twosites.Start(t, twosites.Options{MainSkip: ..., MainEnv: ..., SecondaryEnv: ...})
+//	s.StartSecondary(t, "authtoken", nil) / s.StartSecondaryRole(t, "ingest", "worker", nil)
+//	s.CutWAN() / s.RestoreWAN(t) / s.SlowWAN(t, latency, resetToxicity) / s.HealWAN(t)
+//	s.KillSecondary(key) / s.RestartSecondary(t, key), s.Redis.Kill() / .Start()
+//	s.RestartPrimary(t), s.PauseReplay(t) / s.ResumeReplay(t), s.WaitReplicated(t, timeout)
+//
 // It needs root: the private clusters run as the postgres user under /var/tmp (the shared test
 // cluster is never touched). It lives apart from package testenv so that only tests building the
 // topology link toxiproxy.
@@ -13,6 +19,7 @@ package twosites
 
 import (
 	"database/sql"
+	"fmt"
 	"maps"
 	"net/url"
 	"os"
@@ -36,6 +43,8 @@ type Options struct {
 	MainEnv map[string]string
 	// MainSkip are the main suite's services not to start (testenv.SuiteOptions.Skip).
 	MainSkip []string
+	// SecondaryEnv adds or overrides settings of every secondary-site process (Sites.Env).
+	SecondaryEnv map[string]string
 }
 
 // Sites is a running two-site topology.
@@ -50,8 +59,9 @@ type Sites struct {
 	// settings, databases and Redis of the secondary, and OPS_<SERVICE>_URL of the services
 	// started at the secondary so far.
 	Env   map[string]string
-	URLs  map[string]string           // base URLs of the secondary's services
-	Procs map[string]*testenv.Process // the secondary's processes
+	URLs  map[string]string           // base URLs of the secondary's processes, by key
+	Procs map[string]*testenv.Process // the secondary's processes, by key
+	specs map[string]procSpec         // how each was started, for RestartSecondary
 	// ReplicaCluster is the replica's PostgreSQL cluster (stop, start, pause replay).
 	ReplicaCluster *Cluster
 	// Primary is the main site's PostgreSQL cluster.
@@ -75,6 +85,7 @@ func Start(t *testing.T, opts Options) *Sites {
 		Primary: primary,
 		URLs:    map[string]string{},
 		Procs:   map[string]*testenv.Process{},
+		specs:   map[string]procSpec{},
 	}
 
 	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
@@ -121,7 +132,15 @@ func Start(t *testing.T, opts Options) *Sites {
 		"OPS_DATABASE_URL": s.ReplicaURL, "OPS_MAIN_DATABASE_URL": s.MainViaWAN,
 		"OPS_REDIS_URL": s.Redis.URL,
 	})
+	maps.Copy(s.Env, opts.SecondaryEnv)
 	return s
+}
+
+// procSpec is how a secondary process was started.
+type procSpec struct {
+	name  string            // the service (binary)
+	extra map[string]string // its settings beyond Env
+	args  []string
 }
 
 // StartSecondary starts service name at the secondary site with extra settings on a free
@@ -129,16 +148,43 @@ func Start(t *testing.T, opts Options) *Sites {
 // (OPS_<NAME>_URL): start authtoken first, as the others verify tokens there.
 func (s *Sites) StartSecondary(t *testing.T, name string, extra map[string]string, args ...string) string {
 	t.Helper()
-	upper := strings.ToUpper(name)
+	base := s.start(t, name, procSpec{name: name, extra: extra, args: args})
+	s.Env["OPS_"+strings.ToUpper(name)+"_URL"] = base
+	return base
+}
+
+// StartSecondaryRole starts one role of service name (`name -role role`, e.g. ingest's api and
+// worker as separate processes) at the secondary site, like StartSecondary, under the key
+// name+"-"+role in URLs and Procs. It does not publish OPS_<NAME>_URL: a role is only part of the
+// service, and the test decides whom to point at it.
+func (s *Sites) StartSecondaryRole(t *testing.T, name, role string, extra map[string]string) string {
+	t.Helper()
+	return s.start(t, name+"-"+role, procSpec{name: name, extra: extra, args: []string{"-role", role}})
+}
+
+// KillSecondary kills the secondary's process key with SIGKILL (a crash) and waits for it to exit.
+func (s *Sites) KillSecondary(key string) {
+	s.Procs[key].Signal(os.Kill)
+	_, _ = s.Procs[key].Wait(10 * time.Second)
+}
+
+// RestartSecondary starts the secondary's process key again as it was first started, on a new
+// free address (URLs[key] follows), and returns its base URL.
+func (s *Sites) RestartSecondary(t *testing.T, key string) string {
+	t.Helper()
+	return s.start(t, key, s.specs[key])
+}
+
+func (s *Sites) start(t *testing.T, key string, spec procSpec) string {
+	t.Helper()
 	addr := testenv.FreeAddr(t)
 	vars := maps.Clone(s.Env)
-	vars["OPS_"+upper+"_ADDR"] = addr
-	maps.Copy(vars, extra)
-	p := testenv.Start(t, name+"-secondary", testenv.Binary(t, name), vars, args...)
+	vars["OPS_"+strings.ToUpper(spec.name)+"_ADDR"] = addr
+	maps.Copy(vars, spec.extra)
+	p := testenv.Start(t, key+"-secondary", testenv.Binary(t, spec.name), vars, spec.args...)
 	base := "http://" + addr
 	testenv.WaitReady(t, p, base+"/readyz", 30*time.Second)
-	s.URLs[name], s.Procs[name] = base, p
-	s.Env["OPS_"+upper+"_URL"] = base
+	s.URLs[key], s.Procs[key], s.specs[key] = base, p, spec
 	return base
 }
 
@@ -150,6 +196,50 @@ func (s *Sites) RestoreWAN(t *testing.T) {
 	t.Helper()
 	if err := s.WAN.Start(); err != nil {
 		t.Fatalf("twosites: restore the WAN: %v", err)
+	}
+}
+
+// SlowWAN adds latency (± latency/6 jitter) in both directions and resets a share of the
+// connections (toxicity: each new connection is reset after 2 s with that probability).
+func (s *Sites) SlowWAN(t *testing.T, latency time.Duration, resetToxicity float64) {
+	t.Helper()
+	ms := latency.Milliseconds()
+	for _, stream := range []string{"upstream", "downstream"} {
+		if _, err := s.WAN.Toxics.AddToxicJson(strings.NewReader(fmt.Sprintf(
+			`{"name":"latency-%s","type":"latency","stream":%q,"attributes":{"latency":%d,"jitter":%d}}`, stream, stream, ms/2, ms/12))); err != nil {
+			t.Fatalf("twosites: WAN latency: %v", err)
+		}
+	}
+	if resetToxicity > 0 {
+		if _, err := s.WAN.Toxics.AddToxicJson(strings.NewReader(fmt.Sprintf(
+			`{"name":"loss","type":"reset_peer","stream":"upstream","toxicity":%g,"attributes":{"timeout":2000}}`, resetToxicity))); err != nil {
+			t.Fatalf("twosites: WAN resets: %v", err)
+		}
+	}
+}
+
+// HealWAN removes every toxic SlowWAN added.
+func (s *Sites) HealWAN(t *testing.T) { s.WAN.Toxics.ResetToxics(t.Context()) }
+
+// RestartPrimary stops the main PostgreSQL in immediate mode (a crash: every connection dropped,
+// recovery at start) and starts it again.
+func (s *Sites) RestartPrimary(t *testing.T) {
+	t.Helper()
+	s.Primary.Ctl(t, "stop", "-m", "immediate")
+	s.Primary.Ctl(t, "start", "-w")
+}
+
+// PauseReplay holds the replica's WAL replay (it keeps receiving WAL), so that the secondary
+// reads a lagging copy; ResumeReplay lets it go on.
+func (s *Sites) PauseReplay(t *testing.T) { s.replayCtl(t, "pause") }
+
+// ResumeReplay resumes the replica's WAL replay after PauseReplay.
+func (s *Sites) ResumeReplay(t *testing.T) { s.replayCtl(t, "resume") }
+
+func (s *Sites) replayCtl(t *testing.T, op string) {
+	t.Helper()
+	if _, err := s.Replica.Exec(`SELECT pg_wal_replay_` + op + `()`); err != nil {
+		t.Fatalf("twosites: replay %s: %v", op, err)
 	}
 }
 

@@ -1,11 +1,9 @@
 package site_test
 
 import (
-	"bytes"
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -14,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/obsops/obsops/pkg/database"
+	"github.com/obsops/obsops/pkg/testenv"
 	"github.com/obsops/obsops/pkg/testenv/twosites"
 	"github.com/obsops/obsops/services/site"
 )
@@ -28,27 +27,10 @@ type answer struct {
 
 func call(t *testing.T, method, url, token string, body any) answer {
 	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		require.NoError(t, err)
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, url, rd)
-	require.NoError(t, err)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
+	req := testenv.Request(t, method, url, token, body)
 	start := time.Now()
-	resp, err := (&http.Client{Timeout: 15 * time.Second}).Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return answer{Status: resp.StatusCode, Header: resp.Header, Body: b, Took: time.Since(start)}
+	r := testenv.Do(t, &http.Client{Timeout: 15 * time.Second}, req)
+	return answer{Status: r.Status, Header: r.Header, Body: r.Body, Took: time.Since(start)}
 }
 
 // requireMainUnreachable checks a write refused at a secondary whose main is unreachable: 503

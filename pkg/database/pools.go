@@ -290,6 +290,11 @@ func isNetwork(err error) bool {
 	return errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded)
 }
 
+// DeadlineDialer is a lib/pq dialer whose connections must make progress within timeout on
+// every read and write (and connect within it): for a pool that talks across a WAN link that may
+// silently drop traffic (the ingest worker's), where a statement would otherwise wait forever.
+func DeadlineDialer(timeout time.Duration) pq.Dialer { return mainDialer{timeout: timeout} }
+
 // mainDialer connects with a timeout and gives connections a deadline on every read and write.
 // With a link (the write pool), a failure marks the link down and reads and writes are refused
 // at once while it is down; without (the probe's own connection), it only bounds the waits.

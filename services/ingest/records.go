@@ -107,6 +107,28 @@ type FilesTask struct {
 	Files []File `json:"files"`
 }
 
+// EncodeFilesTask is json.Marshal(FilesTask{env, files}) for files already encoded one by one
+// with json.Marshal: a bulk write encodes each file once and reuses it here.
+func EncodeFilesTask(env Envelope, files []json.RawMessage) ([]byte, error) {
+	head, err := json.Marshal(env)
+	if err != nil {
+		return nil, err
+	}
+	n := len(head) + 12
+	for _, f := range files {
+		n += len(f) + 1
+	}
+	b := append(make([]byte, 0, n), head[:len(head)-1]...) // without its closing brace
+	b = append(b, `,"files":[`...)
+	for i, f := range files {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, f...)
+	}
+	return append(b, "]}"...), nil
+}
+
 // PackageTask creates a package.
 type PackageTask struct {
 	Envelope

@@ -168,6 +168,12 @@ func Hash(v any) string {
 	if err != nil {
 		panic(fmt.Sprintf("ingest: hash %T: %v", v, err)) // validated records always marshal
 	}
+	return HashJSON(b)
+}
+
+// HashJSON is Hash of a record already encoded with json.Marshal (a bulk write encodes each
+// file once, for its fingerprint, its cache entry and its task alike).
+func HashJSON(b []byte) string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])
 }
@@ -256,6 +262,14 @@ func validateFile(e *errs, r *FileRequest, p string) File {
 // DecodeBulkFiles decodes and validates a bulk registration: 1–MaxBulkFiles files, every one
 // valid, no id twice. All errors are reported (each naming body.files[i].field), capped at 100.
 func DecodeBulkFiles(body []byte) ([]File, error) {
+	// The usual body decodes in one pass; only one that does not (a file of the wrong shape) is
+	// decoded again file by file, to name the file its error is in.
+	var whole struct {
+		Files []FileRequest `json:"files"`
+	}
+	if decodeStrict(body, &whole, "body") == nil && len(whole.Files) > 0 && len(whole.Files) <= MaxBulkFiles {
+		return validateFiles(whole.Files, nil)
+	}
 	var r BulkFilesRequest
 	if fe := decodeStrict(body, &r, "body"); fe != nil {
 		return nil, ValidationError{*fe}
@@ -272,24 +286,37 @@ func DecodeBulkFiles(body []byte) ([]File, error) {
 		e.add("body.files", fmt.Sprintf("must hold at most %d files", MaxBulkFiles), len(r.Files))
 		return nil, e.err()
 	}
-	files := make([]File, len(r.Files))
-	seen := make(map[string]int, len(r.Files))
+	reqs := make([]FileRequest, len(r.Files))
+	undecoded := map[int]FieldError{}
 	for i, raw := range r.Files {
-		p := "body.files[" + strconv.Itoa(i) + "]"
-		var fr FileRequest
-		if fe := decodeStrict(raw, &fr, p); fe != nil {
-			e.list = append(e.list, *fe)
-		} else {
-			files[i] = validateFile(&e, &fr, p)
-			if id := files[i].ID; id != "" {
-				if j, dup := seen[id]; dup {
-					e.add(p+".id", fmt.Sprintf("same id as body.files[%d]", j), id)
-				}
-				seen[id] = i
-			}
+		if fe := decodeStrict(raw, &reqs[i], "body.files["+strconv.Itoa(i)+"]"); fe != nil {
+			undecoded[i] = *fe
 		}
+	}
+	return validateFiles(reqs, undecoded)
+}
+
+// validateFiles validates decoded bulk files: every one valid, no id twice; the files in
+// undecoded report their decoding error instead. Errors name body.files[i].field, capped at 100.
+func validateFiles(reqs []FileRequest, undecoded map[int]FieldError) ([]File, error) {
+	var e errs
+	files := make([]File, len(reqs))
+	seen := make(map[string]int, len(reqs))
+	for i := range reqs {
 		if len(e.list) >= 100 {
 			break
+		}
+		if fe, bad := undecoded[i]; bad {
+			e.list = append(e.list, fe)
+			continue
+		}
+		p := "body.files[" + strconv.Itoa(i) + "]"
+		files[i] = validateFile(&e, &reqs[i], p)
+		if id := files[i].ID; id != "" {
+			if j, dup := seen[id]; dup {
+				e.add(p+".id", fmt.Sprintf("same id as body.files[%d]", j), id)
+			}
+			seen[id] = i
 		}
 	}
 	return files, e.err()

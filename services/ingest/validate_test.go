@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
@@ -187,4 +188,51 @@ func FuzzValidators(f *testing.F) {
 			t.Fatalf("uuid %q accepted as %q", s, id)
 		}
 	})
+}
+
+// The one-pass decode of a bulk body finds what the file-by-file decode finds.
+func TestDecodeBulkFilesOnePassMatchesFileByFile(t *testing.T) {
+	eou := "0192f1e2-3c4d-7e5f-8a9b-0c1d2e3f4a5b"
+	body := []byte(`{"files":[{"executed_obs_unit_id":"` + eou + `","instrument_module_id":11,"path":"a","size_bytes":0,"checksum":"xxh64:0123456789ABCDEF","meta":{"k":1}},
+		{"id":"0192f1e2-3c4d-7e5f-8a9b-0c1d2e3f4a5c","executed_obs_unit_id":"` + eou + `","instrument_module_id":12,"path":"b/c","size_bytes":7,"checksum":"sha256:` + strings.Repeat("a", 64) + `","created_at":"2026-01-01T00:00:00Z"}]}`)
+	files, err := DecodeBulkFiles(body)
+	require.NoError(t, err)
+	var r BulkFilesRequest
+	require.NoError(t, json.Unmarshal(body, &r))
+	for i, raw := range r.Files {
+		one, err := DecodeFile(raw, "body")
+		require.NoError(t, err)
+		require.Equal(t, one, files[i])
+	}
+	// A file of the wrong shape: named, and the others' errors are reported too.
+	_, err = DecodeBulkFiles([]byte(`{"files":[{"path":"/x"},7]}`))
+	var ve ValidationError
+	require.ErrorAs(t, err, &ve)
+	var locs []string
+	for _, f := range ve {
+		locs = append(locs, f.Location)
+	}
+	require.Contains(t, locs, "body.files[0].path")
+	require.Contains(t, locs, "body.files[1]")
+}
+
+// EncodeFilesTask is json.Marshal of the task, byte for byte.
+func TestEncodeFilesTask(t *testing.T) {
+	at := time.Date(2026, 11, 25, 1, 2, 3, 456, time.UTC)
+	made := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	files := []File{
+		{ID: "a", ExecutedObsUnitID: "e", InstrumentModuleID: 11, Path: "p<&>", SizeBytes: 1, Checksum: "xxh64:00", Meta: json.RawMessage(`{"k":"\u00e9"}`)},
+		{ID: "b", ExecutedObsUnitID: "e", InstrumentModuleID: 12, Path: "q", CreatedAt: &made, RawDataPackageID: "pkg", Meta: json.RawMessage(`{}`)},
+	}
+	env := Envelope{TxID: "tx", AcceptedAt: at}
+	want, err := json.Marshal(FilesTask{Envelope: env, Files: files})
+	require.NoError(t, err)
+	encoded := make([]json.RawMessage, len(files))
+	for i, f := range files {
+		encoded[i], err = json.Marshal(f)
+		require.NoError(t, err)
+	}
+	got, err := EncodeFilesTask(env, encoded)
+	require.NoError(t, err)
+	require.Equal(t, string(want), string(got))
 }

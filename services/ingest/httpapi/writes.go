@@ -326,24 +326,38 @@ func (h *Handlers) registerBulk(ctx context.Context, in *writeInput) (*writeOutp
 }
 
 // holdFiles assigns missing ids and holds the files as one task.
+// Each file is encoded once: its fingerprint, its cache entry (cacheRecord) and the task are
+// made of the same bytes (a 1,000-file bulk spent a third of its API time encoding them thrice).
 func (h *Handlers) holdFiles(ctx context.Context, files []ingest.File) (string, error) {
 	at := time.Now().UTC()
+	atJSON, err := json.Marshal(at)
+	if err != nil {
+		return "", err
+	}
 	items := make([]buffer.Item, len(files))
+	encoded := make([]json.RawMessage, len(files))
 	for i := range files {
 		if files[i].ID == "" {
 			files[i].ID = ingest.NewID()
 		}
 		f := files[i]
-		items[i] = buffer.Item{Kind: buffer.KindFile, ID: f.ID, Hash: ingest.Hash(f), Record: cacheRecord[ingest.File]{at, f}}
+		b, err := json.Marshal(f)
+		if err != nil {
+			return "", err
+		}
+		encoded[i] = b
+		rec := make([]byte, 0, len(atJSON)+len(b)+12)
+		rec = append(append(append(append(append(rec, `{"at":`...), atJSON...), `,"r":`...), b...), '}') // cacheRecord{at, f}
+		items[i] = buffer.Item{Kind: buffer.KindFile, ID: f.ID, Hash: ingest.HashJSON(b), Record: json.RawMessage(rec)}
 		if f.RawDataPackageID != "" {
 			items[i].Index = buffer.PackageIndex(f.RawDataPackageID)
 		}
 	}
 	return h.hold(ctx, buffer.Write{
 		Tx: ingest.NewID(), TaskType: ingest.TaskFiles, TaskID: ingest.FilesTaskID(files), Items: items,
-		Payload: payload(func(tx string) any {
-			return ingest.FilesTask{Envelope: ingest.Envelope{TxID: tx, AcceptedAt: at}, Files: files}
-		}),
+		Payload: func(tx string) ([]byte, error) {
+			return ingest.EncodeFilesTask(ingest.Envelope{TxID: tx, AcceptedAt: at}, encoded)
+		},
 	})
 }
 

@@ -90,7 +90,7 @@ type Item struct {
 	Kind   string
 	ID     string
 	Hash   string
-	Record any    // cached as JSON
+	Record any    // cached as JSON; a json.RawMessage is taken as already encoded
 	Index  string // "" or an index set key (see OUIndex, PackageIndex)
 }
 
@@ -123,14 +123,20 @@ type Result struct {
 // on the queue's pending list, the queue in the set of queues; see taskMessage). KEYS: tx key,
 // task key, pending list, set of queues, then one record key per item. ARGV: record TTL ms, tx
 // TTL ms, tx info, tx id, encoded task message, task id, now (unix ns), queue name, then per
-// item: hash, value, index key (or ""), member. Replies {"new"}, {"replay", tx} (every record
-// already held, identical: the original transaction, whose task is held), {"unqueued", tx} (the
-// same, but the original task is gone: the caller enqueues it again with that transaction) or
-// {"conflict", i} (1-based item).
+// item: hash, value, index key (or ""), member. The records are first asked for in one EXISTS
+// per 1,000 keys, and read one by one only when one is held (a retry or a conflict): a new bulk
+// write of 1,000 files costs one call instead of 1,000 GETs. Replies {"new"}, {"replay", tx}
+// (every record already held, identical: the original transaction, whose task is held),
+// {"unqueued", tx} (the same, but the original task is gone: the caller enqueues it again with
+// that transaction) or {"conflict", i} (1-based item).
 const holdScript = `
 local n = #KEYS - 4
 local held, first = 0, nil
-for i = 1, n do
+local any = false
+for c = 5, n + 4, 1000 do
+  if redis.call('EXISTS', unpack(KEYS, c, math.min(c + 999, n + 4))) > 0 then any = true break end
+end
+for i = 1, any and n or 0 do
   local v = redis.call('GET', KEYS[i + 4])
   if v then
     local h = ARGV[8 + (i - 1) * 4 + 1]
@@ -215,8 +221,10 @@ func (b *Buffer) Hold(ctx context.Context, w Write) (Result, error) {
 	args = append(args, recordTTL.Milliseconds(), txTTL.Milliseconds(), info, w.Tx,
 		taskMessage(w.TaskType, payload, w.TaskID, ingest.Queue, MaxRetry, TaskTimeout), w.TaskID, time.Now().UnixNano(), ingest.Queue)
 	for _, it := range w.Items {
-		v, err := json.Marshal(it.Record)
-		if err != nil {
+		var v []byte // go-redis sends []byte as it is, but not a json.RawMessage
+		if raw, encoded := it.Record.(json.RawMessage); encoded {
+			v = raw
+		} else if v, err = json.Marshal(it.Record); err != nil {
 			return Result{}, fmt.Errorf("encode record: %w", err)
 		}
 		keys = append(keys, recKey(it.Kind, it.ID))

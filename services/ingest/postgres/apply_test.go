@@ -128,6 +128,37 @@ func TestApplyIsIdempotentAndOrderIndependent(t *testing.T) {
 	require.JSONEq(t, `{"a":1,"b":2}`, string(e.Meta))
 }
 
+// A batch whose files are partly registered already (a retry of some of them with new ones):
+// the plain insert meets the registered file, and the batch, applied again as upserts, registers
+// the new ones and leaves the registered one as it was — alone, and inside a shared transaction.
+func TestApplyFilesPartlyRegistered(t *testing.T) {
+	db := openDB(t)
+	a := &postgres.Applier{DB: db, BatchRows: 2}
+	at := time.Date(2026, 11, 25, 3, 0, 0, 0, time.UTC)
+	eou := ingest.NewID()
+	file := func(path string, size int64) ingest.File {
+		return ingest.File{ID: ingest.NewID(), ExecutedObsUnitID: eou, InstrumentModuleID: 11, Path: path, SizeBytes: size,
+			Checksum: "xxh64:0123456789abcdef", Meta: json.RawMessage(`{}`)}
+	}
+	task := func(files ...ingest.File) ingest.FilesTask {
+		return ingest.FilesTask{Envelope: ingest.Envelope{TxID: ingest.NewID(), AcceptedAt: at}, Files: files}
+	}
+	old := file("old", 1)
+	_, err := a.ApplyFiles(t.Context(), task(old))
+	require.NoError(t, err)
+	changed := old
+	changed.SizeBytes = 99 // a registered file is left as it is
+	newAlone, newInBatch := file("alone", 2), file("batch", 3)
+	_, err = a.ApplyFiles(t.Context(), task(changed, newAlone))
+	require.NoError(t, err)
+	other, mixed := task(file("other", 4)), task(newInBatch, changed)
+	_, err = a.ApplyBatch(t.Context(), []postgres.Work{{Files: &other}, {Files: &mixed}})
+	require.NoError(t, err)
+	var sizes []int64
+	require.NoError(t, db.Select(&sizes, `SELECT size_bytes FROM raw_data_files WHERE executed_obs_unit_id = $1 ORDER BY size_bytes`, eou))
+	require.Equal(t, []int64{1, 2, 3, 4}, sizes)
+}
+
 // TestApplyClassifiesErrors: a start whose obs unit does not exist can never apply (permanent);
 // an unreachable database is not permanent.
 func TestApplyClassifiesErrors(t *testing.T) {

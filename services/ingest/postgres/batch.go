@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 
 	"github.com/jmoiron/sqlx"
 
@@ -31,16 +32,26 @@ func (w Work) Rows() int {
 // same upserts as the single-task Apply* methods, so a batch applied twice, or tasks of one batch
 // applied again in another, change nothing.
 func (a *Applier) ApplyBatch(ctx context.Context, works []Work) (Commit, error) {
+	c, err := a.applyBatch(ctx, works, false)
+	if errors.Is(err, errFileExists) {
+		// Rolled back as a whole (or one statement that wrote nothing): again, as upserts.
+		return a.applyBatch(ctx, works, true)
+	}
+	return c, err
+}
+
+// applyBatch is ApplyBatch with files inserted as new (errFileExists if one is not) or upserted.
+func (a *Applier) applyBatch(ctx context.Context, works []Work, upsert bool) (Commit, error) {
 	if len(works) == 1 && works[0].Rows() <= a.batchRows() {
 		// One statement commits by itself: one round trip instead of three (BEGIN, the statement,
 		// COMMIT) — what a worker that keeps up applies most, a single file's registration.
-		return a.alone(ctx, func() error { return a.apply(ctx, nil, works) })
+		return a.alone(ctx, func() error { return a.apply(ctx, nil, works, upsert) })
 	}
-	return a.inTx(ctx, func(tx *sqlx.Tx) error { return a.apply(ctx, tx, works) })
+	return a.inTx(ctx, func(tx *sqlx.Tx) error { return a.apply(ctx, tx, works, upsert) })
 }
 
 // apply runs the statements of works on tx (nil: on the pool, for a single statement).
-func (a *Applier) apply(ctx context.Context, tx *sqlx.Tx, works []Work) error {
+func (a *Applier) apply(ctx context.Context, tx *sqlx.Tx, works []Work, upsert bool) error {
 	var q sqlx.ExecerContext = a.DB
 	if tx != nil {
 		q = tx
@@ -65,7 +76,7 @@ func (a *Applier) apply(ctx context.Context, tx *sqlx.Tx, works []Work) error {
 	if len(files) == 0 {
 		return nil
 	}
-	exec, err := a.filesExec(ctx, tx)
+	exec, err := a.filesExec(ctx, tx, upsert)
 	if err != nil {
 		return err
 	}

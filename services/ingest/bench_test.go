@@ -45,6 +45,7 @@ type loadResult struct {
 	errs      int
 	cpu       map[string]time.Duration
 	redisCmds int64
+	applied   time.Duration // from the step's start until the queue was drained again
 }
 
 // sustained: every request answered 201, p99 under a second (the queue is not growing).
@@ -63,6 +64,9 @@ func (r loadResult) String() string {
 			}
 		}
 		fmt.Fprintf(&b, " | Redis commands/req %.1f (worker, redis, postgres: until drained)", float64(r.redisCmds)/n)
+		if r.applied > 0 {
+			fmt.Fprintf(&b, " | applied at %.0f/s (drained %.1f s from the start)", float64(len(r.lat))/r.applied.Seconds(), r.applied.Seconds())
+		}
 	}
 	return b.String()
 }
@@ -144,13 +148,15 @@ func (b *bench) rawEnqueue(rate int, tag string) loadResult {
 		insp := asynq.NewInspectorFromRedisClient(b.e.s.Redis.Client())
 		_, _ = insp.DeleteAllPendingTasks("benchraw")
 	}()
-	return b.run(rate, func(i int) bool {
+	r := b.run(rate, func(i int) bool {
 		id := fmt.Sprintf("raw-%s-%08d", tag, i)
 		payload := `{"tx":"` + ingest.NewID() + `","files":[{"id":"` + ingest.NewID() + `","executed_obs_unit_id":"` + b.eou +
 			`","instrument_module_id":11,"path":"bench/` + id + `","size_bytes":1,"checksum":"xxh64:0123456789abcdef"}]}`
 		_, err := b.raw.EnqueueContext(ctx, asynq.NewTask(ingest.TaskFiles, []byte(payload)), asynq.Queue("benchraw"), asynq.TaskID(id))
 		return err == nil
 	})
+	r.applied = 0 // nobody applies these
+	return r
 }
 
 // run fires send(i) at rate per second for the bench's duration and measures the step.
@@ -184,9 +190,10 @@ func (b *bench) run(rate int, send func(i int) bool) loadResult {
 	// The worker's share (and its Redis commands) is counted until the queue is drained again:
 	// what the step's writes cost in the end, even when the worker fell behind during the step.
 	waitDrained(b.t, b.e)
+	applied := time.Since(begin)
 	drained := b.snapshot()
 	slices.Sort(lat)
-	r := loadResult{rate: rate, lat: lat, errs: int(errs.Load()), cpu: map[string]time.Duration{}, redisCmds: drained.redis - before.redis}
+	r := loadResult{rate: rate, lat: lat, errs: int(errs.Load()), cpu: map[string]time.Duration{}, redisCmds: drained.redis - before.redis, applied: applied}
 	for name, c := range after.cpu {
 		r.cpu[name] = c - before.cpu[name]
 	}

@@ -42,6 +42,9 @@ type Config struct {
 	authn.Config
 	Addr              string `env:"OPS_INGEST_ADDR" envDefault:"127.0.0.1:8084"`
 	WorkerConcurrency int    `env:"OPS_INGEST_WORKER_CONCURRENCY" envDefault:"200"`
+	// WorkerNice is the scheduling niceness of a -role worker process (0: as started), so that on
+	// a machine it shares with the API a burst is acknowledged first and applied after.
+	WorkerNice int `env:"OPS_INGEST_WORKER_NICE" envDefault:"10"`
 	// BulkBodyLimitBytes is the body limit of POST /raw_data_files/bulk, the one route whose
 	// bodies are larger than OPS_BODY_LIMIT_BYTES: 10,000 files with paths of a few hundred bytes.
 	BulkBodyLimitBytes int `env:"OPS_INGEST_BULK_BODY_LIMIT_BYTES" envDefault:"16777216"`
@@ -62,6 +65,8 @@ func (c *Config) Validate() error {
 	switch {
 	case c.WorkerConcurrency < 1 || c.WorkerConcurrency > 1000:
 		return &config.Invalid{Var: "OPS_INGEST_WORKER_CONCURRENCY", Reason: "must be within [1, 1000]"}
+	case c.WorkerNice < 0 || c.WorkerNice > 19:
+		return &config.Invalid{Var: "OPS_INGEST_WORKER_NICE", Reason: "must be within [0, 19]"}
 	case c.BulkBodyLimitBytes < 1<<20 || c.BulkBodyLimitBytes > 1<<30:
 		return &config.Invalid{Var: "OPS_INGEST_BULK_BODY_LIMIT_BYTES", Reason: "must be within [1 MiB, 1 GiB]"}
 	case c.IdempotencyTTL < 24*time.Hour:

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"maps"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -245,4 +247,37 @@ func TestCatalogRefusesDeletingProgramWithExecutions(t *testing.T) {
 	require.NoError(t, e.db.QueryRow(`SELECT id FROM observing_programs WHERE short_name = 'IDLE'`).Scan(&idle))
 	r = e.do(t, http.MethodDelete, "/observing_program/"+strconv.FormatInt(idle, 10), observer, nil)
 	require.Equal(t, http.StatusNoContent, r.Status, "%s", r.Body)
+}
+
+// A -role worker process runs at OPS_INGEST_WORKER_NICE (default 10), every thread of it, so a
+// burst is acknowledged first; the API process keeps the priority it was started with.
+func TestWorkerRunsAtLowerPriority(t *testing.T) {
+	e := newBenchEnv(t) // the API and the worker as two processes
+	eou := e.start(t, startBody(e.obsUnit)).ID
+	require.NotEmpty(t, eou)
+	b := newBench(t, e, eou)
+	nices := func(pid string) map[int]int {
+		tasks, err := filepath.Glob("/proc/" + pid + "/task/*/stat")
+		require.NoError(t, err)
+		out := map[int]int{}
+		for _, f := range tasks {
+			raw, err := os.ReadFile(f)
+			if err != nil {
+				continue // the thread ended
+			}
+			fields := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
+			n, err := strconv.Atoi(fields[16]) // field 19 of stat: nice
+			require.NoError(t, err)
+			out[n]++
+		}
+		return out
+	}
+	require.NotZero(t, b.pids["worker"])
+	worker, api := nices(strconv.Itoa(b.pids["worker"])), nices(strconv.Itoa(b.pids["ingest"]))
+	require.Equal(t, map[int]int{10: worker[10]}, worker, "every worker thread at niceness 10")
+	var own int
+	for n := range nices("self") {
+		own = n
+	}
+	require.Equal(t, map[int]int{own: api[own]}, api, "the API at the niceness it was started with")
 }

@@ -81,6 +81,12 @@ func run(ctx context.Context) error {
 			Metrics: httpapi.NewMetrics(svc.Metrics),
 		})
 	}
+	if *role == ingest.RoleWorker && cfg.WorkerNice > 0 {
+		// Not with -role all: the API shares the process.
+		if err := worker.LowerPriority(cfg.WorkerNice); err != nil {
+			return fmt.Errorf("OPS_INGEST_WORKER_NICE: %w", err)
+		}
+	}
 	if *role != ingest.RoleAPI {
 		// The worker's own pool on the main database, with I/O deadlines (a WAN that drops
 		// traffic must not hang its connections).

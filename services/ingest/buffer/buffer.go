@@ -139,10 +139,11 @@ end
 for i = 1, any and n or 0 do
   local v = redis.call('GET', KEYS[i + 4])
   if v then
-    local h = ARGV[8 + (i - 1) * 4 + 1]
+    local e = ARGV[8 + (i - 1) * 3 + 1]
+    local h = string.sub(e, 1, string.find(e, '|', 1, true))
     if string.sub(v, 1, #h) ~= h then return {'conflict', tostring(i)} end
     held = held + 1
-    if not first then first = string.sub(v, #h + 2, #h + 37) end
+    if not first then first = string.sub(v, #h + 1, #h + 36) end
   end
 end
 if n > 0 and held == n then
@@ -150,9 +151,9 @@ if n > 0 and held == n then
   return {'unqueued', first}
 end
 for i = 1, n do
-  local o = 8 + (i - 1) * 4
-  local ok = redis.call('SET', KEYS[i + 4], ARGV[o + 1] .. '|' .. ARGV[4] .. '|' .. ARGV[o + 2], 'NX', 'PX', ARGV[1])
-  if ok and ARGV[o + 3] ~= '' then redis.call('SADD', ARGV[o + 3], ARGV[o + 4]) end
+  local o = 8 + (i - 1) * 3
+  local ok = redis.call('SET', KEYS[i + 4], ARGV[o + 1], 'NX', 'PX', ARGV[1])
+  if ok and ARGV[o + 2] ~= '' then redis.call('SADD', ARGV[o + 2], ARGV[o + 3]) end
 end
 redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[2])
 if redis.call('EXISTS', KEYS[2]) == 0 then
@@ -232,7 +233,9 @@ func (b *Buffer) Hold(ctx context.Context, w Write) (Result, error) {
 		if it.Index != "" {
 			member = it.ID
 		}
-		args = append(args, it.Hash, v, it.Index, member)
+		entry := make([]byte, 0, len(it.Hash)+len(w.Tx)+len(v)+2) // as parseCached reads it
+		entry = append(append(append(append(append(entry, it.Hash...), '|'), w.Tx...), '|'), v...)
+		args = append(args, entry, it.Index, member)
 	}
 	res, err := b.hold.Run(ctx, b.rdb, keys, args...).StringSlice()
 	if err != nil {

@@ -34,6 +34,10 @@ type Common struct {
 	// request carrying it may name the client address (X-Real-IP, a verification's client_ip);
 	// without it the connection's own address counts. Empty: nothing is trusted to name one.
 	InternalSecret string `env:"OPS_INTERNAL_SECRET"`
+	// PprofAddr is where Go's profiler (net/http/pprof) is served, for diagnosing CPU and memory
+	// use in place; empty (the default) serves none. It exposes the process' internals: bind it to
+	// loopback (127.0.0.1:6060) or a port only operators reach.
+	PprofAddr string `env:"OPS_PPROF_ADDR"`
 }
 
 // Validate checks the shared settings.

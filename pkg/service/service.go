@@ -206,6 +206,14 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- s.App.Listener(lingerListener{ln}) }()
+	if s.Common.PprofAddr != "" {
+		stop, err := servePprof(s.Common.PprofAddr, s.Log)
+		if err != nil {
+			_ = s.App.Shutdown()
+			return err
+		}
+		defer stop()
+	}
 	s.Log.Info("listening", "addr", ln.Addr().String(), "version", s.Build.Version, "commit", s.Build.Commit)
 
 	select {

@@ -300,3 +300,37 @@ func TestCoreHasOnlyTheCore(t *testing.T) {
 	require.Equal(t, 200, getJSON(t, base2+"/readyz", &r))
 	require.Contains(t, r.Checks, "redis")
 }
+
+// OPS_PPROF_ADDR serves Go's profiler on its own listener while the service runs (and only
+// there: the service's own port has no /debug route); unset, nothing listens.
+func TestProfilerOnlyWhenAsked(t *testing.T) {
+	addr, pprofAddr := testenv.FreeAddr(t), testenv.FreeAddr(t)
+	svc, err := service.NewCore(service.Options{
+		Name: "edge", Title: "edge", Addr: addr,
+		Common: config.Common{RedisURL: "redis://" + testenv.FreeAddr(t) + "/0", DBMaxConns: 1, LogLevel: "error",
+			BodyLimitBytes: 4096, ShutdownTimeout: 5 * time.Second, PprofAddr: pprofAddr},
+	})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	var body []byte
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + pprofAddr + "/debug/pprof/cmdline")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ = io.ReadAll(resp.Body)
+		return resp.StatusCode == 200
+	}, 5*time.Second, 10*time.Millisecond)
+	require.NotEmpty(t, body)
+	resp, err := http.Get("http://" + addr + "/debug/pprof/cmdline")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, 404, resp.StatusCode)
+	cancel()
+	require.NoError(t, <-done)
+	_, err = http.Get("http://" + pprofAddr + "/debug/pprof/cmdline")
+	require.Error(t, err, "the profiler stops with the service")
+}

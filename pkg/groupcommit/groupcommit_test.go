@@ -74,3 +74,49 @@ func TestCallerGivesUp(t *testing.T) {
 		t.Fatalf("group stuck after a caller gave up: %v %v", b, err)
 	}
 }
+
+// With Linger, a round that follows a shared round waits for more callers, and they join it;
+// a lone caller (after a round of one) runs at once.
+func TestLinger(t *testing.T) {
+	g := Group[[]int]{Linger: 50 * time.Millisecond}
+	var rounds atomic.Int64
+	do := func(*[]int) error { rounds.Add(1); return nil }
+	add := func(i int) func(*[]int) { return func(b *[]int) { *b = append(*b, i) } }
+
+	start := time.Now()
+	if _, err := g.Join(context.Background(), add(0), do); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d >= g.Linger {
+		t.Fatalf("a lone caller waited %s", d)
+	}
+
+	// A shared round: two callers, the second arriving while the first's round runs.
+	release := make(chan struct{})
+	slow := func(*[]int) error { <-release; rounds.Add(1); return nil }
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() { defer wg.Done(); _, _ = g.Join(context.Background(), add(1), slow) }()
+	time.Sleep(10 * time.Millisecond)
+	go func() { defer wg.Done(); _, _ = g.Join(context.Background(), add(2), slow) }()
+	time.Sleep(10 * time.Millisecond)
+	go func() { defer wg.Done(); _, _ = g.Join(context.Background(), add(3), slow) }()
+	time.Sleep(10 * time.Millisecond)
+	close(release)
+	wg.Wait() // rounds {1} and {2, 3}: the last was shared
+
+	// The next leader lingers, and a caller arriving within the linger joins its round.
+	before := rounds.Load()
+	var first, second *[]int
+	wg.Add(2)
+	go func() { defer wg.Done(); first, _ = g.Join(context.Background(), add(4), do) }()
+	time.Sleep(10 * time.Millisecond)
+	go func() { defer wg.Done(); second, _ = g.Join(context.Background(), add(5), do) }()
+	wg.Wait()
+	if got := rounds.Load() - before; got != 1 {
+		t.Fatalf("%d rounds for two callers within the linger, want 1", got)
+	}
+	if len(*first) != 2 || first != second {
+		t.Fatalf("the callers did not share the lingering round: %v %v", *first, *second)
+	}
+}

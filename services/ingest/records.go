@@ -79,6 +79,11 @@ const (
 	TaskFinish  = "ingest:finish"  // FinishTask
 	TaskFiles   = "ingest:files"   // FilesTask (single and bulk registrations)
 	TaskPackage = "ingest:package" // PackageTask
+	// TaskWrites carries several small writes that reached one API process at about the same
+	// time (WritesTask): held in one Redis round trip and applied by one task, so a stream of
+	// single-file registrations costs the buffer and the worker one task per round instead of
+	// one per request.
+	TaskWrites = "ingest:writes"
 )
 
 // Envelope is what every task carries besides its record: the transaction it belongs to and when
@@ -135,11 +140,27 @@ type PackageTask struct {
 	Package Package `json:"package"`
 }
 
+// WritesTask is the payload of a TaskWrites task: each write as the task it would have been on
+// its own (type and payload, its own transaction inside), in the order they were held.
+type WritesTask struct {
+	Writes []SubWrite `json:"writes"`
+}
+
+// SubWrite is one write of a WritesTask.
+type SubWrite struct {
+	Type    string          `json:"type"`
+	Payload json.RawMessage `json:"payload"`
+}
+
 // Task ids are derived from the record ids, so the same record enqueued twice is one task while
 // the first is still held (asynq refuses a second task with a live id).
 func StartTaskID(id string) string   { return "start:" + id }
 func FinishTaskID(id string) string  { return "finish:" + id }
 func PackageTaskID(id string) string { return "package:" + id }
+
+// WritesTaskID is a new id for a TaskWrites task ("writes:<uuid>"): its writes are recognised
+// by their records' ids, not by the task's.
+func WritesTaskID() string { return "writes:" + NewID() }
 
 // FilesTaskID is "file:<id>" for one file, "files:<digest of the ids>" for a bulk request.
 func FilesTaskID(files []File) string {

@@ -10,9 +10,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/hibiken/asynq"
 	"github.com/stretchr/testify/require"
 
 	"github.com/obsops/obsops/pkg/testenv"
@@ -280,4 +282,110 @@ func TestWorkerRunsAtLowerPriority(t *testing.T) {
 		own = n
 	}
 	require.Equal(t, map[int]int{own: api[own]}, api, "the API at the niceness it was started with")
+}
+
+// TestCoalescedWriteCannotApply: writes that reach the API together share a task (a round of the
+// buffer); when one of them can never apply (its obs unit was deleted meanwhile), the worker
+// applies the others and only that one becomes a dead letter — under its own task id, with its
+// error in its own receipt — as if it had been held alone.
+func TestCoalescedWriteCannotApply(t *testing.T) {
+	e := newSplitEnv(t)
+	good := e.start(t, startBody(e.obsUnit))
+	ouGone := seedObsUnit(t, e.db, "GONE")
+
+	// A burst of writes, no worker yet: files of a good execution and starts for the obs unit
+	// about to be deleted, sent at once so that rounds mix them.
+	const files, bad = 120, 6
+	type sent struct {
+		status int
+		a      answer
+	}
+	results := make([]sent, files+bad)
+	var wg sync.WaitGroup
+	for i := range files + bad {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			path, body := "/raw_data_files/", fileBody(good.ID, "burst/"+strconv.Itoa(i)+".fits")
+			if i%(files/bad+1) == 0 && i/(files/bad+1) < bad {
+				path, body = "/executed_obs_units/start", startBody(ouGone)
+			}
+			b, _ := json.Marshal(body)
+			req, _ := http.NewRequest(http.MethodPost, e.s.GatewayURL+path, bytes.NewReader(b))
+			req.Header.Set("Authorization", "Bearer "+e.token)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := e.c.Do(req)
+			if err != nil {
+				return
+			}
+			defer resp.Body.Close()
+			results[i].status = resp.StatusCode
+			_ = json.NewDecoder(resp.Body).Decode(&results[i].a)
+		}()
+	}
+	wg.Wait()
+	var badTx, goodTx []string
+	badIDs := map[string]bool{}
+	for i, r := range results {
+		require.Equal(t, http.StatusCreated, r.status, "write %d", i)
+		if i%(files/bad+1) == 0 && i/(files/bad+1) < bad {
+			badTx, badIDs[r.a.ID] = append(badTx, r.a.TransactionID), true
+		} else {
+			goodTx = append(goodTx, r.a.TransactionID)
+		}
+	}
+	require.Len(t, badTx, bad)
+
+	// The burst was coalesced, and some task mixes a doomed start with good files.
+	insp := asynq.NewInspectorFromRedisClient(e.s.Redis.Client())
+	tasks, err := insp.ListPendingTasks("ingest", asynq.PageSize(1000))
+	require.NoError(t, err)
+	require.Less(t, len(tasks), files+bad, "concurrent writes share tasks")
+	mixed := false
+	for _, task := range tasks {
+		if task.Type != "ingest:writes" {
+			continue
+		}
+		var p struct {
+			Writes []struct {
+				Type    string          `json:"type"`
+				Payload json.RawMessage `json:"payload"`
+			} `json:"writes"`
+		}
+		require.NoError(t, json.Unmarshal(task.Payload, &p))
+		types := map[string]bool{}
+		for _, w := range p.Writes {
+			types[w.Type] = true
+		}
+		mixed = mixed || (types["ingest:start"] && types["ingest:files"])
+	}
+	require.True(t, mixed, "no task mixed a start with files (%d tasks for %d writes)", len(tasks), files+bad)
+
+	_, err = e.db.Exec(`DELETE FROM observing_programs WHERE short_name = 'GONE'`) // cascades to the obs unit
+	require.NoError(t, err)
+	ingestProc(t, e.s, "worker", nil)
+	for _, tx := range goodTx {
+		e.waitCommitted(t, tx)
+	}
+	require.Equal(t, files, e.count(t, `SELECT count(*) FROM raw_data_files WHERE path LIKE 'burst/%'`))
+	for _, tx := range badTx {
+		require.Eventually(t, func() bool {
+			s, _, _ := e.receipt(t, tx)
+			return s == "dead"
+		}, 30*time.Second, 50*time.Millisecond, "transaction %s", tx)
+		_, _, lastErr := e.receipt(t, tx)
+		require.Contains(t, lastErr, "23503")
+	}
+	list := strings.Split(strings.TrimSpace(e.ingestAdmin(t, "dead-letters", "list")), "\n")
+	require.Len(t, list, bad, "only the writes at fault are dead letters")
+	for _, line := range list {
+		var dl struct {
+			TaskID string `json:"task_id"`
+			Type   string `json:"type"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(line), &dl), line)
+		require.Equal(t, "ingest:start", dl.Type)
+		require.True(t, badIDs[strings.TrimPrefix(dl.TaskID, "start:")], "dead letter %s is one of the doomed starts", dl.TaskID)
+	}
+	require.Zero(t, e.count(t, `SELECT count(*) FROM executed_obs_units WHERE obs_unit_id = $1`, ouGone))
 }

@@ -19,7 +19,7 @@ type BufferStats struct {
 	Site              string    `json:"site"`
 	SiteType          string    `json:"site_type"`
 	Queue             string    `json:"queue"`
-	Pending           int       `json:"pending" doc:"Tasks waiting for a worker."`
+	Pending           int       `json:"pending" doc:"Tasks waiting for a worker (a task holds one write, or several that arrived together)."`
 	Active            int       `json:"active" doc:"Tasks being applied now."`
 	Scheduled         int       `json:"scheduled"`
 	Retry             int       `json:"retry" doc:"Tasks that failed and wait to be retried (e.g. main database unreachable)."`
@@ -35,8 +35,8 @@ type BufferStats struct {
 	MeasuredAt        time.Time `json:"measured_at"`
 	// Main is the main site's database as this site sees it: reachable or not, since when.
 	Main database.MainStatus `json:"main"`
-	// ReplayRatePerS is how many buffered writes were processed per second over the last minute.
-	ReplayRatePerS float64 `json:"replay_rate_per_second" doc:"Buffered writes processed per second over the last minute (0 until two samples exist)."`
+	// ReplayRatePerS is how many buffer tasks were processed per second over the last minute.
+	ReplayRatePerS float64 `json:"replay_rate_per_second" doc:"Buffer tasks processed per second over the last minute (a task holds one write, or several that arrived together; 0 until two samples exist)."`
 	// Replica is the local replica's lag (secondary sites only).
 	Replica *ReplicaStatus `json:"replica,omitempty"`
 	// LastApplyAt is when an ingest worker last committed a buffered write (absent before the

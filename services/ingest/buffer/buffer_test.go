@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -106,4 +107,124 @@ func TestHoldEnqueuesLikeAsynq(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the task was not enqueued again")
 	}
+}
+
+// TestHoldCoalescesWrites: writes held at the same moment share a round — one script call and
+// one ingest:writes task whose payload carries each write as its own task would have (type,
+// payload with its transaction) — while each caller still gets its own answer: new, a replay of
+// an identical write (even one held in the same round), or a conflict. A write larger than a
+// round's share is held alone, with its own task.
+func TestHoldCoalescesWrites(t *testing.T) {
+	r := testenv.Redis(t)
+	rdb := r.Client()
+	ctx := context.Background()
+	b := buffer.New(rdb, 5*time.Second)
+	insp := asynq.NewInspectorFromRedisClient(rdb)
+	const h1, h2 = "0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210"
+	fileWrite := func(id, hash string) buffer.Write {
+		tx := ingest.NewID()
+		return buffer.Write{
+			Tx: tx, TaskType: ingest.TaskFiles, TaskID: "file:" + id,
+			Items:   []buffer.Item{{Kind: buffer.KindFile, ID: id, Hash: hash, Record: map[string]string{"id": id}}},
+			Payload: func(tx string) ([]byte, error) { return json.Marshal(map[string]string{"tx": tx, "id": id}) },
+		}
+	}
+	const n = 300
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = ingest.NewID()
+	}
+	type answer struct {
+		res buffer.Result
+		err error
+	}
+	answers := make([]answer, n+2)
+	var wg sync.WaitGroup
+	for i := range n + 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			switch i {
+			case n: // the same record as write 0, identical: a replay of write 0
+				answers[i].res, answers[i].err = b.Hold(ctx, fileWrite(ids[0], h1))
+			case n + 1: // the same id as write 1, other content: one of the two conflicts
+				answers[i].res, answers[i].err = b.Hold(ctx, fileWrite(ids[1], h2))
+			default:
+				answers[i].res, answers[i].err = b.Hold(ctx, fileWrite(ids[i], h1))
+			}
+		}()
+	}
+	wg.Wait()
+	conflicts := 0
+	for i, a := range answers {
+		var ce *buffer.ConflictError
+		if errors.As(a.err, &ce) {
+			conflicts++
+			require.Contains(t, []int{1, n + 1}, i)
+			continue
+		}
+		require.NoError(t, a.err, "write %d", i)
+	}
+	require.Equal(t, 1, conflicts, "two different records under one id: exactly one is refused")
+	require.True(t, answers[0].res.Replayed || answers[n].res.Replayed, "an identical write is a replay")
+	require.Equal(t, answers[0].res.Tx, answers[n].res.Tx, "the replay answers the original transaction")
+
+	// Fewer tasks than writes, and every accepted write in exactly one of them, with its
+	// transaction; a replay or a refused write in none.
+	q, err := insp.GetQueueInfo(ingest.Queue)
+	require.NoError(t, err)
+	require.Less(t, q.Pending, n, "concurrent writes share tasks")
+	tasks, err := insp.ListPendingTasks(ingest.Queue, asynq.PageSize(n+2))
+	require.NoError(t, err)
+	seen := map[string]string{} // record id -> tx
+	coalesced := 0
+	for _, task := range tasks {
+		var subs []ingest.SubWrite
+		switch task.Type {
+		case ingest.TaskWrites:
+			coalesced++
+			var p ingest.WritesTask
+			require.NoError(t, json.Unmarshal(task.Payload, &p))
+			require.Greater(t, len(p.Writes), 1)
+			subs = p.Writes
+		case ingest.TaskFiles:
+			subs = []ingest.SubWrite{{Type: task.Type, Payload: task.Payload}}
+		default:
+			t.Fatalf("unexpected task type %s", task.Type)
+		}
+		require.Equal(t, buffer.MaxRetry, task.MaxRetry)
+		require.Equal(t, buffer.TaskTimeout, task.Timeout)
+		for _, s := range subs {
+			require.Equal(t, ingest.TaskFiles, s.Type)
+			var p struct{ Tx, ID string }
+			require.NoError(t, json.Unmarshal(s.Payload, &p))
+			_, dup := seen[p.ID]
+			require.False(t, dup, "record %s in two tasks", p.ID)
+			seen[p.ID] = p.Tx
+		}
+	}
+	require.Positive(t, coalesced, "at least one round held several writes")
+	require.Len(t, seen, n, "every accepted write is queued once")
+	for i := range n {
+		if answers[i].err == nil {
+			require.Equal(t, answers[i].res.Tx, seen[ids[i]], "write %d queued with its transaction", i)
+		}
+	}
+
+	// Each coalesced write's receipt names the task that holds it.
+	rc, err := b.Receipt(ctx, answers[2].res.Tx)
+	require.NoError(t, err)
+	require.Equal(t, ingest.TxBuffered, rc.State)
+
+	// A large write (more records than a round takes from one write) is held alone.
+	big := buffer.Write{Tx: ingest.NewID(), TaskType: ingest.TaskFiles, TaskID: "files:big",
+		Payload: func(tx string) ([]byte, error) { return json.Marshal(map[string]string{"tx": tx}) }}
+	for range 100 {
+		big.Items = append(big.Items, buffer.Item{Kind: buffer.KindFile, ID: ingest.NewID(), Hash: h1, Record: map[string]string{}})
+	}
+	_, err = b.Hold(ctx, big)
+	require.NoError(t, err)
+	info, err := insp.GetTaskInfo(ingest.Queue, "files:big")
+	require.NoError(t, err)
+	require.Equal(t, ingest.TaskFiles, info.Type)
 }

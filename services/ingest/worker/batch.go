@@ -54,10 +54,11 @@ var errUnreachable = errors.New("the main database is unreachable (waiting for i
 // errStopping gives a task back to the queue (retried, not counted) when the worker stops.
 var errStopping = errors.New("the worker is stopping")
 
-// job is one task waiting for its batch.
+// job is one task's writes waiting for their batch.
 type job struct {
-	work postgres.Work
-	done chan result // buffered: the applier never blocks on a handler that gave up
+	works []postgres.Work
+	rows  int
+	done  chan result // buffered: the applier never blocks on a handler that gave up
 }
 
 type result struct {
@@ -165,19 +166,22 @@ func (h *Handler) Start(ctx context.Context) {
 	go h.probe(ctx)
 }
 
-// apply hands w (of transaction tx) to the appliers and waits for its batch's outcome. While the
-// main database is unreachable it first waits at the gate, noted in the receipt as a failed
-// attempt (one per wait, not one per retry).
-func (h *Handler) apply(ctx context.Context, tx string, w postgres.Work) (postgres.Commit, error) {
+// apply hands a task's works (of transactions txs) to the appliers and waits for its batch's
+// outcome: they commit together or not at all. While the main database is unreachable it first
+// waits at the gate, noted in the receipts as a failed attempt (one per wait, not one per retry).
+func (h *Handler) apply(ctx context.Context, txs []string, works []postgres.Work) (postgres.Commit, error) {
 	if h.gate.waitChan() != nil {
 		rctx, cancel := context.WithTimeout(ctx, time.Second)
-		h.Buffer.RecordFailure(rctx, tx, errUnreachable)
+		h.Buffer.RecordFailure(rctx, errUnreachable, txs...)
 		cancel()
 		if err := h.gate.wait(ctx, h.stopping); err != nil {
 			return postgres.Commit{}, err
 		}
 	}
-	j := &job{work: w, done: make(chan result, 1)}
+	j := &job{works: works, done: make(chan result, 1)}
+	for _, w := range works {
+		j.rows += w.Rows()
+	}
 	select {
 	case h.jobs <- j:
 	case <-ctx.Done():
@@ -208,12 +212,12 @@ func (h *Handler) applier(ctx context.Context) {
 			return
 		case first = <-h.jobs:
 		}
-		batch, rows := []*job{first}, first.work.Rows()
+		batch, rows := []*job{first}, first.rows
 	gather:
 		for rows < limit {
 			select {
 			case j := <-h.jobs:
-				batch, rows = append(batch, j), rows+j.work.Rows()
+				batch, rows = append(batch, j), rows+j.rows
 			default:
 				break gather
 			}
@@ -225,9 +229,9 @@ func (h *Handler) applier(ctx context.Context) {
 func (h *Handler) applyBatch(ctx context.Context, batch []*job, rows int) {
 	actx, cancel := context.WithTimeout(ctx, applyTimeout)
 	defer cancel()
-	works := make([]postgres.Work, len(batch))
-	for i, j := range batch {
-		works[i] = j.work
+	var works []postgres.Work
+	for _, j := range batch {
+		works = append(works, j.works...)
 	}
 	c, err := h.Apply.ApplyBatch(actx, works)
 	if err == nil {
@@ -238,7 +242,7 @@ func (h *Handler) applyBatch(ctx context.Context, batch []*job, rows int) {
 		// One task cannot apply (its obs unit was deleted, ...): apply each alone, so only that
 		// one fails (and becomes a dead letter) and the others commit.
 		for _, j := range batch {
-			c, err := h.Apply.ApplyBatch(actx, []postgres.Work{j.work})
+			c, err := h.Apply.ApplyBatch(actx, j.works)
 			j.done <- result{c, err}
 		}
 		return

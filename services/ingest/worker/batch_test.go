@@ -50,7 +50,7 @@ func jobsOf(works ...postgres.Work) ([]*job, int) {
 	var jobs []*job
 	rows := 0
 	for _, w := range works {
-		jobs = append(jobs, &job{work: w, done: make(chan result, 1)})
+		jobs = append(jobs, &job{works: []postgres.Work{w}, rows: w.Rows(), done: make(chan result, 1)})
 		rows += w.Rows()
 	}
 	return jobs, rows

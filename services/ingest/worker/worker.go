@@ -137,91 +137,137 @@ type Handler struct {
 // Mux routes the task types to their handlers.
 func (h *Handler) Mux() *asynq.ServeMux {
 	mux := asynq.NewServeMux()
-	mux.HandleFunc(ingest.TaskStart, h.start)
-	mux.HandleFunc(ingest.TaskFinish, h.finish)
-	mux.HandleFunc(ingest.TaskFiles, h.files)
-	mux.HandleFunc(ingest.TaskPackage, h.pkg)
+	for _, typ := range []string{ingest.TaskStart, ingest.TaskFinish, ingest.TaskFiles, ingest.TaskPackage} {
+		mux.HandleFunc(typ, h.single)
+	}
+	mux.HandleFunc(ingest.TaskWrites, h.writes)
 	return mux
 }
 
-// decode takes the task's share of the payload budget (released by the returned function, also
-// on error) and decodes it.
-func (h *Handler) decode(ctx context.Context, t *asynq.Task, v any) (func(), error) {
+// write is one buffered write as the worker applies it.
+type write struct {
+	typ     string
+	payload []byte // as enqueued: a coalesced task's writes are requeued with it (see split)
+	env     ingest.Envelope
+	work    postgres.Work
+	items   []buffer.Item // its records in the read cache, evicted once its rows are committed
+	taskID  string        // the id of its own task (ingest.StartTaskID, ...)
+}
+
+// decodeWrite decodes the payload of a task of type typ.
+func decodeWrite(typ string, payload []byte) (write, error) {
+	w := write{typ: typ, payload: payload}
+	var err error
+	switch typ {
+	case ingest.TaskStart:
+		var p ingest.StartTask
+		if err = json.Unmarshal(payload, &p); err == nil {
+			w.env, w.work, w.taskID = p.Envelope, postgres.Work{Start: &p}, ingest.StartTaskID(p.Start.ID)
+			w.items = []buffer.Item{{Kind: buffer.KindStart, ID: p.Start.ID, Index: buffer.OUIndex(p.Start.ObsUnitID)}}
+		}
+	case ingest.TaskFinish:
+		var p ingest.FinishTask
+		if err = json.Unmarshal(payload, &p); err == nil {
+			w.env, w.work, w.taskID = p.Envelope, postgres.Work{Finish: &p}, ingest.FinishTaskID(p.ID)
+			w.items = []buffer.Item{{Kind: buffer.KindFinish, ID: p.ID}}
+		}
+	case ingest.TaskFiles:
+		var p ingest.FilesTask
+		if err = json.Unmarshal(payload, &p); err == nil {
+			w.env, w.work, w.taskID = p.Envelope, postgres.Work{Files: &p}, ingest.FilesTaskID(p.Files)
+			w.items = make([]buffer.Item, len(p.Files))
+			for i, f := range p.Files {
+				w.items[i] = buffer.Item{Kind: buffer.KindFile, ID: f.ID}
+				if f.RawDataPackageID != "" {
+					w.items[i].Index = buffer.PackageIndex(f.RawDataPackageID)
+				}
+			}
+		}
+	case ingest.TaskPackage:
+		var p ingest.PackageTask
+		if err = json.Unmarshal(payload, &p); err == nil {
+			w.env, w.work, w.taskID = p.Envelope, postgres.Work{Package: &p}, ingest.PackageTaskID(p.Package.ID)
+			w.items = []buffer.Item{{Kind: buffer.KindPackage, ID: p.Package.ID}}
+		}
+	default:
+		err = fmt.Errorf("unknown write type %q", typ)
+	}
+	if err != nil {
+		return w, fmt.Errorf("unreadable %s payload: %v: %w", typ, err, asynq.SkipRetry)
+	}
+	return w, nil
+}
+
+// budget takes the task's share of the payload budget (released by the returned function), so
+// a high concurrency cannot hold more decoded payloads than payloadBudget.
+func (h *Handler) budget(ctx context.Context, t *asynq.Task) (func(), error) {
 	n := int64(min(len(t.Payload()), payloadBudget))
 	if err := h.payloads.Acquire(ctx, n); err != nil {
 		return func() {}, err
 	}
-	release := func() { h.payloads.Release(n) }
-	if err := json.Unmarshal(t.Payload(), v); err != nil {
-		return release, fmt.Errorf("unreadable %s payload: %v: %w", t.Type(), err, asynq.SkipRetry)
-	}
-	return release, nil
+	return func() { h.payloads.Release(n) }, nil
 }
 
-func (h *Handler) start(ctx context.Context, t *asynq.Task) error {
-	var p ingest.StartTask
-	release, err := h.decode(ctx, t, &p)
+// single applies a task of one write.
+func (h *Handler) single(ctx context.Context, t *asynq.Task) error {
+	release, err := h.budget(ctx, t)
 	defer release()
 	if err != nil {
 		return err
 	}
-	c, err := h.apply(ctx, p.TxID, postgres.Work{Start: &p})
-	items := []buffer.Item{{Kind: buffer.KindStart, ID: p.Start.ID, Index: buffer.OUIndex(p.Start.ObsUnitID)}}
-	return h.done(ctx, t, p.Envelope, items, 1, c, err)
+	w, err := decodeWrite(t.Type(), t.Payload())
+	if err != nil {
+		return err
+	}
+	return h.applyWrites(ctx, t, []write{w})
 }
 
-func (h *Handler) finish(ctx context.Context, t *asynq.Task) error {
-	var p ingest.FinishTask
-	release, err := h.decode(ctx, t, &p)
+// writes applies a task of several writes (ingest.TaskWrites) in one transaction.
+func (h *Handler) writes(ctx context.Context, t *asynq.Task) error {
+	release, err := h.budget(ctx, t)
 	defer release()
 	if err != nil {
 		return err
 	}
-	c, err := h.apply(ctx, p.TxID, postgres.Work{Finish: &p})
-	return h.done(ctx, t, p.Envelope, []buffer.Item{{Kind: buffer.KindFinish, ID: p.ID}}, 1, c, err)
-}
-
-func (h *Handler) files(ctx context.Context, t *asynq.Task) error {
-	var p ingest.FilesTask
-	release, err := h.decode(ctx, t, &p)
-	defer release()
-	if err != nil {
-		return err
+	var p ingest.WritesTask
+	if err := json.Unmarshal(t.Payload(), &p); err != nil {
+		return fmt.Errorf("unreadable %s payload: %v: %w", t.Type(), err, asynq.SkipRetry)
 	}
-	c, err := h.apply(ctx, p.TxID, postgres.Work{Files: &p})
-	items := make([]buffer.Item, len(p.Files))
-	for i, f := range p.Files {
-		items[i] = buffer.Item{Kind: buffer.KindFile, ID: f.ID}
-		if f.RawDataPackageID != "" {
-			items[i].Index = buffer.PackageIndex(f.RawDataPackageID)
+	ws := make([]write, len(p.Writes))
+	for i, sw := range p.Writes {
+		if ws[i], err = decodeWrite(sw.Type, sw.Payload); err != nil {
+			return err
 		}
 	}
-	return h.done(ctx, t, p.Envelope, items, len(p.Files), c, err)
+	return h.applyWrites(ctx, t, ws)
 }
 
-func (h *Handler) pkg(ctx context.Context, t *asynq.Task) error {
-	var p ingest.PackageTask
-	release, err := h.decode(ctx, t, &p)
-	defer release()
-	if err != nil {
-		return err
+// applyWrites applies the writes of task t together and finishes the attempt: on success their
+// records leave the read cache and their receipts record the commit; a failure is classified for
+// asynq — except that a coalesced task whose writes cannot all apply is split (see split), so
+// that only the write at fault becomes a dead letter.
+func (h *Handler) applyWrites(ctx context.Context, t *asynq.Task, ws []write) error {
+	txs, works := make([]string, len(ws)), make([]postgres.Work, len(ws))
+	for i, w := range ws {
+		txs[i], works[i] = w.env.TxID, w.work
 	}
-	c, err := h.apply(ctx, p.TxID, postgres.Work{Package: &p})
-	return h.done(ctx, t, p.Envelope, []buffer.Item{{Kind: buffer.KindPackage, ID: p.Package.ID}}, 1, c, err)
-}
-
-// done finishes an attempt: on success the records leave the read cache and the receipt records
-// the commit; a failure is classified for asynq.
-func (h *Handler) done(ctx context.Context, t *asynq.Task, env ingest.Envelope, items []buffer.Item, rows int, c postgres.Commit, err error) error {
-	kind := ingest.KindOf(t.Type())
+	c, err := h.apply(ctx, txs, works)
 	if err != nil {
 		switch classOf(err) {
-		case classPermanent:
-			return fmt.Errorf("%w: %w", err, asynq.SkipRetry)
-		case classUnknown: // e.g. the schema is older than this build: counted, dead after MaxRetry
-			return fmt.Errorf("%w: %w", errUnknown, err)
+		case classPermanent, classUnknown:
+			if t.Type() == ingest.TaskWrites {
+				return h.split(ctx, ws, err)
+			}
+			if classOf(err) == classPermanent {
+				return fmt.Errorf("%w: %w", err, asynq.SkipRetry)
+			}
+			return fmt.Errorf("%w: %w", errUnknown, err) // e.g. the schema is older than this build: counted, dead after MaxRetry
 		}
 		return err // transient: the database is unreachable, shutting down, or the attempt timed out
+	}
+	applied := make([]buffer.Applied, len(ws))
+	for i, w := range ws {
+		applied[i] = buffer.Applied{Tx: w.env.TxID, Items: w.items}
 	}
 	evict := h.Buffer.Evict
 	if h.Secondary {
@@ -233,16 +279,36 @@ func (h *Handler) done(ctx context.Context, t *asynq.Task, env ingest.Envelope, 
 		}
 		evict = h.Buffer.MarkCommitted
 	}
-	if err := evict(ctx, env.TxID, items, c.LSN, c.At); err != nil {
+	if err := evict(ctx, applied, c.LSN, c.At); err != nil {
 		// Committed, but Redis did not take the bookkeeping: the retry re-applies (a no-op) and
 		// evicts then.
 		return fmt.Errorf("evict committed records: %w", err)
 	}
-	h.Metrics.Applied.WithLabelValues(kind).Inc()
-	h.Metrics.BatchRows.Observe(float64(rows))
-	if !env.AcceptedAt.IsZero() {
-		h.Metrics.TimeToDurable.Observe(time.Since(env.AcceptedAt).Seconds())
+	for _, w := range ws {
+		h.Metrics.Applied.WithLabelValues(ingest.KindOf(w.typ)).Inc()
+		h.Metrics.BatchRows.Observe(float64(w.work.Rows()))
+		if !w.env.AcceptedAt.IsZero() {
+			h.Metrics.TimeToDurable.Observe(time.Since(w.env.AcceptedAt).Seconds())
+		}
 	}
+	return nil
+}
+
+// split requeues each write of a coalesced task that could not apply as a task of its own (its
+// own task id and type, the payload it was held with, so its transaction stays the same), and
+// ends the coalesced task: the writes that can apply then commit on their own, and the one at
+// fault fails on its own and becomes a dead letter with its error, as if it had never been
+// coalesced. Requeuing is idempotent (a task id already queued is left as it is), so a crash
+// in the middle is repaired by the coalesced task's retry.
+func (h *Handler) split(ctx context.Context, ws []write, cause error) error {
+	reqs := make([]buffer.Requeue, len(ws))
+	for i, w := range ws {
+		reqs[i] = buffer.Requeue{Tx: w.env.TxID, TaskType: w.typ, TaskID: w.taskID, Payload: w.payload}
+	}
+	if err := h.Buffer.RequeueEach(ctx, reqs); err != nil {
+		return fmt.Errorf("requeue the writes of a coalesced task one by one (after: %v): %w", cause, err)
+	}
+	h.Log.Warn("a write of a coalesced task cannot apply: its writes were requeued one by one", "writes", len(ws), "error", cause.Error())
 	return nil
 }
 
@@ -275,14 +341,14 @@ func classOf(err error) string {
 	return classTransient
 }
 
-// recordFailure is asynq's error handler: counts the failure and notes it in the receipt.
+// recordFailure is asynq's error handler: counts the failure and notes it in the receipts of the
+// task's writes.
 func (h *Handler) recordFailure(ctx context.Context, t *asynq.Task, err error) {
 	class := classOf(err)
 	h.Metrics.Failed.WithLabelValues(ingest.KindOf(t.Type()), class).Inc()
-	var env struct{ ingest.Envelope }
-	if json.Unmarshal(t.Payload(), &env) == nil && env.TxID != "" {
+	if txs := txsOf(t); len(txs) > 0 {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		h.Buffer.RecordFailure(rctx, env.TxID, err)
+		h.Buffer.RecordFailure(rctx, err, txs...)
 		cancel()
 	}
 	switch {
@@ -293,6 +359,30 @@ func (h *Handler) recordFailure(ctx context.Context, t *asynq.Task, err error) {
 	default:
 		h.Log.Warn("task failed; will retry", "type", t.Type(), "class", class, "error", err.Error())
 	}
+}
+
+// txsOf lists the transactions of a task's writes (none if its payload is unreadable).
+func txsOf(t *asynq.Task) []string {
+	if t.Type() == ingest.TaskWrites {
+		var p struct {
+			Writes []struct {
+				Payload struct{ ingest.Envelope } `json:"payload"`
+			} `json:"writes"`
+		}
+		_ = json.Unmarshal(t.Payload(), &p)
+		txs := make([]string, 0, len(p.Writes))
+		for _, w := range p.Writes {
+			if w.Payload.TxID != "" {
+				txs = append(txs, w.Payload.TxID)
+			}
+		}
+		return txs
+	}
+	var env struct{ ingest.Envelope }
+	if json.Unmarshal(t.Payload(), &env) != nil || env.TxID == "" {
+		return nil
+	}
+	return []string{env.TxID}
 }
 
 // asynqLogger adapts slog to asynq's logger interface.

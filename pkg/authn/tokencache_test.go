@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -119,4 +120,53 @@ func TestCachedTokens(t *testing.T) {
 	announced := refused(a)
 	require.Less(t, announced, 500*time.Millisecond, "the announcement empties the cache")
 	t.Logf("revoked token refused after %s (announced) and %s (TTL only)", announced, refused(deaf))
+}
+
+// slowVerifier passes verifications on to authtoken after a delay (authtoken answering late, as
+// on an overloaded machine) and counts them.
+type slowVerifier struct {
+	next  authn.TokenVerifier
+	delay time.Duration
+	calls atomic.Int64
+}
+
+func (v *slowVerifier) VerifyToken(ctx context.Context, req authn.VerifyRequest) (*authn.Principal, error) {
+	v.calls.Add(1)
+	time.Sleep(v.delay)
+	return v.next.VerifyToken(ctx, req)
+}
+
+// TestCachedTokenExpiresUnderLoad: when a busy token's entry has expired (its refresh answered
+// late), the requests that find it expired wait for one verification at authtoken instead of
+// each sending their own — which, when authtoken was slow because the machine was overloaded,
+// made the overload worse.
+func TestCachedTokenExpiresUnderLoad(t *testing.T) {
+	s := authtokenOnly(t)
+	token := s.Admin(t, "create-service-token", "--account", "instrument-8", "--scopes", "read:data", "--name", "busy")
+	slow := &slowVerifier{next: authn.NewRemoteTokens(s.URLs["authtoken"], s.Env["OPS_INTERNAL_SECRET"]), delay: 200 * time.Millisecond}
+	var mu sync.Mutex
+	now := time.Now()
+	c := &authn.CachedTokens{Next: slow, Redis: s.Redis.Client(), TTL: time.Second,
+		Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }}
+	req := authn.VerifyRequest{Token: token, Scopes: []string{"read:data"}, ClientIP: "192.0.2.1"}
+	_, err := c.VerifyToken(context.Background(), req)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, slow.calls.Load())
+
+	mu.Lock()
+	now = now.Add(2 * time.Second) // the entry has expired
+	mu.Unlock()
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p, err := c.VerifyToken(context.Background(), req)
+			if assert.NoError(t, err) {
+				assert.Equal(t, "instrument-8", p.Username)
+			}
+		}()
+	}
+	wg.Wait()
+	require.EqualValues(t, 2, slow.calls.Load(), "50 requests finding the entry expired: one verification at authtoken")
 }

@@ -36,6 +36,9 @@ func benchSeconds() time.Duration {
 // ackTarget is the acknowledgement latency target at 2,000 req/s (p99).
 const ackTarget = 20 * time.Millisecond
 
+// warmUp is how long each open-loop step sends at its rate before it is measured (see run).
+const warmUp = time.Second
+
 // loadResult is one open-loop step: the latencies of the 201s, the failures, and what the step
 // cost: CPU time per process (by name) and Redis commands, divided by the answered requests
 // when printed.
@@ -45,7 +48,8 @@ type loadResult struct {
 	errs      int
 	cpu       map[string]time.Duration
 	redisCmds int64
-	applied   time.Duration // from the step's start until the queue was drained again
+	applied   time.Duration // from the step's first send (warm-up included) until the queue was drained again
+	sent      int           // requests sent in the step, warm-up included
 }
 
 // sustained: every request answered 201, p99 under a second (the queue is not growing).
@@ -65,7 +69,7 @@ func (r loadResult) String() string {
 		}
 		fmt.Fprintf(&b, " | Redis commands/req %.1f (worker, redis, postgres: until drained)", float64(r.redisCmds)/n)
 		if r.applied > 0 {
-			fmt.Fprintf(&b, " | applied at %.0f/s (drained %.1f s from the start)", float64(len(r.lat))/r.applied.Seconds(), r.applied.Seconds())
+			fmt.Fprintf(&b, " | applied at %.0f/s (drained %.1f s from the first send)", float64(r.sent)/r.applied.Seconds(), r.applied.Seconds())
 		}
 	}
 	return b.String()
@@ -159,23 +163,39 @@ func (b *bench) rawEnqueue(rate int, tag string) loadResult {
 	return r
 }
 
-// run fires send(i) at rate per second for the bench's duration and measures the step.
+// run fires send(i) at rate per second for the bench's duration and measures the step. It is
+// preceded by warmUp at the same rate, unmeasured (send gets i < 0): the step measures the
+// steady state of a stream at that rate — connections open and pools sized for it, as they are
+// for an instrument that has been sending for a while — not the first quarter second in which
+// every process dials and accepts the connections the new rate needs (a cold step spends it at a
+// p50 of ~75 ms on the 2-core development machine, about 5% of a 5-second step).
 func (b *bench) run(rate int, send func(i int) bool) loadResult {
 	var mu sync.Mutex
 	var lat []time.Duration
 	var errs atomic.Int64
 	var wg sync.WaitGroup
-	n := int(b.d.Seconds() * float64(rate))
+	n, w := int(b.d.Seconds()*float64(rate)), int(warmUp.Seconds()*float64(rate))
 	interval := time.Second / time.Duration(rate)
-	before := b.snapshot()
+	var before costSnapshot
+	snapped := make(chan struct{})
 	begin := time.Now()
-	for i := range n {
-		at := begin.Add(time.Duration(i) * interval)
+	measured := begin.Add(time.Duration(w) * interval)
+	go func() { // the cost is counted from the measured window's start, off the sending loop
+		time.Sleep(time.Until(measured))
+		before = b.snapshot()
+		close(snapped)
+	}()
+	for i := -w; i < n; i++ {
+		at := measured.Add(time.Duration(i) * interval)
 		time.Sleep(time.Until(at))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if !send(i) {
+			ok := send(i)
+			if i < 0 {
+				return
+			}
+			if !ok {
 				errs.Add(1)
 				return
 			}
@@ -186,14 +206,17 @@ func (b *bench) run(rate int, send func(i int) bool) loadResult {
 		}()
 	}
 	wg.Wait()
+	<-snapped
 	after := b.snapshot()
 	// The worker's share (and its Redis commands) is counted until the queue is drained again:
-	// what the step's writes cost in the end, even when the worker fell behind during the step.
+	// what the step's writes cost in the end, even when the worker fell behind during the step
+	// (conservatively: what the warm-up left for it is counted too).
 	waitDrained(b.t, b.e)
 	applied := time.Since(begin)
 	drained := b.snapshot()
 	slices.Sort(lat)
-	r := loadResult{rate: rate, lat: lat, errs: int(errs.Load()), cpu: map[string]time.Duration{}, redisCmds: drained.redis - before.redis, applied: applied}
+	r := loadResult{rate: rate, lat: lat, errs: int(errs.Load()), cpu: map[string]time.Duration{}, redisCmds: drained.redis - before.redis,
+		applied: applied, sent: n + w}
 	for name, c := range after.cpu {
 		r.cpu[name] = c - before.cpu[name]
 	}

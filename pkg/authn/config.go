@@ -48,7 +48,9 @@ func NewRemote(c Config, authtokenURL, internalSecret string, rdb redis.Universa
 	var tokens TokenVerifier = NewRemoteTokens(authtokenURL, internalSecret)
 	cached := rdb != nil && c.TokenCacheTTL > 0
 	if cached {
-		tokens = &CachedTokens{Next: tokens, Redis: rdb, TTL: c.TokenCacheTTL, Log: log}
+		ct := &CachedTokens{Next: tokens, Redis: rdb, TTL: c.TokenCacheTTL, Log: log}
+		ct.uses.Linger = usageLinger
+		tokens = ct
 	}
 	a := New(c, NewJWKSCache(authtokenURL+"/.well-known/jwks.json"), tokens, rdb, log)
 	if cached {

@@ -299,9 +299,7 @@ func (b *Buffer) Hold(ctx context.Context, w Write) (Result, error) {
 		if err != nil {
 			return Result{}, fmt.Errorf("encode task: %w", err)
 		}
-		_, err = b.client.EnqueueContext(ctx, asynq.NewTask(w.TaskType, payload), asynq.Queue(ingest.Queue), asynq.TaskID(w.TaskID),
-			asynq.MaxRetry(MaxRetry), asynq.Timeout(TaskTimeout))
-		if err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
+		if err := b.RequeueEach(ctx, []Requeue{{Tx: hw.detail, TaskType: w.TaskType, TaskID: w.TaskID, Payload: payload}}); err != nil {
 			return Result{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
 		}
 		return Result{Tx: hw.detail, Replayed: true}, nil
@@ -453,7 +451,8 @@ type Requeue struct {
 
 // RequeueEach enqueues each write as a task of its own and points its receipt at that task; a
 // task id already taken (the write queued, or a dead letter, already) is left as it is. The
-// worker uses it to take apart a coalesced task one of whose writes cannot apply.
+// worker uses it to take apart a coalesced task one of whose writes cannot apply; Hold, to
+// enqueue again a write whose task was taken off the queue by hand.
 func (b *Buffer) RequeueEach(ctx context.Context, reqs []Requeue) error {
 	for _, r := range reqs {
 		_, err := b.client.EnqueueContext(ctx, asynq.NewTask(r.TaskType, r.Payload), asynq.Queue(ingest.Queue), asynq.TaskID(r.TaskID),

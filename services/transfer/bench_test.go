@@ -174,7 +174,7 @@ func TestBenchAgentThroughput(t *testing.T) {
 	rate := float64(done.Load()) / elapsed.Seconds()
 
 	// The same work on the store alone (no HTTP, no token verification), in this process, through
-	// the same Completer the handler uses: what the database path carries.
+	// the same Claimer and Completer the handlers use: what the database path carries.
 	var direct atomic.Int64
 	cpu = startCPU(db, s.DatabaseURL)
 	stop = time.Now().Add(benchSeconds())
@@ -185,7 +185,7 @@ func TestBenchAgentThroughput(t *testing.T) {
 			defer wg.Done()
 			holder := "direct-" + strconv.Itoa(w)
 			for time.Now().Before(stop) {
-				ops, err := s.Kit.Store.Claim(t.Context(), holder, []transfer.Kind{transfer.KindRawDataPackage}, "", max)
+				ops, err := s.Kit.Claimer.Claim(t.Context(), postgres.ClaimRequest{Holder: holder, Kinds: []transfer.Kind{transfer.KindRawDataPackage}, Max: max})
 				if err != nil {
 					t.Error(err)
 					return

@@ -1,0 +1,257 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+
+	"github.com/obsops/obsops/pkg/groupcommit"
+	"github.com/obsops/obsops/services/transfer"
+)
+
+// claimSQL leases due PENDING operations of kind $1 (at site $2 unless empty) to several claims
+// in one statement: claim k is holder $3[k] wanting up to $4[k] operations, and $5 is the sum of
+// $4. It locks up to $5 operations (FOR UPDATE SKIP LOCKED, due first), gives claim 1 the first
+// $4[1] of them, claim 2 the next $4[2], and so on, leases each to its claim's holder for $6
+// seconds, appends each one's history entry (actor: its holder) and answers them with the claim
+// k they went to. One claim alone is the same statement with one-element arrays.
+const claimSQL = `
+	WITH q AS (
+		SELECT q.holder, q.k::integer AS k, q.m, sum(q.m) OVER (ORDER BY q.k) - q.m AS skip
+		  FROM unnest($3::text[], $4::integer[]) WITH ORDINALITY AS q (holder, m, k)),
+	c AS (
+		SELECT c.id, row_number() OVER (ORDER BY c.next_attempt_at, c.id) AS n FROM (
+			SELECT id, next_attempt_at FROM operations
+			 WHERE status = 'PENDING' AND kind = $1 AND next_attempt_at <= now()
+			   AND ($2 = '' OR site_id = (SELECT id FROM sites WHERE name = $2))
+			 ORDER BY next_attempt_at, id LIMIT $5 FOR UPDATE SKIP LOCKED) c),
+	a AS (
+		SELECT c.id, q.k, q.holder FROM c JOIN q ON c.n > q.skip AND c.n <= q.skip + q.m),
+	o AS (
+		UPDATE operations o SET status = 'IN_PROGRESS', attempt = o.attempt + 1, lease_holder = a.holder,
+		       lease_expires_at = now() + make_interval(secs => $6), started_at = now(), updated_at = now()
+		  FROM a WHERE o.id = a.id
+		RETURNING o.*, a.k),
+	h AS (
+		INSERT INTO operation_history (operation_id, event, from_status, to_status, actor, attempt, retry_count)
+		SELECT id, 'claimed', 'PENDING', 'IN_PROGRESS', lease_holder, attempt, retry_count FROM o)
+	SELECT o.k, ` + opColumns + ` FROM o JOIN sites s ON s.id = o.site_id
+	  LEFT JOIN data_locations src ON src.id = o.source_location_id
+	  LEFT JOIN data_locations dst ON dst.id = o.destination_location_id
+	 ORDER BY o.k, o.id`
+
+// ClaimRequest is one mover's claim: up to Max due PENDING operations of Kinds (served in that
+// order) at Site (any site when empty), leased to Holder.
+type ClaimRequest struct {
+	Holder string
+	Kinds  []transfer.Kind
+	Site   string
+	Max    int
+}
+
+// key says which claims can share a statement: the same kinds in the same order at the same site.
+func (r ClaimRequest) key() string {
+	var b strings.Builder
+	b.WriteString(r.Site)
+	for _, k := range r.Kinds {
+		b.WriteByte(0)
+		b.WriteString(string(k))
+	}
+	return b.String()
+}
+
+// Claim leases up to max due PENDING operations of the given kinds (at site, when not empty) to
+// holder: FOR UPDATE SKIP LOCKED, so concurrent movers never lease one operation twice. Kinds are
+// served in the order given. A claim of one kind is one statement (its own transaction, one
+// round trip) that leases, appends the history entries and answers the leased operations, sorted
+// by id.
+func (s *Store) Claim(ctx context.Context, holder string, kinds []transfer.Kind, site string, max int) ([]transfer.Operation, error) {
+	res, err := s.ClaimAll(ctx, kinds, site, []ClaimRequest{{Holder: holder, Kinds: kinds, Site: site, Max: max}})
+	if err != nil {
+		return nil, err
+	}
+	return res[0], nil
+}
+
+// ClaimAll serves several claims of the same kinds at the same site together, as if one after the
+// other (claim 1 first): each kind is one statement for all of them (claimSQL), a claim of several
+// kinds taking from the next kind only what the ones before could not give it (all kinds in one
+// transaction). Each claim gets at most its Max, its own lease holder and history entries, and its
+// operations sorted by id. An unknown site is an InputError. On an error nothing was leased.
+func (s *Store) ClaimAll(ctx context.Context, kinds []transfer.Kind, site string, reqs []ClaimRequest) ([][]transfer.Operation, error) {
+	st, err := s.prepared(ctx, claimSQL)
+	if err != nil {
+		return nil, err
+	}
+	holders, want := make([]string, len(reqs)), make([]int64, len(reqs))
+	for i, r := range reqs {
+		holders[i], want[i] = r.Holder, int64(r.Max)
+	}
+	out := make([][]transfer.Operation, len(reqs))
+	for i := range out {
+		out[i] = []transfer.Operation{}
+	}
+	claimKind := func(stmt *sqlx.Stmt, k transfer.Kind) error {
+		var total int64
+		for _, m := range want {
+			total += m
+		}
+		if total == 0 {
+			return nil
+		}
+		var rows []struct {
+			K int `db:"k"`
+			transfer.Operation
+		}
+		if err := stmt.SelectContext(ctx, &rows, string(k), site, pq.Array(holders), pq.Array(want), total, seconds(s.Lease)); err != nil {
+			return err
+		}
+		for _, r := range rows {
+			out[r.K-1] = append(out[r.K-1], r.Operation)
+			want[r.K-1]--
+		}
+		return nil
+	}
+	// An unknown site leases nothing; it is an input error only then (a claim that got
+	// operations proves the site exists), so it costs a statement only when there is no work.
+	checkSite := func(q queryer) error {
+		if site == "" {
+			return nil
+		}
+		for _, ops := range out {
+			if len(ops) > 0 {
+				return nil
+			}
+		}
+		return s.checkSite(ctx, q, site)
+	}
+	if len(kinds) == 1 {
+		if err := claimKind(st, kinds[0]); err != nil {
+			return nil, err
+		}
+		if err := checkSite(s.DB); err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
+	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
+		for i := range reqs {
+			out[i], want[i] = out[i][:0], int64(reqs[i].Max)
+		}
+		stmt := tx.StmtxContext(ctx, st)
+		for _, k := range kinds {
+			if err := claimKind(stmt, k); err != nil {
+				return err
+			}
+		}
+		for _, ops := range out {
+			sort.Slice(ops, func(i, j int) bool { return ops[i].ID < ops[j].ID })
+		}
+		return checkSite(tx)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// checkSite returns an InputError unless site names a site.
+func (s *Store) checkSite(ctx context.Context, q queryer, site string) error {
+	var ok bool
+	if err := sqlx.GetContext(ctx, q, &ok, `SELECT EXISTS (SELECT 1 FROM sites WHERE name = $1)`, site); err != nil {
+		return err
+	}
+	if !ok {
+		return &transfer.InputError{Field: "body.site", Message: "no such site", Value: site}
+	}
+	return nil
+}
+
+// Claimer serves concurrent claims together (a group commit, like Completer for completes): a
+// claim that arrives while a round is running joins the next round, and a round serves every
+// claim of the same kinds and site with one statement per kind (Store.ClaimAll) instead of one
+// each. Concurrent claim statements all lock from the head of the same index and skip each
+// other's rows, re-checking rows other claims changed meanwhile: with 8 movers one claim of 20
+// took ~10 ms of PostgreSQL time where it takes ~1.7 ms alone. A round is still one statement
+// with FOR UPDATE SKIP LOCKED, so claims at several replicas (each with its own Claimer) never
+// lease one operation twice either.
+type Claimer struct {
+	Store *Store
+
+	rounds groupcommit.Group[claimRound]
+}
+
+// claimRound is the claims of one round and, once it ran, their answers.
+type claimRound struct {
+	claims []*pendingClaim
+}
+
+type pendingClaim struct {
+	ctx context.Context
+	req ClaimRequest
+	ops []transfer.Operation
+	err error
+}
+
+// claimTimeout bounds one round's statements.
+const claimTimeout = 30 * time.Second
+
+// Claim leases up to req.Max operations to req.Holder, in a round with the claims waiting at the
+// same time (Store.Claim has the semantics).
+func (c *Claimer) Claim(ctx context.Context, req ClaimRequest) ([]transfer.Operation, error) {
+	p := &pendingClaim{ctx: ctx, req: req}
+	if _, err := c.rounds.Join(ctx, func(r *claimRound) { r.claims = append(r.claims, p) }, c.run); err != nil {
+		return nil, err
+	}
+	return p.ops, p.err
+}
+
+// run serves one round: the claims of each kinds-and-site together. A claim whose caller gave up
+// before the round started is left out (nothing is leased to a mover that is gone); if a
+// statement for several claims fails, each of them is tried alone, so one claim's failure is
+// never another's.
+func (c *Claimer) run(r *claimRound) error {
+	ctx, cancel := context.WithTimeout(context.Background(), claimTimeout)
+	defer cancel()
+	var order []string
+	byKey := map[string][]*pendingClaim{}
+	for _, p := range r.claims {
+		if err := p.ctx.Err(); err != nil {
+			p.err = err
+			continue
+		}
+		k := p.req.key()
+		if byKey[k] == nil {
+			order = append(order, k)
+		}
+		byKey[k] = append(byKey[k], p)
+	}
+	for _, k := range order {
+		ps := byKey[k]
+		reqs := make([]ClaimRequest, len(ps))
+		for i, p := range ps {
+			reqs[i] = p.req
+		}
+		res, err := c.Store.ClaimAll(ctx, reqs[0].Kinds, reqs[0].Site, reqs)
+		var input *transfer.InputError
+		if err != nil && len(ps) > 1 && !errors.As(err, &input) {
+			for _, p := range ps {
+				p.ops, p.err = c.Store.Claim(ctx, p.req.Holder, p.req.Kinds, p.req.Site, p.req.Max)
+			}
+			continue
+		}
+		for i, p := range ps {
+			if err != nil {
+				p.err = err
+			} else {
+				p.ops = res[i]
+			}
+		}
+	}
+	return nil
+}

@@ -486,3 +486,47 @@ func TestCompleterAnswersEachRequest(t *testing.T) {
 	require.Equal(t, 40, count(t, e, `SELECT count(*) FROM operations WHERE status = 'COMPLETED'`))
 	require.Equal(t, 40, count(t, e, `SELECT count(*) FROM operation_history WHERE event = 'completed'`), "one history entry per operation")
 }
+
+// A raw_data_package operation completing without copies cannot change its package's state
+// (migration 00012): the complete neither waits for nor writes the package's row, and the state
+// stays WAITING; with a copy at a long-term archive location it does both.
+func TestCompleteTouchesPackageStatesOnlyWhenTheyCanChange(t *testing.T) {
+	e := transfertest.New(t)
+	ctx := context.Background()
+	ids := transfertest.AddPackages(t, e.DB, 2, 1, "complete")
+	e.Round(t)
+	ops, err := e.Store.Claim(ctx, "m", []transfer.Kind{transfer.KindRawDataPackage}, "", 2)
+	require.NoError(t, err)
+	require.Len(t, ops, 2)
+	pkg := map[int64]uuid.UUID{}
+	for _, op := range ops {
+		pkg[op.ID] = *op.RawDataPackageID
+	}
+	// Another transaction holds both package rows.
+	tx, err := e.DB.Beginx()
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback() }()
+	_, err = tx.Exec(`SELECT 1 FROM package_states WHERE raw_data_package_id = ANY($1::uuid[]) FOR UPDATE`, uuidArray(ids))
+	require.NoError(t, err)
+
+	quick, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	op, err := e.Completer.Complete(quick, postgres.CompleteRequest{ID: ops[0].ID, Holder: "m", Bytes: 1})
+	require.NoError(t, err, "not held up by the package row")
+	require.Equal(t, transfer.StatusCompleted, op.Status)
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.Store.Complete(ctx, ops[1].ID, "m", 1, "", []postgres.Copy{{Location: "cologne-archive", Path: "p"}})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("a complete that archives its package did not wait for the package row: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	require.NoError(t, tx.Rollback())
+	require.NoError(t, <-done)
+	require.Equal(t, "WAITING", e.State(t, pkg[ops[0].ID]))
+	require.Equal(t, "ARCHIVED", e.State(t, pkg[ops[1].ID]))
+}

@@ -530,3 +530,39 @@ func TestCompleteTouchesPackageStatesOnlyWhenTheyCanChange(t *testing.T) {
 	require.Equal(t, "WAITING", e.State(t, pkg[ops[0].ID]))
 	require.Equal(t, "ARCHIVED", e.State(t, pkg[ops[1].ID]))
 }
+
+// A DTP made by Group (transfer_make_dtp, migration 00013): its members, their DTP and derived
+// state written once, their operations marked grouped, its operation with its history entry,
+// and the overview counters equal to the rows.
+func TestGroupMakesTheDTPInOneCall(t *testing.T) {
+	e := transfertest.New(t)
+	ctx := context.Background()
+	ids := transfertest.AddPackages(t, e.DB, 5, 1000, "complete")
+	e.Round(t)
+	e.DriveAll(t, "m", transfer.KindRawDataPackage) // its rounds group the first three (3,000 bytes)
+	require.Equal(t, 1, count(t, e, `SELECT count(*) FROM data_transfer_packages WHERE package_count = 3 AND size_bytes = 3000`))
+	require.Equal(t, 3, count(t, e, `SELECT count(*) FROM data_transfer_package_members`))
+	require.Equal(t, 3, count(t, e, `SELECT count(*) FROM package_states p JOIN data_transfer_package_members m USING (raw_data_package_id)
+		WHERE p.data_transfer_package_id = m.data_transfer_package_id AND p.state = 'TRANSFERRING' AND p.state_changed_at >= p.created_at`))
+	require.Equal(t, 2, count(t, e, `SELECT count(*) FROM package_states WHERE data_transfer_package_id IS NULL AND state = 'WAITING'`))
+	require.Equal(t, 3, count(t, e, `SELECT count(*) FROM operations o JOIN data_transfer_package_members m USING (raw_data_package_id)
+		WHERE o.kind = 'raw_data_package' AND o.advanced`))
+	require.Equal(t, 2, count(t, e, `SELECT count(*) FROM operations WHERE kind = 'raw_data_package' AND NOT advanced`))
+	require.Equal(t, 1, count(t, e, `SELECT count(*) FROM operations o JOIN operation_history h ON h.operation_id = o.id
+		WHERE o.kind = 'data_transfer_package' AND o.status = 'PENDING' AND h.event = 'created' AND h.actor = 'planner'`))
+
+	require.NoError(t, e.Store.FoldCounters(ctx))
+	counts, err := e.Store.Counters(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), counts["pkg:TRANSFERRING"])
+	require.Equal(t, int64(2), counts["pkg:WAITING"])
+	require.Equal(t, int64(1), counts["dtp:BUILDING"])
+	require.Equal(t, int64(1), counts["op:data_transfer_package:PENDING"])
+
+	// Grouping a package that is in a DTP already writes nothing.
+	var member uuid.UUID
+	require.NoError(t, e.DB.Get(&member, `SELECT raw_data_package_id FROM data_transfer_package_members LIMIT 1`))
+	_, err = e.DB.Exec(`SELECT transfer_make_dtp($1::uuid[], '{}', 2, 2, 1, 3)`, uuidArray([]uuid.UUID{member, ids[4]}))
+	require.ErrorContains(t, err, "transfer_make_dtp_raced")
+	require.Equal(t, 1, count(t, e, `SELECT count(*) FROM data_transfer_packages`))
+}

@@ -2,9 +2,11 @@ package postgres_test
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -144,4 +146,35 @@ func TestClaimerKindsOrderAndSite(t *testing.T) {
 		}
 	}
 	require.Equal(t, 2, n)
+}
+
+// A Claimer starts its claims where its last one ended (past the claimed operations' dead index
+// entries) and from the head at least once a second: an operation that became due before the
+// last one leased but was committed after it is leased within about a second.
+func TestClaimerLeasesWhatWasCommittedLate(t *testing.T) {
+	e := transfertest.New(t)
+	ctx := context.Background()
+	seedOps(t, e, transfer.KindRawDataPackage, 1, 200)
+	kinds := []transfer.Kind{transfer.KindRawDataPackage}
+	claim := func() []transfer.Operation {
+		ops, err := e.Claimer.Claim(ctx, postgres.ClaimRequest{Holder: "m", Kinds: kinds, Max: 5})
+		require.NoError(t, err)
+		return ops
+	}
+	require.Len(t, claim(), 5)
+	// Due long ago, committed now.
+	seedOps(t, e, transfer.KindRawDataPackage, 1, 1)
+	var late int64
+	require.NoError(t, e.DB.Get(&late, `UPDATE operations SET next_attempt_at = now() - interval '1 day'
+		WHERE id = (SELECT max(id) FROM operations) RETURNING id`))
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		ops := claim()
+		require.NotEmpty(t, ops)
+		if slices.ContainsFunc(ops, func(op transfer.Operation) bool { return op.ID == late }) {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the late operation was not leased within 3 s")
+		time.Sleep(100 * time.Millisecond)
+	}
 }

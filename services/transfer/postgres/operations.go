@@ -56,12 +56,17 @@ func (s *Store) prepared(ctx context.Context, query string) (*sqlx.Stmt, error) 
 	return st, nil
 }
 
-// opColumns selects an operation as transfer.Operation (alias o, joined as in opFrom).
+// opColumns selects an operation as transfer.Operation (alias o, joined as in opFrom). Legacy
+// rows point only to operations of their own kind (a data_transfer row to its transfer and unpack
+// operations, a long_term_archive_transfer row to its long_term_archive operation; mirrorLegacy
+// relies on the same), so their ids are looked up for those kinds only: a claim of 20 other
+// operations no longer probes three indexes per operation for nothing.
 const opColumns = `o.id, o.kind, o.status, o.retry_count, o.max_retries, o.attempt, o.raw_data_package_id,
 	o.data_transfer_package_id,
-	coalesce((SELECT d.id FROM data_transfers d WHERE d.transfer_operation_id = o.id),
-	         (SELECT d.id FROM data_transfers d WHERE d.unpack_operation_id = o.id)) AS data_transfer_id,
-	(SELECT l.id FROM long_term_archive_transfers l WHERE l.operation_id = o.id) AS long_term_archive_transfer_id,
+	CASE o.kind WHEN 'transfer' THEN (SELECT d.id FROM data_transfers d WHERE d.transfer_operation_id = o.id)
+	            WHEN 'unpack' THEN (SELECT d.id FROM data_transfers d WHERE d.unpack_operation_id = o.id) END AS data_transfer_id,
+	CASE WHEN o.kind = 'long_term_archive' THEN
+	     (SELECT l.id FROM long_term_archive_transfers l WHERE l.operation_id = o.id) END AS long_term_archive_transfer_id,
 	o.staging_job_id, s.name AS site, src.name AS source_location, dst.name AS destination_location,
 	o.lease_holder, o.lease_expires_at, o.next_attempt_at, o.last_error_type, o.last_error, o.bytes, o.checksum,
 	o.created_at, o.updated_at, o.completed_at`

@@ -218,6 +218,8 @@ type claimMark struct {
 	head time.Time // when a claim last scanned from the head
 }
 
+func markID(k transfer.Kind, site string) string { return string(k) + "\x00" + site }
+
 // start says where a claim of kind k at site begins at now: after the mark, or at the head.
 func (ms *claimMarks) start(k transfer.Kind, site string, now time.Time) (claimKey, bool) {
 	if ms == nil {
@@ -225,7 +227,7 @@ func (ms *claimMarks) start(k transfer.Kind, site string, now time.Time) (claimK
 	}
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
-	m := ms.m[string(k)+"\x00"+site]
+	m := ms.m[markID(k, site)]
 	if m == nil || now.Sub(m.head) >= claimHeadEvery {
 		return claimKey{}, true
 	}
@@ -243,9 +245,12 @@ func (ms *claimMarks) scanned(k transfer.Kind, site string, last claimKey, head 
 	if ms.m == nil {
 		ms.m = map[string]*claimMark{}
 	}
-	id := string(k) + "\x00" + site
+	id := markID(k, site)
 	m := ms.m[id]
 	if m == nil {
+		if last.at.IsZero() {
+			return // marks only for what leased something: an unknown site makes none
+		}
 		m = &claimMark{}
 		ms.m[id] = m
 	}

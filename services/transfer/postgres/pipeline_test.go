@@ -290,18 +290,14 @@ func TestEnterWatermarkAndFullPass(t *testing.T) {
 func TestCompleteRefusalsWriteNothing(t *testing.T) {
 	e := transfertest.New(t)
 	ctx := context.Background()
-	ids := transfertest.AddPackages(t, e.DB, 1, 1000, "complete")
-	e.Round(t)
-	ops, err := e.Store.Claim(ctx, "m", []transfer.Kind{transfer.KindRawDataPackage}, "", 1)
-	require.NoError(t, err)
-	require.Len(t, ops, 1)
+	ids, ops := claimedPackages(t, e, 1, 1000)
 	id := ops[0].ID
 	writes := func() int {
 		return count(t, e, `SELECT (SELECT count(*) FROM operation_history WHERE operation_id = $1) + (SELECT count(*) FROM physical_copies)`, id)
 	}
 	before := writes()
 
-	_, err = e.Store.Complete(ctx, id, "m", 1, "", []postgres.Copy{{Location: "cologne-buffer", Path: "a"}, {Location: "nowhere", Path: "b"}})
+	_, err := e.Store.Complete(ctx, id, "m", 1, "", []postgres.Copy{{Location: "cologne-buffer", Path: "a"}, {Location: "nowhere", Path: "b"}})
 	var in *transfer.InputError
 	require.ErrorAs(t, err, &in)
 	require.Equal(t, "body.physical_copies[1].location", in.Field)
@@ -329,6 +325,18 @@ func TestCompleteRefusalsWriteNothing(t *testing.T) {
 	require.ErrorAs(t, err, &st)
 	require.Equal(t, transfer.StatusCompleted, st.Current)
 	require.Equal(t, transfer.KindRawDataPackage, st.Kind)
+}
+
+// claimedPackages brings n finalized packages of size bytes into the pipeline and leases their
+// raw_data_package operations to holder m.
+func claimedPackages(t *testing.T, e *transfertest.Env, n int, size int64) ([]uuid.UUID, []transfer.Operation) {
+	t.Helper()
+	ids := transfertest.AddPackages(t, e.DB, n, size, "complete")
+	e.Round(t)
+	ops, err := e.Store.Claim(context.Background(), "m", []transfer.Kind{transfer.KindRawDataPackage}, "", n)
+	require.NoError(t, err)
+	require.Len(t, ops, n)
+	return ids, ops
 }
 
 func opStatus(t *testing.T, e *transfertest.Env, id int64) string {
@@ -493,11 +501,7 @@ func TestCompleterAnswersEachRequest(t *testing.T) {
 func TestCompleteTouchesPackageStatesOnlyWhenTheyCanChange(t *testing.T) {
 	e := transfertest.New(t)
 	ctx := context.Background()
-	ids := transfertest.AddPackages(t, e.DB, 2, 1, "complete")
-	e.Round(t)
-	ops, err := e.Store.Claim(ctx, "m", []transfer.Kind{transfer.KindRawDataPackage}, "", 2)
-	require.NoError(t, err)
-	require.Len(t, ops, 2)
+	ids, ops := claimedPackages(t, e, 2, 1)
 	pkg := map[int64]uuid.UUID{}
 	for _, op := range ops {
 		pkg[op.ID] = *op.RawDataPackageID

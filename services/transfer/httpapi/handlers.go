@@ -371,7 +371,7 @@ func (h *Handlers) claim(ctx context.Context, in *struct{ Body claimBody }) (*bo
 	if max == 0 {
 		max = 1
 	}
-	ops, err := h.Store.Claim(ctx, holder(p, in.Body.Agent), kinds, in.Body.Site, max)
+	ops, err := h.Claimer.Claim(ctx, postgres.ClaimRequest{Holder: holder(p, in.Body.Agent), Kinds: kinds, Site: in.Body.Site, Max: max})
 	if err != nil {
 		return nil, h.problemOf(ctx, "claim", err)
 	}

@@ -19,6 +19,7 @@ import (
 type Handlers struct {
 	Auth       *authn.Authenticator // rules come from the access table, pkg/authn/access.go
 	Store      *postgres.Store
+	Claimer    *postgres.Claimer   // serves concurrent agent claims together
 	Completer  *postgres.Completer // completes concurrent agent completes together
 	Reconciler *engine.Reconciler
 	Waker      *engine.Waker // asks the planner for a round after a complete or reset

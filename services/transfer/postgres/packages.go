@@ -187,6 +187,7 @@ func (s *Store) EnterWatermark(ctx context.Context, margin time.Duration) (*time
 
 type readyPackage struct {
 	ID    uuid.UUID `db:"id"`
+	Op    int64     `db:"op"` // its raw_data_package operation
 	Size  int64     `db:"size_bytes"`
 	Ready time.Time `db:"completed_at"`
 	Now   time.Time `db:"now"` // the database's clock, for the age rule
@@ -203,7 +204,7 @@ func (s *Store) Group(ctx context.Context, targetBytes int64, maxWait time.Durat
 	// The package's size by primary key per ready operation (a subquery, so PostgreSQL cannot
 	// turn it into a hash join over every package without a DTP).
 	if err := s.DB.SelectContext(ctx, &ready, `
-		SELECT r.id, r.size_bytes, r.completed_at, r.now FROM (
+		SELECT r.id, r.op, r.size_bytes, r.completed_at, r.now FROM (
 			SELECT o.raw_data_package_id AS id, o.completed_at, o.id AS op, now() AS now,
 			       (SELECT p.size_bytes FROM package_states p
 			         WHERE p.raw_data_package_id = o.raw_data_package_id AND p.data_transfer_package_id IS NULL) AS size_bytes
@@ -236,55 +237,20 @@ func (s *Store) Group(ctx context.Context, targetBytes int64, maxWait time.Durat
 	return made, nil
 }
 
+// makeDTP makes one DTP of group (transfer_make_dtp, migration 00013: one call, the package
+// rows locked in one order and written once, rows found by key).
 func (s *Store) makeDTP(ctx context.Context, group []readyPackage, size int64) error {
-	ids := make([]uuid.UUID, len(group))
+	ids, ops := make([]uuid.UUID, len(group)), make([]int64, len(group))
 	for i, p := range group {
-		ids[i] = p.ID
+		ids[i], ops[i] = p.ID, p.Op
 	}
-	return s.inTx(ctx, func(tx *sqlx.Tx) error {
-		buf, err := firstLocation(ctx, tx, "buffer")
-		if err != nil {
-			return err
-		}
-		var dtp int64
-		if err := tx.GetContext(ctx, &dtp, `
-			INSERT INTO data_transfer_packages (name, location_id, package_count, size_bytes)
-			VALUES ('dtp-' || to_char(now() AT TIME ZONE 'UTC', 'YYYYMMDD"T"HH24MISS') || '-' || substr(md5(random()::text), 1, 8), $1, $2, $3)
-			RETURNING id`, buf.ID, len(group), size); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `SELECT 1 FROM package_states WHERE raw_data_package_id = ANY($1::uuid[])
-			ORDER BY raw_data_package_id FOR NO KEY UPDATE`, uuids(ids)); err != nil {
-			return err
-		}
-		res, err := tx.ExecContext(ctx, `UPDATE package_states SET data_transfer_package_id = $1, updated_at = now()
-			WHERE raw_data_package_id = ANY($2::uuid[]) AND data_transfer_package_id IS NULL`, dtp, uuids(ids))
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n != int64(len(group)) {
-			return errors.New("grouping raced with another planner; retried on the next round")
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO data_transfer_package_members (data_transfer_package_id, raw_data_package_id)
-			SELECT $1, unnest($2::uuid[])`, dtp, uuids(ids)); err != nil {
-			return err
-		}
-		// Grouped is what advanced means for a raw_data_package operation (out of the ready index).
-		if _, err := tx.ExecContext(ctx, `UPDATE operations SET advanced = true
-			WHERE kind = 'raw_data_package' AND raw_data_package_id = ANY($1::uuid[]) AND NOT advanced`, uuids(ids)); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `
-			WITH op AS (
-				INSERT INTO operations (kind, data_transfer_package_id, site_id, source_location_id, destination_location_id, max_retries)
-				VALUES ('data_transfer_package', $1, $2, $3, $3, $4)
-				ON CONFLICT (data_transfer_package_id) WHERE kind = 'data_transfer_package' DO NOTHING RETURNING id, status)
-			INSERT INTO operation_history (operation_id, event, to_status, actor) SELECT id, 'created', status, 'planner' FROM op`,
-			dtp, buf.SiteID, buf.ID, s.MaxRetries); err != nil {
-			return err
-		}
-		// The group's rows were locked above, in id order.
-		_, err = deriveAndStore(ctx, tx, `p.data_transfer_package_id = $1`, dtp)
+	buf, err := firstLocation(ctx, s.DB, "buffer")
+	if err != nil {
+		return err
+	}
+	return retry(func() error {
+		_, err := s.DB.ExecContext(ctx, `SELECT transfer_make_dtp($1::uuid[], $2::bigint[], $3, $4, $5, $6)`,
+			uuids(ids), pq.Array(ops), buf.ID, buf.SiteID, size, s.MaxRetries)
 		return err
 	})
 }

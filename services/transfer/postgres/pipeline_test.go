@@ -290,18 +290,14 @@ func TestEnterWatermarkAndFullPass(t *testing.T) {
 func TestCompleteRefusalsWriteNothing(t *testing.T) {
 	e := transfertest.New(t)
 	ctx := context.Background()
-	ids := transfertest.AddPackages(t, e.DB, 1, 1000, "complete")
-	e.Round(t)
-	ops, err := e.Store.Claim(ctx, "m", []transfer.Kind{transfer.KindRawDataPackage}, "", 1)
-	require.NoError(t, err)
-	require.Len(t, ops, 1)
+	ids, ops := claimedPackages(t, e, 1, 1000)
 	id := ops[0].ID
 	writes := func() int {
 		return count(t, e, `SELECT (SELECT count(*) FROM operation_history WHERE operation_id = $1) + (SELECT count(*) FROM physical_copies)`, id)
 	}
 	before := writes()
 
-	_, err = e.Store.Complete(ctx, id, "m", 1, "", []postgres.Copy{{Location: "cologne-buffer", Path: "a"}, {Location: "nowhere", Path: "b"}})
+	_, err := e.Store.Complete(ctx, id, "m", 1, "", []postgres.Copy{{Location: "cologne-buffer", Path: "a"}, {Location: "nowhere", Path: "b"}})
 	var in *transfer.InputError
 	require.ErrorAs(t, err, &in)
 	require.Equal(t, "body.physical_copies[1].location", in.Field)
@@ -329,6 +325,18 @@ func TestCompleteRefusalsWriteNothing(t *testing.T) {
 	require.ErrorAs(t, err, &st)
 	require.Equal(t, transfer.StatusCompleted, st.Current)
 	require.Equal(t, transfer.KindRawDataPackage, st.Kind)
+}
+
+// claimedPackages brings n finalized packages of size bytes into the pipeline and leases their
+// raw_data_package operations to holder m.
+func claimedPackages(t *testing.T, e *transfertest.Env, n int, size int64) ([]uuid.UUID, []transfer.Operation) {
+	t.Helper()
+	ids := transfertest.AddPackages(t, e.DB, n, size, "complete")
+	e.Round(t)
+	ops, err := e.Store.Claim(context.Background(), "m", []transfer.Kind{transfer.KindRawDataPackage}, "", n)
+	require.NoError(t, err)
+	require.Len(t, ops, n)
+	return ids, ops
 }
 
 func opStatus(t *testing.T, e *transfertest.Env, id int64) string {
@@ -485,4 +493,80 @@ func TestCompleterAnswersEachRequest(t *testing.T) {
 	require.Equal(t, 3, conflicts+leases+inputs)
 	require.Equal(t, 40, count(t, e, `SELECT count(*) FROM operations WHERE status = 'COMPLETED'`))
 	require.Equal(t, 40, count(t, e, `SELECT count(*) FROM operation_history WHERE event = 'completed'`), "one history entry per operation")
+}
+
+// A raw_data_package operation completing without copies cannot change its package's state
+// (migration 00012): the complete neither waits for nor writes the package's row, and the state
+// stays WAITING; with a copy at a long-term archive location it does both.
+func TestCompleteTouchesPackageStatesOnlyWhenTheyCanChange(t *testing.T) {
+	e := transfertest.New(t)
+	ctx := context.Background()
+	ids, ops := claimedPackages(t, e, 2, 1)
+	pkg := map[int64]uuid.UUID{}
+	for _, op := range ops {
+		pkg[op.ID] = *op.RawDataPackageID
+	}
+	// Another transaction holds both package rows.
+	tx, err := e.DB.Beginx()
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback() }()
+	_, err = tx.Exec(`SELECT 1 FROM package_states WHERE raw_data_package_id = ANY($1::uuid[]) FOR UPDATE`, uuidArray(ids))
+	require.NoError(t, err)
+
+	quick, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	op, err := e.Completer.Complete(quick, postgres.CompleteRequest{ID: ops[0].ID, Holder: "m", Bytes: 1})
+	require.NoError(t, err, "not held up by the package row")
+	require.Equal(t, transfer.StatusCompleted, op.Status)
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.Store.Complete(ctx, ops[1].ID, "m", 1, "", []postgres.Copy{{Location: "cologne-archive", Path: "p"}})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("a complete that archives its package did not wait for the package row: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	require.NoError(t, tx.Rollback())
+	require.NoError(t, <-done)
+	require.Equal(t, "WAITING", e.State(t, pkg[ops[0].ID]))
+	require.Equal(t, "ARCHIVED", e.State(t, pkg[ops[1].ID]))
+}
+
+// A DTP made by Group (transfer_make_dtp, migration 00013): its members, their DTP and derived
+// state written once, their operations marked grouped, its operation with its history entry,
+// and the overview counters equal to the rows.
+func TestGroupMakesTheDTPInOneCall(t *testing.T) {
+	e := transfertest.New(t)
+	ctx := context.Background()
+	ids := transfertest.AddPackages(t, e.DB, 5, 1000, "complete")
+	e.Round(t)
+	e.DriveAll(t, "m", transfer.KindRawDataPackage) // its rounds group the first three (3,000 bytes)
+	require.Equal(t, 1, count(t, e, `SELECT count(*) FROM data_transfer_packages WHERE package_count = 3 AND size_bytes = 3000`))
+	require.Equal(t, 3, count(t, e, `SELECT count(*) FROM data_transfer_package_members`))
+	require.Equal(t, 3, count(t, e, `SELECT count(*) FROM package_states p JOIN data_transfer_package_members m USING (raw_data_package_id)
+		WHERE p.data_transfer_package_id = m.data_transfer_package_id AND p.state = 'TRANSFERRING' AND p.state_changed_at >= p.created_at`))
+	require.Equal(t, 2, count(t, e, `SELECT count(*) FROM package_states WHERE data_transfer_package_id IS NULL AND state = 'WAITING'`))
+	require.Equal(t, 3, count(t, e, `SELECT count(*) FROM operations o JOIN data_transfer_package_members m USING (raw_data_package_id)
+		WHERE o.kind = 'raw_data_package' AND o.advanced`))
+	require.Equal(t, 2, count(t, e, `SELECT count(*) FROM operations WHERE kind = 'raw_data_package' AND NOT advanced`))
+	require.Equal(t, 1, count(t, e, `SELECT count(*) FROM operations o JOIN operation_history h ON h.operation_id = o.id
+		WHERE o.kind = 'data_transfer_package' AND o.status = 'PENDING' AND h.event = 'created' AND h.actor = 'planner'`))
+
+	require.NoError(t, e.Store.FoldCounters(ctx))
+	counts, err := e.Store.Counters(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), counts["pkg:TRANSFERRING"])
+	require.Equal(t, int64(2), counts["pkg:WAITING"])
+	require.Equal(t, int64(1), counts["dtp:BUILDING"])
+	require.Equal(t, int64(1), counts["op:data_transfer_package:PENDING"])
+
+	// Grouping a package that is in a DTP already writes nothing.
+	var member uuid.UUID
+	require.NoError(t, e.DB.Get(&member, `SELECT raw_data_package_id FROM data_transfer_package_members LIMIT 1`))
+	_, err = e.DB.Exec(`SELECT transfer_make_dtp($1::uuid[], '{}', 2, 2, 1, 3)`, uuidArray([]uuid.UUID{member, ids[4]}))
+	require.ErrorContains(t, err, "transfer_make_dtp_raced")
+	require.Equal(t, 1, count(t, e, `SELECT count(*) FROM data_transfer_packages`))
 }

@@ -67,7 +67,7 @@ func run(ctx context.Context) error {
 	})
 
 	httpapi.Register(svc.API, svc.App, &httpapi.Handlers{
-		Auth: auth, Store: store, Completer: &postgres.Completer{Store: store}, Reconciler: reconciler, Waker: waker, Hub: hub, Log: svc.Log,
+		Auth: auth, Store: store, Claimer: &postgres.Claimer{Store: store}, Completer: &postgres.Completer{Store: store}, Reconciler: reconciler, Waker: waker, Hub: hub, Log: svc.Log,
 	})
 	return svc.Run(ctx)
 }

@@ -29,6 +29,7 @@ type Env struct {
 	Redis       *testenv.RedisServer
 	RDB         *redis.Client
 	Store       *postgres.Store
+	Claimer     *postgres.Claimer   // on Store, as cmd/transfer builds it
 	Completer   *postgres.Completer // on Store, as cmd/transfer builds it
 	Reconciler  *engine.Reconciler
 	Planner     *engine.Planner
@@ -62,6 +63,7 @@ func NewOn(t testing.TB, databaseURL string, rs *testenv.RedisServer) *Env {
 	e.DB = db
 	e.RDB = e.Redis.Client()
 	e.Store = &postgres.Store{DB: db, Lease: e.Config.OperationLease, MaxRetries: e.Config.MaxRetries, Backoff: e.Config.RetryBackoff, BackoffMax: e.Config.RetryBackoffMax}
+	e.Claimer = &postgres.Claimer{Store: e.Store}
 	e.Completer = &postgres.Completer{Store: e.Store}
 	e.Reconciler = &engine.Reconciler{Store: e.Store, Redis: e.RDB}
 	e.Planner = engine.NewPlanner(db, e.Store, e.RDB, e.Reconciler, e.Config, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)

@@ -48,9 +48,7 @@ func NewRemote(c Config, authtokenURL, internalSecret string, rdb redis.Universa
 	var tokens TokenVerifier = NewRemoteTokens(authtokenURL, internalSecret)
 	cached := rdb != nil && c.TokenCacheTTL > 0
 	if cached {
-		ct := &CachedTokens{Next: tokens, Redis: rdb, TTL: c.TokenCacheTTL, Log: log}
-		ct.uses.Linger = usageLinger
-		tokens = ct
+		tokens = &CachedTokens{Next: tokens, Redis: rdb, TTL: c.TokenCacheTTL, Log: log}
 	}
 	a := New(c, NewJWKSCache(authtokenURL+"/.well-known/jwks.json"), tokens, rdb, log)
 	if cached {

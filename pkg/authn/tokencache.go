@@ -27,10 +27,6 @@ const tokenCacheSize = 10000
 // usageTimeout bounds recording one use of a cached token in Redis.
 const usageTimeout = 200 * time.Millisecond
 
-// usageLinger is how long a write of uses that follows a shared one waits for more (see
-// usageWrite).
-const usageLinger = time.Millisecond
-
 // CachedTokens verifies API tokens through Next (authtoken, RemoteTokens) and remembers each
 // successful verification in process for at most TTL, so a token sending thousands of requests
 // per second costs about one call to authtoken per TTL instead of one per request (an HTTP hop,
@@ -226,10 +222,6 @@ func (c *CachedTokens) listen() {
 // request waits for the write holding its use, so counts stay exact, while at thousands of
 // requests per second one MULTI carries dozens of uses (Redis round trips are most of a cached
 // verification's cost).
-//
-// A write that follows a shared one first waits usageLinger for more uses (groupcommit's
-// Linger): under load the MULTIs get fewer and larger, for a millisecond more on the requests
-// that share one; a lone request never waits.
 type usageWrite struct {
 	counts map[int64]int64
 	last   map[int64]tokenUse

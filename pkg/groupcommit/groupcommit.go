@@ -9,36 +9,26 @@ package groupcommit
 import (
 	"context"
 	"sync"
-	"time"
 )
 
 // Group gathers callers into rounds; each round is one operation on a batch of type B, built by
 // the callers' add functions. The zero Group is ready to use.
 type Group[B any] struct {
-	// Linger, when positive, is how long a round that starts right after a shared round (one of
-	// two or more callers) waits for more callers before it runs — PostgreSQL's commit_delay with
-	// commit_siblings 2: a lone caller never waits, while under concurrency rounds grow by what
-	// arrives in Linger, at the cost of Linger added to their callers' wait.
-	Linger time.Duration
-
-	mu         sync.Mutex
-	running    bool
-	next       *round[B] // the round callers join now (nil: none yet)
-	lastShared bool      // the previous round had two or more callers
+	mu      sync.Mutex
+	running bool
+	next    *round[B] // the round callers join now (nil: none yet)
 }
 
 type round[B any] struct {
-	batch   B
-	callers int
-	done    chan struct{}
-	err     error
+	batch B
+	done  chan struct{}
+	err   error
 }
 
 // Join adds to the next round's batch with add (run under the group's lock; nil adds nothing)
 // and waits for that round: its batch as do left it (for results do writes into it) and do's
-// error. The caller that starts a round runs do (after Linger, if the previous round was shared),
-// so every caller of a group passes the same operation. A caller whose ctx ends stops waiting
-// (the round still runs) and gets ctx's error.
+// error. The caller that starts a round runs do, so every caller of a group passes the same
+// operation. A caller whose ctx ends stops waiting (the round still runs) and gets ctx's error.
 func (g *Group[B]) Join(ctx context.Context, add func(*B), do func(*B) error) (*B, error) {
 	g.mu.Lock()
 	r := g.next
@@ -49,23 +39,11 @@ func (g *Group[B]) Join(ctx context.Context, add func(*B), do func(*B) error) (*
 	if add != nil {
 		add(&r.batch)
 	}
-	r.callers++
 	lead := !g.running
-	linger := lead && g.Linger > 0 && g.lastShared
 	if lead {
-		g.running = true
-		if !linger {
-			g.next = nil
-		}
+		g.running, g.next = true, nil
 	}
 	g.mu.Unlock()
-	if linger {
-		// Others join r meanwhile; then it is closed to newcomers and run.
-		time.Sleep(g.Linger)
-		g.mu.Lock()
-		g.next = nil
-		g.mu.Unlock()
-	}
 	if lead {
 		g.run(r, do)
 	}
@@ -79,13 +57,9 @@ func (g *Group[B]) Join(ctx context.Context, add func(*B), do func(*B) error) (*
 
 // run performs r, then hands the round that gathered meanwhile to a goroutine of its own.
 func (g *Group[B]) run(r *round[B], do func(*B) error) {
-	g.mu.Lock()
-	callers := r.callers // r is closed: no caller joins it any more
-	g.mu.Unlock()
 	r.err = do(&r.batch)
 	close(r.done)
 	g.mu.Lock()
-	g.lastShared = callers > 1
 	next := g.next
 	g.next, g.running = nil, next != nil
 	g.mu.Unlock()

@@ -56,11 +56,6 @@ type Config struct {
 	// BufferingEnabled: false makes the critical writes go straight to PostgreSQL (answered
 	// "committed"); a main site may choose it. The site service reports the same setting.
 	BufferingEnabled bool `env:"OPS_BUFFERING_ENABLED" envDefault:"true"`
-	// HoldLinger is how long a round of the buffer (see buffer.Hold) that follows a shared round
-	// waits for more writes before it goes to Redis: under concurrency it makes rounds — and so
-	// tasks, worker round trips and database statements — larger, for this much added latency; a
-	// lone write never waits. 0 disables it.
-	HoldLinger time.Duration `env:"OPS_INGEST_HOLD_LINGER" envDefault:"1ms"`
 	// RetryAfter is the Retry-After (seconds) of a 503 answered when Redis cannot take a write.
 	RetryAfter int `env:"OPS_INGEST_RETRY_AFTER" envDefault:"2"`
 }
@@ -78,8 +73,6 @@ func (c *Config) Validate() error {
 		return &config.Invalid{Var: "OPS_INGEST_IDEMPOTENCY_TTL", Reason: "must be at least 24h"}
 	case c.RedisTimeout < 10*time.Millisecond || c.RedisTimeout > 30*time.Second:
 		return &config.Invalid{Var: "OPS_INGEST_REDIS_TIMEOUT", Reason: "must be within [10ms, 30s]"}
-	case c.HoldLinger < 0 || c.HoldLinger > 50*time.Millisecond:
-		return &config.Invalid{Var: "OPS_INGEST_HOLD_LINGER", Reason: "must be within [0, 50ms]"}
 	case c.RetryAfter < 1 || c.RetryAfter > 3600:
 		return &config.Invalid{Var: "OPS_INGEST_RETRY_AFTER", Reason: "must be within [1, 3600] seconds"}
 	}

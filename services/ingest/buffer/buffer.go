@@ -87,10 +87,6 @@ func New(rdb redis.UniversalClient, timeout time.Duration) *Buffer {
 	}
 }
 
-// SetHoldLinger sets how long a round that follows a shared round waits for more writes
-// (OPS_INGEST_HOLD_LINGER; groupcommit.Group.Linger). Call it before the first Hold.
-func (b *Buffer) SetHoldLinger(d time.Duration) { b.rounds.Linger = d }
-
 // Item is one record of a write: its cache key parts, fingerprint, value and optional index.
 type Item struct {
 	Kind   string

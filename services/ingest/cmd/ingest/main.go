@@ -63,7 +63,6 @@ func run(ctx context.Context) error {
 	db := pools.Read
 	svc.Log = svc.Log.With("role", *role)
 	buf := buffer.New(svc.Redis, cfg.RedisTimeout)
-	buf.SetHoldLinger(cfg.HoldLinger)
 	if *role != ingest.RoleWorker {
 		status := ingest.Committed
 		if cfg.SiteType == "secondary" {

@@ -154,9 +154,19 @@ func TestApplyFilesPartlyRegistered(t *testing.T) {
 	other, mixed := task(file("other", 4)), task(newInBatch, changed)
 	_, err = a.ApplyBatch(t.Context(), []postgres.Work{{Files: &other}, {Files: &mixed}})
 	require.NoError(t, err)
+	// The files of several tasks within one statement's rows (a round's registrations) are one
+	// statement committing by itself; one of them already registered makes it an upsert too.
+	wide := &postgres.Applier{DB: db, BatchRows: 10}
+	fifth, again := task(file("fifth", 5)), task(changed)
+	c, err := wide.ApplyBatch(t.Context(), []postgres.Work{{Files: &fifth}, {Files: &again}})
+	require.NoError(t, err)
+	require.NotEmpty(t, c.LSN)
 	var sizes []int64
 	require.NoError(t, db.Select(&sizes, `SELECT size_bytes FROM raw_data_files WHERE executed_obs_unit_id = $1 ORDER BY size_bytes`, eou))
-	require.Equal(t, []int64{1, 2, 3, 4}, sizes)
+	require.Equal(t, []int64{1, 2, 3, 4, 5}, sizes)
+	var tx string
+	require.NoError(t, db.Get(&tx, `SELECT tx FROM raw_data_files WHERE path = 'fifth'`))
+	require.Equal(t, fifth.TxID, tx, "each row keeps its own task's transaction")
 }
 
 // TestApplyClassifiesErrors: a start whose obs unit does not exist can never apply (permanent);

@@ -42,12 +42,29 @@ func (a *Applier) ApplyBatch(ctx context.Context, works []Work) (Commit, error) 
 
 // applyBatch is ApplyBatch with files inserted as new (errFileExists if one is not) or upserted.
 func (a *Applier) applyBatch(ctx context.Context, works []Work, upsert bool) (Commit, error) {
-	if len(works) == 1 && works[0].Rows() <= a.batchRows() {
+	if oneStatement(works, a.batchRows()) {
 		// One statement commits by itself: one round trip instead of three (BEGIN, the statement,
-		// COMMIT) — what a worker that keeps up applies most, a single file's registration.
+		// COMMIT) — what a worker that keeps up applies most: a single file's registration, or
+		// the files of the registrations held in one round (ingest.TaskWrites).
 		return a.alone(ctx, func() error { return a.apply(ctx, nil, works, upsert) })
 	}
 	return a.inTx(ctx, func(tx *sqlx.Tx) error { return a.apply(ctx, tx, works, upsert) })
+}
+
+// oneStatement reports whether works are applied by one statement: a single record, or files
+// only, at most batch rows of them (insertFiles writes them in one INSERT).
+func oneStatement(works []Work, batch int) bool {
+	if len(works) == 1 && works[0].Files == nil {
+		return true
+	}
+	rows := 0
+	for _, w := range works {
+		if w.Files == nil {
+			return false
+		}
+		rows += w.Rows()
+	}
+	return rows <= batch
 }
 
 // apply runs the statements of works on tx (nil: on the pool, for a single statement).

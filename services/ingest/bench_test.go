@@ -118,8 +118,7 @@ func newBench(t *testing.T, e *env, eou string) *bench {
 		// a bare fasthttp client → proxy → server on this machine jammed at 4,000 req/s
 		// (p50 1 s, 7,290 errors) that way, and ran at 8,000 req/s (p99 ≤ 51 ms, 0 errors)
 		// with the pool.
-		c: &fasthttp.Client{MaxConnsPerHost: benchConns, MaxConnWaitTimeout: 10 * time.Second, ReadTimeout: 10 * time.Second,
-			WriteTimeout: 10 * time.Second, MaxIdleConnDuration: time.Minute}}
+		c: newLoadClient()}
 	for _, name := range []string{"gateway", "ingest", "authtoken"} {
 		b.pids[name] = findProcess(func(cmd []string) bool { return strings.HasSuffix(cmd[0], "/"+name) && !slices.Contains(cmd, "worker") },
 			"OPS_REDIS_URL="+e.s.Redis.URL)
@@ -140,18 +139,29 @@ func newBench(t *testing.T, e *env, eou string) *bench {
 func (b *bench) openLoop(base string, rate int, tag string) loadResult {
 	url := base + "/raw_data_files/"
 	auth := "Bearer " + b.e.token
-	return b.run(rate, func(i int) bool {
-		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
-		defer fasthttp.ReleaseRequest(req)
-		defer fasthttp.ReleaseResponse(resp)
-		req.SetRequestURI(url)
-		req.Header.SetMethod(http.MethodPost)
-		req.Header.Set("Authorization", auth)
-		req.Header.SetContentType("application/json")
-		req.SetBodyString(`{"executed_obs_unit_id":"` + b.eou + `","instrument_module_id":11,"path":"bench/` + tag + "/" + fmt.Sprintf("%08d", i) +
-			`","size_bytes":1,"checksum":"xxh64:0123456789abcdef"}`)
-		return b.c.Do(req, resp) == nil && resp.StatusCode() == http.StatusCreated
-	})
+	return b.run(rate, func(i int) bool { return sendFile(b.c, url, auth, b.eou, fmt.Sprintf("bench/%s/%08d", tag, i)) })
+}
+
+// newLoadClient is the HTTP client of the open-loop load generators (see newBench for why a
+// fixed pool of benchConns connections).
+func newLoadClient() *fasthttp.Client {
+	return &fasthttp.Client{MaxConnsPerHost: benchConns, MaxConnWaitTimeout: 10 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 10 * time.Second, MaxIdleConnDuration: time.Minute}
+}
+
+// sendFile sends one single-file registration of path to url (an ingest or gateway
+// /raw_data_files/) and reports whether it was answered 201.
+func sendFile(c *fasthttp.Client, url, auth, eou, path string) bool {
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.SetRequestURI(url)
+	req.Header.SetMethod(http.MethodPost)
+	req.Header.Set("Authorization", auth)
+	req.Header.SetContentType("application/json")
+	req.SetBodyString(`{"executed_obs_unit_id":"` + eou + `","instrument_module_id":11,"path":"` + path +
+		`","size_bytes":1,"checksum":"xxh64:0123456789abcdef"}`)
+	return c.Do(req, resp) == nil && resp.StatusCode() == http.StatusCreated
 }
 
 // rawEnqueue is the floor of the buffered write: the bench process itself enqueues the task a

@@ -340,27 +340,22 @@ func (b *Buffer) holdRound(r *holdRound) {
 		return
 	}
 	cmds := make([]*redis.Cmd, len(prepared))
-	var err error
-	if len(prepared) == 1 {
-		cmds[0] = b.hold.Run(ctx, b.rdb, prepared[0].keys, prepared[0].args...)
-	} else {
-		run := func(eval func(p redis.Pipeliner, keys []string, args ...any) *redis.Cmd) error {
-			pipe := b.rdb.Pipeline()
-			for i, c := range prepared {
-				cmds[i] = eval(pipe, c.keys, c.args...)
-			}
-			_, err := pipe.Exec(ctx)
-			return err
+	run := func(eval func(p redis.Pipeliner, keys []string, args ...any) *redis.Cmd) error {
+		pipe := b.rdb.Pipeline()
+		for i, c := range prepared {
+			cmds[i] = eval(pipe, c.keys, c.args...)
 		}
-		evalSha := func(p redis.Pipeliner, keys []string, args ...any) *redis.Cmd {
-			return b.hold.EvalSha(ctx, p, keys, args...)
-		}
-		eval := func(p redis.Pipeliner, keys []string, args ...any) *redis.Cmd {
+		_, err := pipe.Exec(ctx)
+		return err
+	}
+	err := run(func(p redis.Pipeliner, keys []string, args ...any) *redis.Cmd {
+		return b.hold.EvalSha(ctx, p, keys, args...)
+	})
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		// Not in Redis' script cache (a restarted Redis): the whole script once more.
+		err = run(func(p redis.Pipeliner, keys []string, args ...any) *redis.Cmd {
 			return b.hold.Eval(ctx, p, keys, args...)
-		}
-		if err = run(evalSha); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			err = run(eval) // not in Redis' script cache (a restarted Redis): the whole script once more
-		}
+		})
 	}
 	for i, c := range prepared {
 		res, cerr := cmds[i].Slice()
@@ -574,19 +569,24 @@ func (b *Buffer) Evict(ctx context.Context, applied []Applied, lsn string, commi
 		queueRemoval(ctx, pipe, a.Items)
 		queueCommit(ctx, pipe, a.Tx, lsn, committedAt)
 	}
-	pipe.Set(ctx, contract.IngestLastApplyKey, strconv.FormatInt(committedAt.UnixMilli(), 10), 0)
+	queueLastApply(ctx, pipe, committedAt)
 	_, err := pipe.Exec(ctx)
 	return err
 }
 
 // queueCommit adds to pipe the receipt of a commit of tx: commit time, WAL position, one more
-// attempt. (The caller sets contract.IngestLastApplyKey, the time of the last commit for
-// /buffer-stats, once per pipeline.)
+// attempt.
 func queueCommit(ctx context.Context, pipe redis.Pipeliner, tx, lsn string, committedAt time.Time) {
 	st := txStatePrefix + tx
 	pipe.HSet(ctx, st, "committed_at", committedAt.UTC().Format(time.RFC3339Nano), "lsn", lsn)
 	pipe.HIncrBy(ctx, st, "attempts", 1)
 	pipe.PExpire(ctx, st, txTTL)
+}
+
+// queueLastApply adds to pipe the time of the last commit, for /buffer-stats (once per pipeline
+// of commits).
+func queueLastApply(ctx context.Context, pipe redis.Pipeliner, committedAt time.Time) {
+	pipe.Set(ctx, contract.IngestLastApplyKey, strconv.FormatInt(committedAt.UnixMilli(), 10), 0)
 }
 
 // RecordFailure notes a failed attempt in the receipts of the transactions, in one round trip.
@@ -790,7 +790,7 @@ func (b *Buffer) MarkCommitted(ctx context.Context, applied []Applied, lsn strin
 		pipe.ZAdd(ctx, replWaitKey, redis.Z{Score: float64(n), Member: a.Tx + "|" + lsn})
 		queueCommit(ctx, pipe, a.Tx, lsn, committedAt)
 	}
-	pipe.Set(ctx, contract.IngestLastApplyKey, strconv.FormatInt(committedAt.UnixMilli(), 10), 0)
+	queueLastApply(ctx, pipe, committedAt)
 	_, err := pipe.Exec(ctx)
 	return err
 }

@@ -228,3 +228,53 @@ func TestHoldCoalescesWrites(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, ingest.TaskFiles, info.Type)
 }
+
+// TestHoldAfterScriptCacheLoss: a Redis that lost its script cache (restarted, SCRIPT FLUSH)
+// answers the hold script's EVALSHA with NOSCRIPT; Hold then sends the whole script and the
+// write is held and queued — for a write alone and for a round of several.
+func TestHoldAfterScriptCacheLoss(t *testing.T) {
+	r := testenv.Redis(t)
+	rdb := r.Client()
+	ctx := context.Background()
+	b := buffer.New(rdb, 5*time.Second)
+	insp := asynq.NewInspectorFromRedisClient(rdb)
+	hold := func(n int) {
+		t.Helper()
+		var wg sync.WaitGroup
+		errs := make([]error, n)
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				id, tx := ingest.NewID(), ingest.NewID()
+				_, errs[i] = b.Hold(ctx, buffer.Write{
+					Tx: tx, TaskType: ingest.TaskFiles, TaskID: "file:" + id,
+					Items:   []buffer.Item{{Kind: buffer.KindFile, ID: id, Hash: "0123456789abcdef0123456789abcdef", Record: map[string]string{"id": id}}},
+					Payload: func(tx string) ([]byte, error) { return json.Marshal(map[string]string{"tx": tx, "id": id}) },
+				})
+			}()
+		}
+		wg.Wait()
+		for _, err := range errs {
+			require.NoError(t, err)
+		}
+	}
+	hold(1)
+	for _, n := range []int{1, 50} {
+		require.NoError(t, rdb.ScriptFlush(ctx).Err())
+		hold(n)
+	}
+	held := 0
+	tasks, err := insp.ListPendingTasks(ingest.Queue, asynq.PageSize(1000))
+	require.NoError(t, err)
+	for _, task := range tasks {
+		if task.Type == ingest.TaskWrites {
+			var p ingest.WritesTask
+			require.NoError(t, json.Unmarshal(task.Payload, &p))
+			held += len(p.Writes)
+		} else {
+			held++
+		}
+	}
+	require.Equal(t, 52, held, "every write held is queued once")
+}

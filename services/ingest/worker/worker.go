@@ -256,17 +256,16 @@ func (h *Handler) applyWrites(ctx context.Context, t *asynq.Task, ws []write) er
 	}
 	c, err := h.apply(ctx, txs, works)
 	if err != nil {
-		switch classOf(err) {
-		case classPermanent, classUnknown:
-			if t.Type() == ingest.TaskWrites {
-				return h.split(ctx, ws, err)
-			}
-			if classOf(err) == classPermanent {
-				return fmt.Errorf("%w: %w", err, asynq.SkipRetry)
-			}
+		switch class := classOf(err); {
+		case class == classTransient:
+			return err // the database is unreachable, shutting down, or the attempt timed out
+		case t.Type() == ingest.TaskWrites:
+			return h.split(ctx, ws, err)
+		case class == classPermanent:
+			return fmt.Errorf("%w: %w", err, asynq.SkipRetry)
+		default:
 			return fmt.Errorf("%w: %w", errUnknown, err) // e.g. the schema is older than this build: counted, dead after MaxRetry
 		}
-		return err // transient: the database is unreachable, shutting down, or the attempt timed out
 	}
 	applied := make([]buffer.Applied, len(ws))
 	for i, w := range ws {

@@ -109,6 +109,16 @@ func TestHoldEnqueuesLikeAsynq(t *testing.T) {
 	}
 }
 
+// fileWrite is a single-file registration of file id, whose record hashes to hash, in a new
+// transaction.
+func fileWrite(id, hash string) buffer.Write {
+	return buffer.Write{
+		Tx: ingest.NewID(), TaskType: ingest.TaskFiles, TaskID: "file:" + id,
+		Items:   []buffer.Item{{Kind: buffer.KindFile, ID: id, Hash: hash, Record: map[string]string{"id": id}}},
+		Payload: func(tx string) ([]byte, error) { return json.Marshal(map[string]string{"tx": tx, "id": id}) },
+	}
+}
+
 // TestHoldCoalescesWrites: writes held at the same moment share a round — one script call and
 // one ingest:writes task whose payload carries each write as its own task would have (type,
 // payload with its transaction) — while each caller still gets its own answer: new, a replay of
@@ -121,14 +131,6 @@ func TestHoldCoalescesWrites(t *testing.T) {
 	b := buffer.New(rdb, 5*time.Second)
 	insp := asynq.NewInspectorFromRedisClient(rdb)
 	const h1, h2 = "0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210"
-	fileWrite := func(id, hash string) buffer.Write {
-		tx := ingest.NewID()
-		return buffer.Write{
-			Tx: tx, TaskType: ingest.TaskFiles, TaskID: "file:" + id,
-			Items:   []buffer.Item{{Kind: buffer.KindFile, ID: id, Hash: hash, Record: map[string]string{"id": id}}},
-			Payload: func(tx string) ([]byte, error) { return json.Marshal(map[string]string{"tx": tx, "id": id}) },
-		}
-	}
 	const n = 300
 	ids := make([]string, n)
 	for i := range ids {
@@ -246,12 +248,7 @@ func TestHoldAfterScriptCacheLoss(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				id, tx := ingest.NewID(), ingest.NewID()
-				_, errs[i] = b.Hold(ctx, buffer.Write{
-					Tx: tx, TaskType: ingest.TaskFiles, TaskID: "file:" + id,
-					Items:   []buffer.Item{{Kind: buffer.KindFile, ID: id, Hash: "0123456789abcdef0123456789abcdef", Record: map[string]string{"id": id}}},
-					Payload: func(tx string) ([]byte, error) { return json.Marshal(map[string]string{"tx": tx, "id": id}) },
-				})
+				_, errs[i] = b.Hold(ctx, fileWrite(ingest.NewID(), "0123456789abcdef0123456789abcdef"))
 			}()
 		}
 		wg.Wait()

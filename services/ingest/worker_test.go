@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"maps"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
@@ -293,21 +294,37 @@ func TestCoalescedWriteCannotApply(t *testing.T) {
 	good := e.start(t, startBody(e.obsUnit))
 	ouGone := seedObsUnit(t, e.db, "GONE")
 
-	// A burst of writes, no worker yet: files of a good execution and starts for the obs unit
-	// about to be deleted, sent at once so that rounds mix them.
-	const files, bad = 120, 6
+	// A burst of writes, no worker yet, sent at once so that rounds mix them: files of a good
+	// execution, good starts, and starts for the obs unit about to be deleted. A start's
+	// validation looks the obs unit up in PostgreSQL, a file's looks its execution up in the
+	// buffer, so starts and files may reach the buffer in separate rounds; the doomed starts
+	// share their path with the good starts and land in rounds with them.
+	const files, starts, bad = 60, 60, 6
+	kind := func(i int) string {
+		switch {
+		case i < files:
+			return "file"
+		case i < files+starts:
+			return "start"
+		}
+		return "doomed"
+	}
 	type sent struct {
 		status int
 		a      answer
 	}
-	results := make([]sent, files+bad)
+	results := make([]sent, files+starts+bad)
+	order := rand.Perm(len(results))
 	var wg sync.WaitGroup
-	for i := range files + bad {
+	for _, i := range order {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			path, body := "/raw_data_files/", fileBody(good.ID, "burst/"+strconv.Itoa(i)+".fits")
-			if i%(files/bad+1) == 0 && i/(files/bad+1) < bad {
+			switch kind(i) {
+			case "start":
+				path, body = "/executed_obs_units/start", startBody(e.obsUnit)
+			case "doomed":
 				path, body = "/executed_obs_units/start", startBody(ouGone)
 			}
 			b, _ := json.Marshal(body)
@@ -328,7 +345,7 @@ func TestCoalescedWriteCannotApply(t *testing.T) {
 	badIDs := map[string]bool{}
 	for i, r := range results {
 		require.Equal(t, http.StatusCreated, r.status, "write %d", i)
-		if i%(files/bad+1) == 0 && i/(files/bad+1) < bad {
+		if kind(i) == "doomed" {
 			badTx, badIDs[r.a.ID] = append(badTx, r.a.TransactionID), true
 		} else {
 			goodTx = append(goodTx, r.a.TransactionID)
@@ -336,11 +353,11 @@ func TestCoalescedWriteCannotApply(t *testing.T) {
 	}
 	require.Len(t, badTx, bad)
 
-	// The burst was coalesced, and some task mixes a doomed start with good files.
+	// The burst was coalesced, and some task mixes a doomed start with good writes.
 	insp := asynq.NewInspectorFromRedisClient(e.s.Redis.Client())
 	tasks, err := insp.ListPendingTasks("ingest", asynq.PageSize(1000))
 	require.NoError(t, err)
-	require.Less(t, len(tasks), files+bad, "concurrent writes share tasks")
+	require.Less(t, len(tasks), len(results), "concurrent writes share tasks")
 	mixed := false
 	for _, task := range tasks {
 		if task.Type != "ingest:writes" {
@@ -348,18 +365,26 @@ func TestCoalescedWriteCannotApply(t *testing.T) {
 		}
 		var p struct {
 			Writes []struct {
-				Type    string          `json:"type"`
-				Payload json.RawMessage `json:"payload"`
+				Type    string `json:"type"`
+				Payload struct {
+					Start struct {
+						ObsUnitID int64 `json:"obs_unit_id"`
+					} `json:"start"`
+				} `json:"payload"`
 			} `json:"writes"`
 		}
 		require.NoError(t, json.Unmarshal(task.Payload, &p))
-		types := map[string]bool{}
+		doomed, other := false, false
 		for _, w := range p.Writes {
-			types[w.Type] = true
+			if w.Type == "ingest:start" && w.Payload.Start.ObsUnitID == ouGone {
+				doomed = true
+			} else {
+				other = true
+			}
 		}
-		mixed = mixed || (types["ingest:start"] && types["ingest:files"])
+		mixed = mixed || (doomed && other)
 	}
-	require.True(t, mixed, "no task mixed a start with files (%d tasks for %d writes)", len(tasks), files+bad)
+	require.True(t, mixed, "no task mixed a doomed start with good writes (%d tasks for %d writes)", len(tasks), len(results))
 
 	_, err = e.db.Exec(`DELETE FROM observing_programs WHERE short_name = 'GONE'`) // cascades to the obs unit
 	require.NoError(t, err)
@@ -368,6 +393,7 @@ func TestCoalescedWriteCannotApply(t *testing.T) {
 		e.waitCommitted(t, tx)
 	}
 	require.Equal(t, files, e.count(t, `SELECT count(*) FROM raw_data_files WHERE path LIKE 'burst/%'`))
+	require.Equal(t, starts+1, e.count(t, `SELECT count(*) FROM executed_obs_units WHERE obs_unit_id = $1`, e.obsUnit))
 	for _, tx := range badTx {
 		require.Eventually(t, func() bool {
 			s, _, _ := e.receipt(t, tx)

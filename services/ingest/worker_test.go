@@ -3,6 +3,7 @@ package ingest_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"math/rand/v2"
 	"net/http"
@@ -414,4 +415,50 @@ func TestCoalescedWriteCannotApply(t *testing.T) {
 		require.True(t, badIDs[strings.TrimPrefix(dl.TaskID, "start:")], "dead letter %s is one of the doomed starts", dl.TaskID)
 	}
 	require.Zero(t, e.count(t, `SELECT count(*) FROM executed_obs_units WHERE obs_unit_id = $1`, ouGone))
+}
+
+// TestReadsNeverGoBackwards: while the worker commits and evicts finishes as they arrive, every
+// read of an obs unit's executions right after a finish's 201 shows the execution finished —
+// whichever of the buffer and the database holds the finish at that moment. Many executions at
+// once, each read several times, so that reads land in the moment between a commit and its
+// eviction.
+func TestReadsNeverGoBackwards(t *testing.T) {
+	e := newEnv(t, nil)
+	list := "/executed_obs_units/" + strconv.FormatInt(e.obsUnit, 10) + "?limit=500"
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var backwards []string
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 15 {
+				st := e.start(t, startBody(e.obsUnit))
+				e.waitCommitted(t, st.TransactionID)
+				fin := e.do(t, http.MethodPut, "/executed_obs_units/"+st.ID+"/finish", e.token, map[string]any{"end_time": "2026-11-25T02:00:00Z", "status": "aborted"})
+				if fin.Status != http.StatusCreated {
+					t.Errorf("finish: %d %s", fin.Status, fin.Body)
+					return
+				}
+				for range 6 {
+					var page struct {
+						Items []struct {
+							ID     string `json:"id"`
+							Status string `json:"status"`
+						} `json:"items"`
+					}
+					e.do(t, http.MethodGet, list, e.token, nil).json(t, &page)
+					for _, it := range page.Items {
+						if it.ID == st.ID && it.Status != "aborted" {
+							mu.Lock()
+							backwards = append(backwards, fmt.Sprintf("goroutine %d round %d: %s read %q", g, i, st.ID, it.Status))
+							mu.Unlock()
+						}
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	require.Empty(t, backwards, "a read showed a finished execution as running")
 }

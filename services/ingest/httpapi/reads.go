@@ -95,9 +95,9 @@ func (h *Handlers) cachedStatus(ctx context.Context, txOf map[string][]string, s
 	return nil
 }
 
-// listExecutions merges the committed executions of an obs unit with the buffered ones. The
-// buffer is read before the database: a record leaves the buffer only after its commit, so it is
-// always found in one of the two.
+// listExecutions merges the committed executions of an obs unit with the buffered ones. Each
+// record is read from the buffer before the database: a record leaves the buffer only after its
+// commit, so it is always found in one of the two.
 func (h *Handlers) listExecutions(ctx context.Context, in *listExecutionsInput) (*listExecutionsOutput, error) {
 	members, err := h.Buffer.Members(ctx, buffer.OUIndex(in.ObsUnitID))
 	if err != nil {
@@ -146,15 +146,31 @@ func (h *Handlers) listExecutions(ctx context.Context, in *listExecutionsInput) 
 	if err != nil {
 		return nil, h.readErr(err)
 	}
-	for id, c := range fins {
+	var unresolved []string // open, and no finish in the buffer
+	for _, id := range open {
+		c, ok := fins[id]
 		var f cacheRecord[ingest.Finish]
-		if json.Unmarshal(c.Record, &f) != nil {
+		if !ok || json.Unmarshal(c.Record, &f) != nil {
+			unresolved = append(unresolved, id)
 			continue
 		}
 		r := &rows[byID[id]]
 		end := f.R.EndTime
 		r.Status, r.EndTime, r.Meta = f.R.Status, &end, postgres.MergeMeta(r.Meta, f.R.Meta)
 		txOf[id] = append(txOf[id], c.Tx)
+	}
+	// The finishes were read from the buffer after the executions from the database: a finish
+	// committed and evicted in between is in neither. Those executions are read again, now
+	// after the buffer, so a finish is found in one of the two (a read never goes backwards).
+	if len(unresolved) > 0 {
+		finished, err := h.Store.FinishedExecutions(ctx, unresolved)
+		if err != nil {
+			return nil, h.readErr(err)
+		}
+		for id, r := range finished {
+			rows[byID[id]] = r
+			delete(txOf, id)
+		}
 	}
 	if err := h.cachedStatus(ctx, txOf, func(id, status string) { rows[byID[id]].BufferStatus = status }); err != nil {
 		return nil, h.readErr(err)

@@ -183,6 +183,19 @@ func (s *Store) ExecutionsOf(ctx context.Context, obsUnitID int64, max int) ([]i
 	return out, finished, nil
 }
 
+// FinishedExecutions returns those of ids whose finish has been applied, by id.
+func (s *Store) FinishedExecutions(ctx context.Context, ids []string) (map[string]ingest.ExecutedObsUnit, error) {
+	var rows []eouRow
+	if err := s.DB.SelectContext(ctx, &rows, `SELECT `+eouColumns+` FROM executed_obs_units WHERE id = ANY($1::uuid[]) AND finish_tx IS NOT NULL`, pq.StringArray(ids)); err != nil {
+		return nil, err
+	}
+	out := make(map[string]ingest.ExecutedObsUnit, len(rows))
+	for _, r := range rows {
+		out[r.ID], _ = r.record(s.Status)
+	}
+	return out, nil
+}
+
 // ExecutedObsUnit returns one execution (nil when there is no row) and whether it is finished.
 func (s *Store) ExecutedObsUnit(ctx context.Context, id string) (*ingest.ExecutedObsUnit, bool, error) {
 	var r eouRow

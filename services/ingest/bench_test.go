@@ -60,6 +60,21 @@ func (r loadResult) sustained(d time.Duration) bool {
 	return r.errs == 0 && len(r.lat) == int(d.Seconds()*float64(r.rate)) && pct(r.lat, .99) < time.Second
 }
 
+// perRow prints the CPU time each process spent and the Redis commands per row of a bulk step.
+func (r loadResult) perRow() string {
+	var b strings.Builder
+	b.WriteString("CPU µs/row")
+	var total time.Duration
+	for _, name := range []string{"client", "gateway", "ingest", "worker", "authtoken", "redis", "postgres"} {
+		if c, ok := r.cpu[name]; ok {
+			fmt.Fprintf(&b, " %s %.1f", name, float64(c.Microseconds())/float64(r.sent))
+			total += c
+		}
+	}
+	fmt.Fprintf(&b, " total %.1f | Redis commands/row %.2f", float64(total.Microseconds())/float64(r.sent), float64(r.redisCmds)/float64(r.sent))
+	return b.String()
+}
+
 func (r loadResult) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d req/s: p50 %s p99 %s errors %d", r.rate, ms(pct(r.lat, .5)), ms(pct(r.lat, .99)), r.errs)
@@ -272,7 +287,7 @@ func (b *bench) snapshot() costSnapshot {
 	// PostgreSQL: the backends serving this test's database (pooled connections, so they live
 	// across the step; one opened during the step counts from its start).
 	var pgPids []int
-	rows, err := b.e.db.Query(`SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`)
+	rows, err := b.e.db.Query(`SELECT pid FROM pg_stat_activity WHERE datname = current_database()`)
 	if err == nil {
 		for rows.Next() {
 			var pid int
@@ -372,7 +387,6 @@ func TestBenchIngest(t *testing.T) {
 	}
 	e := newBenchEnv(t)
 	eou := e.start(t, startBody(e.obsUnit)).ID
-	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxIdleConns: 64}}
 	b := newBench(t, e, eou)
 	d := b.d
 	gw, direct := e.s.GatewayURL, e.s.URLs["ingest"]
@@ -435,56 +449,13 @@ FROM (SELECT extract(epoch FROM committed_at - created_at) AS s FROM raw_data_fi
 	// rows, so that the two seconds or so it takes are not decided by whatever else the machine
 	// does in one of them (with 20 requests the ratio swung from 32% to 61% between runs).
 	waitDrained(t, e)
-	reqs, per := bulkRequests(), 1000
-	bodies := make([][]byte, reqs)
-	for r := range reqs {
-		files := make([]map[string]any, per)
-		for i := range files {
-			files[i] = fileBody(eou, fmt.Sprintf("bench/bulk/%03d/%05d.fits", r, i))
-		}
-		bodies[r], _ = json.Marshal(map[string]any{"files": files})
-	}
-	begin := time.Now()
-	var wg sync.WaitGroup
-	next := make(chan int, reqs)
-	for r := range reqs {
-		next <- r
-	}
-	close(next)
-	for range 4 { // four instruments sending bulks at once
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for r := range next {
-				resp := doURL(t, c, http.MethodPost, gw+"/raw_data_files/bulk", e.token, bodies[r])
-				require.Equal(t, http.StatusCreated, resp.Status, "%.300s", resp.Body)
-			}
-		}()
-	}
-	wg.Wait()
-	// Done when the queue is empty (asked of Redis: cheap), then every row is checked once — a
-	// count over raw_data_files every few ms would scan the table (all the ladder's rows too) and
-	// slow down the worker it measures.
-	rdb := e.s.Redis.Client()
-	for rdb.LLen(context.Background(), "asynq:{ingest}:pending").Val()+rdb.LLen(context.Background(), "asynq:{ingest}:active").Val() > 0 {
-		time.Sleep(2 * time.Millisecond)
-	}
-	bulkRate := float64(reqs*per) / time.Since(begin).Seconds()
-	require.Equal(t, reqs*per, e.count(t, `SELECT count(*) FROM raw_data_files WHERE path LIKE 'bench/bulk/%'`))
-	begin = time.Now()
-	for r := range reqs {
-		ids, eous, paths, sums := make([]string, per), make([]string, per), make([]string, per), make([]string, per)
-		for i := range per {
-			ids[i], eous[i], paths[i], sums[i] = ingest.NewID(), eou, fmt.Sprintf("bench/raw/%03d/%05d.fits", r, i), "xxh64:0123456789abcdef"
-		}
-		_, err := e.db.Exec(`INSERT INTO raw_data_files (id, executed_obs_unit_id, instrument_module_id, path, size_bytes, checksum)
-SELECT id, eou, 11, path, 1, sum FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[]) AS f(id, eou, path, sum)`,
-			pq.StringArray(ids), pq.StringArray(eous), pq.StringArray(paths), pq.StringArray(sums))
-		require.NoError(t, err)
-	}
-	rawRate := float64(reqs*per) / time.Since(begin).Seconds()
+	bulkRate, bulkCost := b.bulk(gw+"/raw_data_files/bulk", bulkRequests(), 1000)
+	rawRate, rawCost := b.rawInsert(bulkRequests(), 1000)
 	t.Logf("bulk 1,000-file requests end to end: %.0f rows/s | baseline raw INSERT … SELECT unnest: %.0f rows/s | ratio %.0f%% (target >= 50%%): %s",
 		bulkRate, rawRate, 100*bulkRate/rawRate, verdictLine(bulkRate >= rawRate/2))
+	t.Logf("  bulk %s", bulkCost.perRow())
+	t.Logf("  raw  %s", rawCost.perRow())
+	rdb := e.s.Redis.Client()
 
 	// 5. The price of appendfsync always (no power-loss window) on the acknowledgement path.
 	always := func(step func() loadResult) loadResult {
@@ -501,6 +472,80 @@ SELECT id, eou, 11, path, 1, sum FROM unnest($1::uuid[], $2::uuid[], $3::text[],
 		return always(func() loadResult { return b.openLoop(gw, rate, fmt.Sprintf("always-%d", rate)) })
 	})
 	t.Logf("max sustained with appendfsync always: %d req/s (p99 <= 20 ms up to %d) | everysec: %d (%d)", amax.sustained, amax.withinTarget, gmax.sustained, gmax.withinTarget)
+}
+
+// bulk registers reqs requests of per files each through url, four clients at once (four
+// instruments), and returns the rows/s end to end (until the queue is drained) and what it cost.
+func (b *bench) bulk(url string, reqs, per int) (float64, loadResult) {
+	t, e := b.t, b.e
+	c := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
+	bodies := make([][]byte, reqs)
+	for r := range reqs {
+		files := make([]map[string]any, per)
+		for i := range files {
+			files[i] = fileBody(b.eou, fmt.Sprintf("bench/bulk/%03d/%05d.fits", r, i))
+		}
+		bodies[r], _ = json.Marshal(map[string]any{"files": files})
+	}
+	before := b.snapshot()
+	begin := time.Now()
+	var wg sync.WaitGroup
+	next := make(chan int, reqs)
+	for r := range reqs {
+		next <- r
+	}
+	close(next)
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range next {
+				resp := doURL(t, c, http.MethodPost, url, e.token, bodies[r])
+				require.Equal(t, http.StatusCreated, resp.Status, "%.300s", resp.Body)
+			}
+		}()
+	}
+	wg.Wait()
+	// Done when the queue is empty (asked of Redis: cheap), then every row is checked once — a
+	// count over raw_data_files every few ms would scan the table (all the ladder's rows too) and
+	// slow down the worker it measures.
+	rdb := e.s.Redis.Client()
+	for rdb.LLen(context.Background(), "asynq:{ingest}:pending").Val()+rdb.LLen(context.Background(), "asynq:{ingest}:active").Val() > 0 {
+		time.Sleep(2 * time.Millisecond)
+	}
+	elapsed := time.Since(begin)
+	after := b.snapshot()
+	require.Equal(t, reqs*per, e.count(t, `SELECT count(*) FROM raw_data_files WHERE path LIKE 'bench/bulk/%'`))
+	return float64(reqs*per) / elapsed.Seconds(), b.cost(before, after, reqs*per)
+}
+
+// rawInsert is the bulk step's baseline: the same rows as batched INSERT … SELECT unnest
+// statements, per rows each, from this process; it returns rows/s and what it cost.
+func (b *bench) rawInsert(reqs, per int) (float64, loadResult) {
+	before := b.snapshot()
+	begin := time.Now()
+	for r := range reqs {
+		ids, eous, paths, sums := make([]string, per), make([]string, per), make([]string, per), make([]string, per)
+		for i := range per {
+			ids[i], eous[i], paths[i], sums[i] = ingest.NewID(), b.eou, fmt.Sprintf("bench/raw/%03d/%05d.fits", r, i), "xxh64:0123456789abcdef"
+		}
+		_, err := b.e.db.Exec(`INSERT INTO raw_data_files (id, executed_obs_unit_id, instrument_module_id, path, size_bytes, checksum)
+SELECT id, eou, 11, path, 1, sum FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[]) AS f(id, eou, path, sum)`,
+			pq.StringArray(ids), pq.StringArray(eous), pq.StringArray(paths), pq.StringArray(sums))
+		require.NoError(b.t, err)
+	}
+	elapsed := time.Since(begin)
+	return float64(reqs*per) / elapsed.Seconds(), b.cost(before, b.snapshot(), reqs*per)
+}
+
+// cost is what happened between two snapshots, for n rows.
+func (b *bench) cost(before, after costSnapshot, n int) loadResult {
+	r := loadResult{cpu: map[string]time.Duration{}, redisCmds: after.redis - before.redis, sent: n}
+	for name, c := range after.cpu {
+		r.cpu[name] = c - before.cpu[name]
+	}
+	r.cpu["postgres"] = before.pgSince(after)
+	return r
 }
 
 // bulkRequests is how many 1,000-file requests the bulk step sends: OPS_BENCH_BULK_REQUESTS, 100

@@ -130,10 +130,10 @@ redis_up() {
 	local d=${1:-$STATE} port=${2:-$REDIS_PORT}
 	mkdir -p "$d/redis"
 	if ! redis_running "$d"; then
-		log "starting Redis on 127.0.0.1:$port (AOF everysec, noeviction)"
+		log "starting Redis on 127.0.0.1:$port (AOF fsync always, noeviction)"
 		redis-server --port "$port" --bind 127.0.0.1 --daemonize yes \
 			--pidfile "$d/redis/redis.pid" --dir "$d/redis" --logfile "$d/redis/redis.log" \
-			--appendonly yes --appendfsync everysec --maxmemory-policy noeviction --save ""
+			--appendonly yes --appendfsync always --maxmemory-policy noeviction --save ""
 		for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
 	fi
 }

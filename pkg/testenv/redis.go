@@ -15,7 +15,7 @@ import (
 )
 
 // RedisServer is a private redis-server for one test, configured like production's buffer Redis
-// (AOF with fsync every second, noeviction).
+// (AOF fsynced before every reply, noeviction).
 type RedisServer struct {
 	URL    string
 	Addr   string
@@ -68,7 +68,7 @@ func (r *RedisServer) start() error {
 	_, port, _ := strings.Cut(r.Addr, ":")
 	cmd := exec.Command("redis-server",
 		"--port", port, "--bind", "127.0.0.1", "--dir", r.dir, "--save", "",
-		"--appendonly", "yes", "--appendfsync", "everysec", "--maxmemory-policy", "noeviction",
+		"--appendonly", "yes", "--appendfsync", "always", "--maxmemory-policy", "noeviction",
 		"--logfile", filepath.Join(r.dir, "redis.log"))
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start redis: %w", err)

@@ -15,7 +15,7 @@
 // A crash after 1 leaves the flush in the sorted set, and the next Flush (on any replica, also
 // at start) applies it; a crash after 2 makes that replay find the id already recorded and
 // change nothing. So counts are never lost nor counted twice; Redis itself keeps them as
-// durably as its AOF (appendfsync everysec) allows.
+// durably as its AOF (appendfsync always) allows.
 //
 // Every key carries the hash tag {tokenusage}, so they share a slot in Redis Cluster.
 package usage

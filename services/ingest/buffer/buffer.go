@@ -264,7 +264,7 @@ type heldWrite struct {
 
 // Hold caches the write's records and enqueues its task, in one round trip (holdScript), shared
 // with the writes that arrive at the same moment. It returns only once Redis has taken both
-// (appendfsync everysec: the write has reached the kernel), or an error: ErrUnavailable (the
+// (appendfsync always: the write is on disk), or an error: ErrUnavailable (the
 // write is not known to be held: answer 503) or *ConflictError. A caller that gives up while
 // its round is in flight may find its write held later (a retry then replays it).
 func (b *Buffer) Hold(ctx context.Context, w Write) (Result, error) {

@@ -192,7 +192,8 @@ func TestFaultWorkerKilled(t *testing.T) {
 	time.Sleep(time.Second)
 	stop()
 	lg.wg.Wait()
-	// The killed workers' leases expire (30 s) before asynq hands their tasks to the new one.
+	// The killed workers' tasks go back to the queue once their leases are 10 s past their end
+	// (30 s leases; worker.WatchOrphans), then the new worker applies them.
 	verdict(t, e, lg, 90*time.Second)
 	var archived int64 = e.s.Redis.Client().ZCard(context.Background(), "asynq:{ingest}:archived").Val()
 	require.Zero(t, archived)

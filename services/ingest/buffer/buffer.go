@@ -76,6 +76,7 @@ type Buffer struct {
 	insp    *asynq.Inspector
 	timeout time.Duration
 	hold    *redis.Script
+	reclaim *redis.Script
 	rounds  groupcommit.Group[holdRound]
 }
 
@@ -83,7 +84,7 @@ type Buffer struct {
 func New(rdb redis.UniversalClient, timeout time.Duration) *Buffer {
 	return &Buffer{
 		rdb: rdb, client: asynq.NewClientFromRedisClient(rdb), insp: asynq.NewInspectorFromRedisClient(rdb),
-		timeout: timeout, hold: redis.NewScript(holdScript),
+		timeout: timeout, hold: redis.NewScript(holdScript), reclaim: redis.NewScript(reclaimScript),
 	}
 }
 
@@ -204,6 +205,49 @@ func asynqTaskKey(queue, id string) string { return "asynq:{" + queue + "}:t:" +
 func asynqPendingKey(queue string) string  { return "asynq:{" + queue + "}:pending" }
 
 const asynqQueuesKey = "asynq:queues"
+
+func asynqActiveKey(queue string) string { return "asynq:{" + queue + "}:active" }
+func asynqLeaseKey(queue string) string  { return "asynq:{" + queue + "}:lease" }
+
+// reclaimScript puts one orphaned task back on the pending list, as asynq's own Requeue (v0.26,
+// internal/rdb) does at a worker's shutdown — only if its lease (a score in unix seconds) is
+// still older than the cutoff, so a task whose lease a worker extended meanwhile stays with it.
+// KEYS: active list, lease set, pending list, task key. ARGV: task id, cutoff (unix seconds).
+const reclaimScript = `
+local lease = redis.call('ZSCORE', KEYS[2], ARGV[1])
+if not lease or tonumber(lease) >= tonumber(ARGV[2]) then return 0 end
+if redis.call('LREM', KEYS[1], 0, ARGV[1]) == 0 then return 0 end
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('RPUSH', KEYS[3], ARGV[1])
+redis.call('HSET', KEYS[4], 'state', 'pending')
+return 1
+`
+
+// ReclaimOrphans puts back on the queue every task whose lease expired before cutoff: taken by
+// a worker that died, or whose hand-over was lost when Redis itself died (the dequeue was
+// written to the AOF, its reply never reached the worker). asynq recovers such tasks too, but
+// only 30 s after their lease expired and in a check once a minute — up to two minutes with
+// nothing applied; this takes them back as soon as the cutoff allows. A task taken from a
+// worker that was merely stalled is applied twice, which the idempotent apply makes harmless.
+// It returns how many tasks it put back.
+func (b *Buffer) ReclaimOrphans(ctx context.Context, cutoff time.Time) (int, error) {
+	q := ingest.Queue
+	ids, err := b.rdb.ZRangeByScore(ctx, asynqLeaseKey(q), &redis.ZRangeBy{
+		Min: "-inf", Max: "(" + strconv.FormatInt(cutoff.Unix(), 10), Count: 1000}).Result()
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, id := range ids {
+		keys := []string{asynqActiveKey(q), asynqLeaseKey(q), asynqPendingKey(q), asynqTaskKey(q, id)}
+		done, err := b.reclaim.Run(ctx, b.rdb, keys, id, cutoff.Unix()).Int()
+		if err != nil {
+			return n, err
+		}
+		n += done
+	}
+	return n, nil
+}
 
 // messageParts encodes a task as asynq v0.26 stores it (internal/proto TaskMessage, protobuf),
 // without its payload: head is the type (field 1), tail the id (3), queue (4), retry (5) and

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/obsops/obsops/pkg/testenv"
@@ -274,4 +276,50 @@ func TestHoldAfterScriptCacheLoss(t *testing.T) {
 		}
 	}
 	require.Equal(t, 52, held, "every write held is queued once")
+}
+
+// TestReclaimOrphans: a task left active with an expired lease (its worker died, or the reply of
+// its dequeue was lost with Redis) goes back to the pending list, ready for any worker, while a
+// task whose lease is current stays with its worker; asynq's inspector reads both as expected.
+func TestReclaimOrphans(t *testing.T) {
+	r := testenv.Redis(t)
+	rdb := r.Client()
+	ctx := context.Background()
+	b := buffer.New(rdb, time.Second)
+	insp := asynq.NewInspectorFromRedisClient(rdb)
+	for i, id := range []string{"orphan", "alive"} {
+		w := fileWrite(fmt.Sprintf("%08d-1111-4111-8111-111111111111", i), "0123456789abcdef0123456789abcdef")
+		w.TaskID = "files:" + id
+		_, err := b.Hold(ctx, w)
+		require.NoError(t, err)
+	}
+	// Both taken by a worker, as asynq v0.26's dequeue does: off the pending list onto the
+	// active one, a lease in unix seconds, state active. The orphan's lease ended a minute ago.
+	now := time.Now()
+	for id, lease := range map[string]time.Time{"files:orphan": now.Add(-time.Minute), "files:alive": now.Add(25 * time.Second)} {
+		require.NoError(t, rdb.LRem(ctx, "asynq:{ingest}:pending", 0, id).Err())
+		require.NoError(t, rdb.LPush(ctx, "asynq:{ingest}:active", id).Err())
+		require.NoError(t, rdb.ZAdd(ctx, "asynq:{ingest}:lease", redis.Z{Score: float64(lease.Unix()), Member: id}).Err())
+		require.NoError(t, rdb.HSet(ctx, "asynq:{ingest}:t:"+id, "state", "active").Err())
+	}
+	state := func(id string) asynq.TaskState {
+		info, err := insp.GetTaskInfo(ingest.Queue, id)
+		require.NoError(t, err)
+		return info.State
+	}
+	require.Equal(t, asynq.TaskStateActive, state("files:orphan"))
+
+	n, err := b.ReclaimOrphans(ctx, now.Add(-10*time.Second))
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Equal(t, asynq.TaskStatePending, state("files:orphan"))
+	require.Equal(t, asynq.TaskStateActive, state("files:alive"))
+	require.Equal(t, []string{"files:orphan"}, rdb.LRange(ctx, "asynq:{ingest}:pending", 0, -1).Val())
+	require.Zero(t, rdb.ZScore(ctx, "asynq:{ingest}:lease", "files:orphan").Val())
+
+	// Nothing more to take back: a second pass changes nothing.
+	n, err = b.ReclaimOrphans(ctx, now.Add(-10*time.Second))
+	require.NoError(t, err)
+	require.Zero(t, n)
+	require.Equal(t, asynq.TaskStateActive, state("files:alive"))
 }

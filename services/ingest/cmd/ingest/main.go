@@ -112,6 +112,9 @@ func run(ctx context.Context) error {
 			return fmt.Errorf("start worker: %w", err)
 		}
 		svc.AddReadiness("worker", func(context.Context) error { return srv.Ping() })
+		octx, stopOrphans := context.WithCancel(context.Background())
+		go worker.WatchOrphans(octx, buf, 5*time.Second, svc.Log)
+		svc.OnShutdown("orphan-watch", func(context.Context) error { stopOrphans(); return nil })
 		if h.Secondary {
 			// Release cached records once the local replica (OPS_DATABASE_URL) has the commit.
 			wctx, stop := context.WithCancel(context.Background())

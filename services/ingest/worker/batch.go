@@ -257,16 +257,9 @@ func (h *Handler) applyBatch(ctx context.Context, batch []*job, rows int) {
 
 // probe opens the gate once the main database answers on a fresh connection.
 func (h *Handler) probe(ctx context.Context) {
-	t := time.NewTicker(ProbeInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, ProbeInterval, func() {
 		if h.gate.waitChan() == nil {
-			continue
+			return
 		}
 		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
 		err := probeOnce(pctx, h.Probe, h.Apply.DB)
@@ -274,6 +267,20 @@ func (h *Handler) probe(ctx context.Context) {
 		if err == nil {
 			closedFor := h.gate.open()
 			h.Log.Info("main database reachable again: draining", "unreachable_for", closedFor.Round(time.Millisecond).String())
+		}
+	})
+}
+
+// every calls fn every interval until ctx ends: the worker's background watches.
+func every(ctx context.Context, interval time.Duration, fn func()) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fn()
 		}
 	}
 }

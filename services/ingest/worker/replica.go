@@ -15,15 +15,8 @@ import (
 // replicated). While the replica or Redis is unreachable nothing is released, so reads keep
 // finding every acknowledged record in the cache.
 func WatchReplica(ctx context.Context, replica *sql.DB, buf *buffer.Buffer, interval time.Duration, log *slog.Logger) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
 	warned := false
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, interval, func() {
 		n, err := releaseOnce(ctx, replica, buf)
 		switch {
 		case err != nil && !warned:
@@ -35,7 +28,7 @@ func WatchReplica(ctx context.Context, replica *sql.DB, buf *buffer.Buffer, inte
 				log.Debug("released replicated transactions", "count", n)
 			}
 		}
-	}
+	})
 }
 
 func releaseOnce(ctx context.Context, replica *sql.DB, buf *buffer.Buffer) (int, error) {
@@ -62,32 +55,3 @@ func (notReplica) Error() string {
 }
 
 var errNotReplica error = notReplica{}
-
-// OrphanGrace is how long past its lease's expiry a task is left with its worker before
-// ReclaimOrphans takes it back: a live worker extends its leases (30 s) every 5 s, so a lease
-// 10 s past its end means 40 s without a heartbeat — a dead worker, or a hand-over lost in a
-// crash of Redis — with room for the clocks of the worker hosts to differ by a few seconds.
-const OrphanGrace = 10 * time.Second
-
-// WatchOrphans runs until ctx ends: every interval it puts back on the queue the tasks whose
-// lease expired OrphanGrace ago (buffer.ReclaimOrphans), so a task orphaned by a crash is applied
-// within about a minute instead of asynq's two. Every worker runs it; the reclaim of one task is
-// atomic, so two workers never both put it back.
-func WatchOrphans(ctx context.Context, buf *buffer.Buffer, interval time.Duration, log *slog.Logger) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		n, err := buf.ReclaimOrphans(ctx, time.Now().Add(-OrphanGrace))
-		if err != nil {
-			continue // Redis unreachable: the next tick tries again
-		}
-		if n > 0 {
-			log.Warn("put orphaned tasks back on the queue (their worker or its hand-over was lost)", "count", n)
-		}
-	}
-}

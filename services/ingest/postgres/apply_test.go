@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
 	"github.com/stretchr/testify/require"
 
 	"github.com/obsops/obsops/pkg/database"
@@ -239,4 +240,29 @@ func TestOrphans(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, got, 1, "%+v", got)
 	require.Equal(t, "file_without_execution", got[0].Kind)
+}
+
+// TestChecksumCheck: the table's own CHECK on checksums (migration 00015, cheaper than 00007's)
+// accepts exactly the two formats the API accepts — "sha256:" and 64, or "xxh64:" and 16,
+// lower-case hex digits — and refuses everything else, as 00007's did.
+func TestChecksumCheck(t *testing.T) {
+	db := openDB(t)
+	insert := func(sum string) error {
+		_, err := db.Exec(`INSERT INTO raw_data_files (id, executed_obs_unit_id, instrument_module_id, path, size_bytes, checksum)
+VALUES ($1, $2, 11, 'p', 1, $3)`, ingest.NewID(), ingest.NewID(), sum)
+		return err
+	}
+	hex := func(n int) string { return strings.Repeat("0123456789abcdef", 8)[:n] }
+	for _, sum := range []string{"sha256:" + hex(64), "xxh64:" + hex(16)} {
+		require.NoError(t, insert(sum), sum)
+	}
+	for _, sum := range []string{
+		"sha256:" + hex(63), "sha256:" + hex(65), "sha256:" + hex(63) + "g", "sha256:" + hex(63) + "A",
+		"xxh64:" + hex(15), "xxh64:" + hex(17), "xxh64:" + hex(64), "sha256:" + hex(16),
+		"xxh64:" + hex(16) + "\n", "sha256:" + hex(64) + "\n", "md5:" + hex(32), "", "SHA256:" + hex(64),
+	} {
+		var pe *pq.Error
+		require.ErrorAs(t, insert(sum), &pe, "%q", sum)
+		require.Equal(t, "raw_data_files_checksum_check", pe.Constraint, "%q", sum)
+	}
 }

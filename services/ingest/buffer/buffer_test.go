@@ -26,11 +26,8 @@ import (
 // with other content is a conflict; a repeated write whose task is gone enqueues it again with
 // the original transaction.
 func TestHoldEnqueuesLikeAsynq(t *testing.T) {
-	r := testenv.Redis(t)
-	rdb := r.Client()
+	rdb, b, insp := newBuffer(t, time.Second)
 	ctx := context.Background()
-	b := buffer.New(rdb, time.Second)
-	insp := asynq.NewInspectorFromRedisClient(rdb)
 	write := func(tx, hash string) buffer.Write {
 		return buffer.Write{
 			Tx: tx, TaskType: ingest.TaskFiles, TaskID: "files:test-1",
@@ -113,6 +110,14 @@ func TestHoldEnqueuesLikeAsynq(t *testing.T) {
 
 // fileWrite is a single-file registration of file id, whose record hashes to hash, in a new
 // transaction.
+// newBuffer is a buffer with the given round-trip timeout on a private Redis, that Redis'
+// client, and asynq's inspector on it.
+func newBuffer(t *testing.T, timeout time.Duration) (*redis.Client, *buffer.Buffer, *asynq.Inspector) {
+	t.Helper()
+	rdb := testenv.Redis(t).Client()
+	return rdb, buffer.New(rdb, timeout), asynq.NewInspectorFromRedisClient(rdb)
+}
+
 func fileWrite(id, hash string) buffer.Write {
 	return buffer.Write{
 		Tx: ingest.NewID(), TaskType: ingest.TaskFiles, TaskID: "file:" + id,
@@ -127,11 +132,8 @@ func fileWrite(id, hash string) buffer.Write {
 // an identical write (even one held in the same round), or a conflict. A write larger than a
 // round's share is held alone, with its own task.
 func TestHoldCoalescesWrites(t *testing.T) {
-	r := testenv.Redis(t)
-	rdb := r.Client()
+	_, b, insp := newBuffer(t, 5*time.Second)
 	ctx := context.Background()
-	b := buffer.New(rdb, 5*time.Second)
-	insp := asynq.NewInspectorFromRedisClient(rdb)
 	const h1, h2 = "0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210"
 	const n = 300
 	ids := make([]string, n)
@@ -237,11 +239,8 @@ func TestHoldCoalescesWrites(t *testing.T) {
 // answers the hold script's EVALSHA with NOSCRIPT; Hold then sends the whole script and the
 // write is held and queued — for a write alone and for a round of several.
 func TestHoldAfterScriptCacheLoss(t *testing.T) {
-	r := testenv.Redis(t)
-	rdb := r.Client()
+	rdb, b, insp := newBuffer(t, 5*time.Second)
 	ctx := context.Background()
-	b := buffer.New(rdb, 5*time.Second)
-	insp := asynq.NewInspectorFromRedisClient(rdb)
 	hold := func(n int) {
 		t.Helper()
 		var wg sync.WaitGroup
@@ -282,11 +281,8 @@ func TestHoldAfterScriptCacheLoss(t *testing.T) {
 // its dequeue was lost with Redis) goes back to the pending list, ready for any worker, while a
 // task whose lease is current stays with its worker; asynq's inspector reads both as expected.
 func TestReclaimOrphans(t *testing.T) {
-	r := testenv.Redis(t)
-	rdb := r.Client()
+	rdb, b, insp := newBuffer(t, time.Second)
 	ctx := context.Background()
-	b := buffer.New(rdb, time.Second)
-	insp := asynq.NewInspectorFromRedisClient(rdb)
 	for i, id := range []string{"orphan", "alive"} {
 		w := fileWrite(fmt.Sprintf("%08d-1111-4111-8111-111111111111", i), "0123456789abcdef0123456789abcdef")
 		w.TaskID = "files:" + id

@@ -267,7 +267,7 @@ func DecodeBulkFiles(body []byte) ([]File, error) {
 	var whole struct {
 		Files []FileRequest `json:"files"`
 	}
-	if decodeStrict(body, &whole, "body") == nil && len(whole.Files) > 0 && len(whole.Files) <= MaxBulkFiles {
+	if decodeFast(body, &whole) && len(whole.Files) > 0 && len(whole.Files) <= MaxBulkFiles {
 		return validateFiles(whole.Files, nil)
 	}
 	var r BulkFilesRequest

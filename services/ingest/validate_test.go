@@ -244,8 +244,8 @@ func FuzzDecodeFastAgrees(f *testing.F) {
 	file := `{"executed_obs_unit_id":"0192f1e2-3c4d-7e5f-8a9b-0c1d2e3f4a5b","instrument_module_id":11,"path":"a/b.fits","size_bytes":1,"checksum":"xxh64:0123456789abcdef"}`
 	for _, seed := range []string{
 		`{"files":[` + file + `,` + file + `]}`,
-		`{"FILES":[{"Path":"a","SIZE_BYTES":2}]}`,                  // encoding/json matches names regardless of case
-		`{"files":[{"path":"a","path":"b","Path":"c"}]}`,           // the last of duplicate names wins
+		`{"FILES":[{"Path":"a","SIZE_BYTES":2}]}`,                    // encoding/json matches names regardless of case
+		`{"files":[{"path":"a","path":"b","Path":"c"}]}`,             // the last of duplicate names wins
 		`{"files":[{"path":"\xff\xfe","checksum":"\ud800x\u00e9"}]}`, // invalid UTF-8, a lone surrogate
 		`{"files":[{"path":"a\"\\\/\b\f\n\r\t\u2028"}]}`,
 		`{"files":[{"size_bytes":1e3,"instrument_module_id":-0,"meta":{"a":[1,2.5,{"b":null}],"c":"\u0000"}}]}`,

@@ -2,6 +2,7 @@ package ingest_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -176,8 +177,12 @@ func TestOutageRetriesAndDeadLetters(t *testing.T) {
 	_, err = e.db.Exec(`DELETE FROM observing_programs WHERE short_name = 'P3'`)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return e.bufferStats(t).Archived == 1 }, 30*time.Second, 100*time.Millisecond)
+	rdb := e.s.Redis.Client()
+	require.True(t, rdb.HExists(context.Background(), "ingest:rec:start", gone.ID).Val(), "a dead letter's record is still cached")
 	require.Contains(t, e.ingestAdmin(t, "dead-letters", "drop", "--all"), "1 dead letter(s) dropped")
 	require.Zero(t, e.bufferStats(t).Archived)
+	require.False(t, rdb.HExists(context.Background(), "ingest:rec:start", gone.ID).Val(), "a dropped write leaves the read cache")
+	require.Zero(t, rdb.SCard(context.Background(), "ingest:ou:"+strconv.FormatInt(ou3, 10)).Val(), "and its index")
 	require.Zero(t, e.count(t, `SELECT count(*) FROM executed_obs_units WHERE id = $1`, gone.ID))
 
 	// Nothing is left dangling: every file's execution was recorded.

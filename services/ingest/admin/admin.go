@@ -18,7 +18,9 @@ import (
 	"github.com/obsops/obsops/pkg/config"
 	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/services/ingest"
+	"github.com/obsops/obsops/services/ingest/buffer"
 	"github.com/obsops/obsops/services/ingest/postgres"
+	"github.com/obsops/obsops/services/ingest/worker"
 )
 
 const usage = `usage: ingest admin orphans [--limit N]
@@ -68,7 +70,7 @@ func Run(ctx context.Context, cfg *ingest.Config, args []string, stdout, stderr 
 			fmt.Fprintln(stderr, usage)
 			return errors.New("give exactly one of --id or --all")
 		}
-		return act(insp, args[1], *id, stdout)
+		return act(ctx, insp, buffer.New(rdb, 5*time.Second), args[1], *id, stdout)
 	}
 	fmt.Fprintln(stderr, usage)
 	return fmt.Errorf("unknown dead-letters command %q", args[1])
@@ -91,7 +93,7 @@ func list(insp *asynq.Inspector, limit int, out io.Writer) error {
 	return nil
 }
 
-func act(insp *asynq.Inspector, verb, id string, out io.Writer) error {
+func act(ctx context.Context, insp *asynq.Inspector, buf *buffer.Buffer, verb, id string, out io.Writer) error {
 	var n int
 	var err error
 	switch {
@@ -100,9 +102,12 @@ func act(insp *asynq.Inspector, verb, id string, out io.Writer) error {
 	case verb == "retry":
 		err, n = insp.RunTask(ingest.Queue, id), 1
 	case id == "":
-		n, err = insp.DeleteAllArchivedTasks(ingest.Queue)
+		n, err = dropAll(ctx, insp, buf)
 	default:
-		err, n = insp.DeleteTask(ingest.Queue, id), 1
+		var t *asynq.TaskInfo
+		if t, err = insp.GetTaskInfo(ingest.Queue, id); err == nil {
+			err, n = drop(ctx, insp, buf, t), 1
+		}
 	}
 	if errors.Is(err, asynq.ErrQueueNotFound) {
 		err, n = nil, 0
@@ -113,6 +118,35 @@ func act(insp *asynq.Inspector, verb, id string, out io.Writer) error {
 	past := map[string]string{"retry": "requeued", "drop": "dropped"}[verb]
 	fmt.Fprintf(out, "%d dead letter(s) %s\n", n, past)
 	return nil
+}
+
+// dropAll drops every dead letter, a page at a time; it returns how many it dropped.
+func dropAll(ctx context.Context, insp *asynq.Inspector, buf *buffer.Buffer) (int, error) {
+	n := 0
+	for {
+		tasks, err := insp.ListArchivedTasks(ingest.Queue, asynq.PageSize(100))
+		if err != nil || len(tasks) == 0 {
+			return n, err
+		}
+		for _, t := range tasks {
+			if err := drop(ctx, insp, buf, t); err != nil {
+				return n, err
+			}
+			n++
+		}
+	}
+}
+
+// drop deletes task t after taking its records out of the read cache: its write will never
+// apply, so the reads must stop answering it as buffered. A crash in between leaves the task, to
+// be dropped again; a payload too broken to name its records leaves nothing to take out.
+func drop(ctx context.Context, insp *asynq.Inspector, buf *buffer.Buffer, t *asynq.TaskInfo) error {
+	if items, err := worker.Records(t.Type, t.Payload); err == nil {
+		if err := buf.Forget(ctx, items); err != nil {
+			return fmt.Errorf("take its records out of the read cache: %w", err)
+		}
+	}
+	return insp.DeleteTask(ingest.Queue, t.ID)
 }
 
 // orphans prints, one JSON object per line, the records whose link to another buffered record

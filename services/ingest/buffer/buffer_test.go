@@ -319,3 +319,81 @@ func TestReclaimOrphans(t *testing.T) {
 	require.Zero(t, n)
 	require.Equal(t, asynq.TaskStateActive, state("files:alive"))
 }
+
+// filesWrite is one write of files ids, each with its hash and, if pkg is set, in that
+// package's index.
+func filesWrite(pkg string, ids []string, hashes []string) buffer.Write {
+	w := buffer.Write{Tx: ingest.NewID(), TaskType: ingest.TaskFiles, TaskID: "files:" + ids[0],
+		Payload: func(tx string) ([]byte, error) { return json.Marshal(map[string]any{"tx": tx, "ids": ids}) }}
+	for i, id := range ids {
+		it := buffer.Item{Kind: buffer.KindFile, ID: id, Hash: hashes[i], Record: map[string]string{"id": id}}
+		if pkg != "" {
+			it.Index = buffer.PackageIndex(pkg)
+		}
+		w.Items = append(w.Items, it)
+	}
+	return w
+}
+
+// TestHoldOverlappingWrites: a write some of whose records are held already, identical, caches
+// only the others under its own transaction; one with a different record under a held id caches
+// nothing; a write of more than 1,000 records (the script's chunk) is held, replayed and refused
+// as a whole; Forget takes records and their index entries out of the cache.
+func TestHoldOverlappingWrites(t *testing.T) {
+	rdb, b, _ := newBuffer(t, 5*time.Second)
+	ctx := context.Background()
+	const h1, h2 = "0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210"
+	f := make([]string, 5)
+	for i := range f {
+		f[i] = ingest.NewID()
+	}
+	a := filesWrite("", f[0:2], []string{h1, h1})
+	_, err := b.Hold(ctx, a)
+	require.NoError(t, err)
+	bw := filesWrite("", f[1:3], []string{h1, h1})
+	res, err := b.Hold(ctx, bw)
+	require.NoError(t, err)
+	require.False(t, res.Replayed, "a write with a new record is new")
+	got, err := b.Get(ctx, buffer.KindFile, f[0], f[1], f[2])
+	require.NoError(t, err)
+	require.Equal(t, a.Tx, got[f[1]].Tx, "a record held already keeps its transaction")
+	require.Equal(t, bw.Tx, got[f[2]].Tx)
+
+	_, err = b.Hold(ctx, filesWrite("", []string{f[3], f[2]}, []string{h1, h2}))
+	var ce *buffer.ConflictError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, 1, ce.Index)
+	held, err := b.Exists(ctx, buffer.KindFile, f[3])
+	require.NoError(t, err)
+	require.Empty(t, held, "a refused write caches nothing")
+
+	res, err = b.Hold(ctx, filesWrite("", f[0:2], []string{h1, h1}))
+	require.NoError(t, err)
+	require.Equal(t, buffer.Result{Tx: a.Tx, Replayed: true}, res)
+
+	pkg := ingest.NewID()
+	big := make([]string, 2500)
+	hashes := make([]string, len(big))
+	for i := range big {
+		big[i], hashes[i] = ingest.NewID(), h1
+	}
+	bigWrite := filesWrite(pkg, big, hashes)
+	_, err = b.Hold(ctx, bigWrite)
+	require.NoError(t, err)
+	require.EqualValues(t, 3+len(big), rdb.HLen(ctx, "ingest:rec:file").Val())
+	require.EqualValues(t, len(big), rdb.SCard(ctx, buffer.PackageIndex(pkg)).Val())
+	res, err = b.Hold(ctx, filesWrite(pkg, big, hashes))
+	require.NoError(t, err)
+	require.Equal(t, buffer.Result{Tx: bigWrite.Tx, Replayed: true}, res, "the same 2,500 records again: a replay")
+	hashes[2400] = h2
+	_, err = b.Hold(ctx, filesWrite(pkg, append(big[:2499:2499], f[4]), hashes))
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, 2400, ce.Index, "a conflict past the first chunk is found")
+	got, err = b.Get(ctx, buffer.KindFile, big...)
+	require.NoError(t, err)
+	require.Len(t, got, len(big))
+
+	require.NoError(t, b.Forget(ctx, bigWrite.Items))
+	require.EqualValues(t, 3, rdb.HLen(ctx, "ingest:rec:file").Val())
+	require.Zero(t, rdb.Exists(ctx, buffer.PackageIndex(pkg)).Val())
+}

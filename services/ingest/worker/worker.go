@@ -232,17 +232,47 @@ func (h *Handler) writes(ctx context.Context, t *asynq.Task) error {
 	if err != nil {
 		return err
 	}
+	ws, err := decodeWrites(t.Payload())
+	if err != nil {
+		return err
+	}
+	return h.applyWrites(ctx, t, ws)
+}
+
+// decodeWrites decodes the payload of an ingest.TaskWrites task.
+func decodeWrites(payload []byte) ([]write, error) {
 	var p ingest.WritesTask
-	if err := ingest.DecodeTask(t.Payload(), &p); err != nil {
-		return fmt.Errorf("unreadable %s payload: %v: %w", t.Type(), err, asynq.SkipRetry)
+	if err := ingest.DecodeTask(payload, &p); err != nil {
+		return nil, fmt.Errorf("unreadable %s payload: %v: %w", ingest.TaskWrites, err, asynq.SkipRetry)
 	}
 	ws := make([]write, len(p.Writes))
 	for i, sw := range p.Writes {
+		var err error
 		if ws[i], err = decodeWrite(sw.Type, sw.Payload); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return h.applyWrites(ctx, t, ws)
+	return ws, nil
+}
+
+// Records are the cached records of a task's writes (its type and payload as enqueued): what
+// dropping it as a dead letter takes out of the read cache (ingest admin).
+func Records(typ string, payload []byte) ([]buffer.Item, error) {
+	ws := make([]write, 1)
+	var err error
+	if typ == ingest.TaskWrites {
+		ws, err = decodeWrites(payload)
+	} else {
+		ws[0], err = decodeWrite(typ, payload)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var items []buffer.Item
+	for _, w := range ws {
+		items = append(items, w.items...)
+	}
+	return items, nil
 }
 
 // applyWrites applies the writes of task t together and finishes the attempt: on success their

@@ -141,6 +141,9 @@ func dropAll(ctx context.Context, insp *asynq.Inspector, buf *buffer.Buffer) (in
 // apply, so the reads must stop answering it as buffered. A crash in between leaves the task, to
 // be dropped again; a payload too broken to name its records leaves nothing to take out.
 func drop(ctx context.Context, insp *asynq.Inspector, buf *buffer.Buffer, t *asynq.TaskInfo) error {
+	if t.State == asynq.TaskStateActive {
+		return errors.New("the task is being applied right now; it cannot be dropped")
+	}
 	if items, err := worker.Records(t.Type, t.Payload); err == nil {
 		if err := buf.Forget(ctx, items); err != nil {
 			return fmt.Errorf("take its records out of the read cache: %w", err)

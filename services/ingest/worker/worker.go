@@ -258,12 +258,14 @@ func decodeWrites(payload []byte) ([]write, error) {
 // Records are the cached records of a task's writes (its type and payload as enqueued): what
 // dropping it as a dead letter takes out of the read cache (ingest admin).
 func Records(typ string, payload []byte) ([]buffer.Item, error) {
-	ws := make([]write, 1)
+	var ws []write
 	var err error
 	if typ == ingest.TaskWrites {
 		ws, err = decodeWrites(payload)
 	} else {
-		ws[0], err = decodeWrite(typ, payload)
+		var w write
+		w, err = decodeWrite(typ, payload)
+		ws = []write{w}
 	}
 	if err != nil {
 		return nil, err

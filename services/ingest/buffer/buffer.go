@@ -287,6 +287,15 @@ func messageParts(typ, id, queue string, retry int, timeout time.Duration) (head
 	return head, tail
 }
 
+// receiptIDs are the record ids a receipt lists: the first 100 of its write.
+func receiptIDs(items []Item) []string {
+	ids := make([]string, min(len(items), 100))
+	for i := range ids {
+		ids[i] = items[i].ID
+	}
+	return ids
+}
+
 // txInfo is what a receipt starts from.
 type txInfo struct {
 	TaskID string    `json:"task"`
@@ -460,21 +469,16 @@ func holdArgs(ws []*heldWrite) ([]string, []any, error) {
 		if len(w.Items) == 0 {
 			return nil, nil, errors.New("a write without records")
 		}
-		kind := w.Items[0].Kind
-		ids := make([]string, 0, min(len(w.Items), 100))
-		indexed := 0
-		for i, it := range w.Items {
+		kind, indexed := w.Items[0].Kind, 0
+		for _, it := range w.Items {
 			if it.Kind != kind {
 				return nil, nil, fmt.Errorf("a write of records of two kinds (%s, %s)", kind, it.Kind)
-			}
-			if i < 100 {
-				ids = append(ids, it.ID)
 			}
 			if it.Index != "" {
 				indexed++
 			}
 		}
-		info, err := json.Marshal(txInfo{TaskID: id, Kind: ingest.KindOf(w.TaskType), IDs: ids, At: now.UTC()})
+		info, err := json.Marshal(txInfo{TaskID: id, Kind: ingest.KindOf(w.TaskType), IDs: receiptIDs(w.Items), At: now.UTC()})
 		if err != nil {
 			return nil, nil, err
 		}
@@ -815,11 +819,7 @@ func IsUnavailable(err error) bool { return errors.Is(err, ErrUnavailable) }
 func (b *Buffer) RecordDirect(ctx context.Context, w Write, lsn string, committedAt time.Time) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.timeout)
 	defer cancel()
-	ids := make([]string, 0, min(len(w.Items), 100))
-	for _, it := range w.Items[:min(len(w.Items), 100)] {
-		ids = append(ids, it.ID)
-	}
-	info, _ := json.Marshal(txInfo{TaskID: w.TaskID, Kind: ingest.KindOf(w.TaskType), IDs: ids, At: committedAt})
+	info, _ := json.Marshal(txInfo{TaskID: w.TaskID, Kind: ingest.KindOf(w.TaskType), IDs: receiptIDs(w.Items), At: committedAt})
 	st := txStatePrefix + w.Tx
 	pipe := b.rdb.Pipeline()
 	pipe.Set(ctx, txPrefix+w.Tx, info, txTTL)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -26,8 +27,9 @@ func InstallHuma() {
 }
 
 // fromHuma builds the problem for one of huma's errors. For 4xx the details are the offending
-// inputs (huma.ErrorDetail gives location and value) and a validation problem's detail names
-// the first of them; for 5xx they are the cause, kept for the log only.
+// inputs (huma.ErrorDetail gives location and value), at most MaxErrors of them with the rest
+// counted, and a validation problem's detail names them; for 5xx they are the cause, kept for
+// the log only.
 func fromHuma(status int, msg string, errs []error) *Problem {
 	var kept []error
 	for _, e := range errs {
@@ -49,7 +51,12 @@ func fromHuma(status int, msg string, errs []error) *Problem {
 		return &Problem{}
 	}
 	var details []Detail
+	omitted := 0
 	for _, e := range kept {
+		if len(details) == MaxErrors {
+			omitted++
+			continue
+		}
 		var d huma.ErrorDetailer
 		if errors.As(e, &d) {
 			hd := d.ErrorDetail()
@@ -77,10 +84,14 @@ func fromHuma(status int, msg string, errs []error) *Problem {
 				}
 			}
 			p.Detail = strings.TrimSuffix(msg, ".") + ": " + strings.Join(where, "; ")
+			if omitted > 0 {
+				p.Detail = cut(p.Detail, MaxDetailBytes-64) + "; and " + strconv.Itoa(omitted) + " more not listed"
+			}
 		}
 	}
 	p.Errors = details
-	return p
+	p.ErrorsOmitted = omitted
+	return p.bounded()
 }
 
 // Transformer completes every problem huma is about to send (for huma.Config.Transformers):

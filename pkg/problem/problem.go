@@ -166,7 +166,9 @@ type Problem struct {
 	Status   int      `json:"status" doc:"HTTP status code."`
 	Detail   string   `json:"detail" doc:"What went wrong in this request."`
 	Instance string   `json:"instance" doc:"The request path this problem occurred at; X-Request-Id identifies the request."`
-	Errors   []Detail `json:"errors,omitempty" doc:"The offending inputs, for invalid requests."`
+	Errors   []Detail `json:"errors,omitempty" doc:"The offending inputs, for invalid requests: at most 20, in input order."`
+	// ErrorsOmitted counts the offending inputs not listed in Errors (see MaxErrors).
+	ErrorsOmitted int `json:"errors_omitted,omitempty" doc:"How many more offending inputs there were than errors lists (it lists at most 20)."`
 
 	headers http.Header // extra response headers: Retry-After, WWW-Authenticate, Allow
 	cause   error       // why, for the log only
@@ -231,9 +233,12 @@ func (p *Problem) ContentType(ct string) string {
 }
 
 // forRequest returns the problem as sent for a request at path: a copy (a problem value may be
-// shared, e.g. a package-level error) with the instance set and a known type.
+// shared, e.g. a package-level error) with the instance set, a known type, and its bounds kept
+// (bounded: a few kilobytes whatever the request held).
 func (p *Problem) forRequest(path string) *Problem {
 	cp := *p
+	cp.Errors = append([]Detail(nil), p.Errors...)
+	cp.bounded()
 	if cp.Instance == "" {
 		cp.Instance = path
 	}

@@ -1,10 +1,13 @@
 package problem_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/gofiber/fiber/v2"
@@ -86,4 +89,64 @@ func TestHumaErrorsAreProblems(t *testing.T) {
 	require.Equal(t, "application/problem+json", p.ContentType("application/json"))
 	withHeader := problem.RateLimited.New("slow down").WithHeader("Retry-After", "3")
 	require.Equal(t, "3", withHeader.GetHeaders().Get("Retry-After"))
+}
+
+// TestErrorBodiesAreBounded: a request with tens of thousands of mistakes, each of which huma
+// reports with the whole decoded body as its value, gets an answer of a few kilobytes that lists
+// MaxErrors of them, counts the rest, and echoes no value longer than an excerpt.
+func TestErrorBodiesAreBounded(t *testing.T) {
+	problem.InstallHuma()
+	body := map[string]any{}
+	for i := range 60000 {
+		body[fmt.Sprintf("unknown_key_%05d", i)] = strings.Repeat("x", 4)
+	}
+	var errs []error
+	for i := range 60000 {
+		errs = append(errs, &huma.ErrorDetail{Location: fmt.Sprintf("body.unknown_key_%05d", i), Message: "unexpected property", Value: body})
+	}
+	err := huma.NewError(422, "validation failed", errs...)
+	var p *problem.Problem
+	require.ErrorAs(t, err, &p)
+	out, jerr := json.Marshal(p)
+	require.NoError(t, jerr)
+	require.Less(t, len(out), 16<<10, "the answer stays small")
+	require.Len(t, p.Errors, problem.MaxErrors)
+	require.Equal(t, 60000-problem.MaxErrors, p.ErrorsOmitted)
+	require.Contains(t, p.Detail, "59980 more not listed")
+	require.Equal(t, "object with 60000 properties", p.Errors[0].Value)
+	require.Equal(t, "body.unknown_key_00000", p.Errors[0].Location, "the first errors are the ones listed")
+
+	// a problem made by hand is bounded when it is sent, too
+	many := make([]problem.Detail, 100)
+	for i := range many {
+		many[i] = problem.Detail{Location: "body.x", Message: "bad", Value: strings.Repeat("é", 1000)}
+	}
+	app := fiber.New(fiber.Config{ErrorHandler: problem.ErrorHandler})
+	app.Get("/", func(c *fiber.Ctx) error { return problem.Invalid.New(strings.Repeat("d", 100000), many...) })
+	resp, terr := app.Test(httptest.NewRequest("GET", "/", nil))
+	require.NoError(t, terr)
+	var sent problem.Problem
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&sent))
+	require.Len(t, sent.Errors, problem.MaxErrors)
+	require.Equal(t, 80, sent.ErrorsOmitted)
+	require.LessOrEqual(t, len(sent.Detail), problem.MaxDetailBytes+len("…"))
+	v := sent.Errors[0].Value.(string)
+	require.LessOrEqual(t, len(v), problem.MaxValueBytes+len("…"))
+	require.True(t, utf8.ValidString(v), "cut at a rune boundary")
+}
+
+// TestExcerpt: scalars as they are, long strings cut, short lists of scalars kept, anything
+// structured or long described by its size.
+func TestExcerpt(t *testing.T) {
+	require.Equal(t, 3.5, problem.Excerpt(3.5))
+	require.Equal(t, true, problem.Excerpt(true))
+	require.Nil(t, problem.Excerpt(nil))
+	require.Equal(t, "abc", problem.Excerpt("abc"))
+	require.Equal(t, strings.Repeat("a", problem.MaxValueBytes)+"…", problem.Excerpt(strings.Repeat("a", 1000)))
+	require.Equal(t, []any{int64(1), int64(2)}, problem.Excerpt([]int64{1, 2}))
+	require.Equal(t, "array of 11 items", problem.Excerpt(make([]int, 11)))
+	require.Equal(t, "array of 1 items", problem.Excerpt([]any{map[string]any{"a": 1}}))
+	require.Equal(t, "object with 2 properties", problem.Excerpt(map[string]any{"a": 1, "b": 2}))
+	n := 7
+	require.Equal(t, 7, problem.Excerpt(&n))
 }

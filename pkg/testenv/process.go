@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -80,6 +82,27 @@ func Start(t testing.TB, name, binary string, env map[string]string, args ...str
 		}
 	})
 	return p
+}
+
+// PeakRSS is the most resident memory the process has used so far (VmHWM of /proc/PID/status,
+// in bytes), for tests that a request does not make a service grow.
+func (p *Process) PeakRSS(t testing.TB) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		t.Fatalf("testenv: %s: %v", p.Name, err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				t.Fatalf("testenv: %s: VmHWM %q: %v", p.Name, v, err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatalf("testenv: %s: no VmHWM in /proc status", p.Name)
+	return 0
 }
 
 // Signal sends sig to the process.

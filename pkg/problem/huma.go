@@ -13,9 +13,10 @@ import (
 
 // InstallHuma makes huma speak this package's vocabulary: every error huma creates (validation
 // 422s naming the field in errors[].location, 400 for unparsable bodies, 406, handler errors
-// that are not problems) and every huma.ErrorNNN helper a handler calls returns a *Problem. An
-// error that is not a problem, like a 500 a handler made, becomes the generic Internal problem
-// with the error as its cause (logged by Transformer). huma keeps these hooks in package
+// that are not problems) and every huma.ErrorNNN helper a handler calls returns a *Problem. A
+// handler may return a domain error as it is (a FieldError, an ErrNotFound, a Kinded error:
+// domain.go); any other error becomes the generic Internal problem with the error as its cause
+// (logged once, with the request id, by Transformer). huma keeps these hooks in package
 // variables, so this is process-wide; the chassis calls it when it builds a service.
 func InstallHuma() {
 	huma.NewError = func(status int, msg string, errs ...error) huma.StatusError {
@@ -39,7 +40,11 @@ func fromHuma(status int, msg string, errs []error) *Problem {
 	}
 	if status >= 500 {
 		if len(kept) > 0 { // huma's "unexpected error occurred": a handler's plain error
-			return Internal.New("").WithCause(errors.Join(kept...))
+			joined := errors.Join(kept...)
+			if d := fromDomain(joined); d != nil { // a domain error the handler returned as it was
+				return d
+			}
+			return Internal.New("").WithCause(joined)
 		}
 		p := New(status, msg)
 		if p.Kind() == Internal {

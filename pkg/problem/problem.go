@@ -255,8 +255,9 @@ func (p *Problem) forRequest(path string) *Problem {
 }
 
 // From turns any error into the problem to answer with: a *Problem (also wrapped) as it is, a
-// Fiber error by its status with a fixed detail (Fiber's own messages may echo the request),
-// anything else an Internal problem carrying err as its cause.
+// Fiber error by its status with a fixed detail (Fiber's own messages may echo the request), a
+// domain error (FieldError, ErrNotFound, Kinded: domain.go) by its kind, anything else an
+// Internal problem carrying err as its cause.
 func From(err error) *Problem {
 	var p *Problem
 	var fe *fiber.Error
@@ -265,9 +266,11 @@ func From(err error) *Problem {
 		return p
 	case errors.As(err, &fe):
 		return New(fe.Code, "")
-	default:
-		return Internal.New("").WithCause(err)
 	}
+	if d := fromDomain(err); d != nil {
+		return d
+	}
+	return Internal.New("").WithCause(err)
 }
 
 // Write sends p for the request c with its status, headers and the problem content type.

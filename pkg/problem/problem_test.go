@@ -150,3 +150,41 @@ func TestExcerpt(t *testing.T) {
 	n := 7
 	require.Equal(t, 7, problem.Excerpt(&n))
 }
+
+// conflictErr is a domain error that knows its kind.
+type conflictErr struct{ id int }
+
+func (e conflictErr) Error() string             { return fmt.Sprintf("operation %d is COMPLETED", e.id) }
+func (e conflictErr) ProblemKind() problem.Kind { return problem.Conflict }
+
+// TestDomainErrors: the errors a domain package returns become problems of their kind — through
+// From and through huma's hook for a handler's plain error — and anything else stays internal.
+func TestDomainErrors(t *testing.T) {
+	problem.InstallHuma()
+	cases := []struct {
+		err    error
+		kind   problem.Kind
+		detail string
+	}{
+		{problem.Field("body.end_time", "must not be before start_time", "04:00"), problem.Invalid, "body.end_time: must not be before start_time"},
+		{errors.Join(problem.Field("body.a", "bad", 1), fmt.Errorf("x: %w", problem.Field("body.b", "worse", 2))), problem.Invalid, "body.a: bad; body.b: worse"},
+		{fmt.Errorf("program 7: %w", problem.ErrNotFound), problem.NotFound, "program 7: not found"},
+		{fmt.Errorf("reset: %w", conflictErr{3}), problem.Conflict, "operation 3 is COMPLETED"},
+	}
+	for _, tc := range cases {
+		for via, p := range map[string]*problem.Problem{
+			"From": problem.From(tc.err),
+			"huma": huma.NewError(500, "unexpected error occurred", tc.err).(*problem.Problem),
+		} {
+			require.Equal(t, tc.kind, p.Kind(), "%s: %v", via, tc.err)
+			require.Contains(t, p.Detail, tc.detail, via)
+			require.Nil(t, problem.Cause(p), "%s: a domain error is no internal error", via)
+		}
+	}
+	p := problem.From(errors.Join(problem.Field("body.a", "bad", 1), problem.Field("body.b", "bad", 2)))
+	require.Len(t, p.Errors, 2)
+	require.Equal(t, "body.b", p.Errors[1].Location)
+	plain := errors.New("pq: deadlock detected")
+	require.Equal(t, problem.Internal, problem.From(plain).Kind())
+	require.Equal(t, problem.Internal, huma.NewError(500, "unexpected error occurred", plain).(*problem.Problem).Kind())
+}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/obsops/obsops/pkg/problem"
 	"github.com/obsops/obsops/pkg/testenv"
+	"github.com/obsops/obsops/services/gateway"
 )
 
 // fakeTransfer stands in for the transfer service (which has no routes yet): a real WebSocket
@@ -657,14 +658,15 @@ func TestGatewayEndToEnd(t *testing.T) {
 		require.Contains(t, p.Output(), "gateway shutting down")
 	})
 
-	t.Run("dead upstream: 502 problem quickly", func(t *testing.T) {
+	t.Run("dead upstream: 503 problem with Retry-After quickly", func(t *testing.T) {
 		_ = s.Procs["site"].Stop(10 * time.Second)
 		exited, _ := s.Procs["site"].Exited()
 		require.True(t, exited)
 		start := time.Now()
 		resp, body := do(t, "GET", gw+"/api/site/info", nil, nil)
-		p := requireProblem(t, resp, body, 502)
+		p := requireProblem(t, resp, body, 503)
 		require.Less(t, time.Since(start), time.Second)
+		require.Equal(t, gateway.UnreachableRetryAfter, resp.Header.Get("Retry-After"), "a client knows when to retry")
 		require.Contains(t, p.Detail, "site")
 		require.NotEmpty(t, resp.Header.Get("X-Request-ID"), "the gateway's own problem carries the request id too")
 		requireNoInternals(t, body, s.URLs["site"])
@@ -672,7 +674,7 @@ func TestGatewayEndToEnd(t *testing.T) {
 		// a WebSocket upgrade to a dead upstream is the same problem, nothing hijacked
 		_, resp2, err := fws.DefaultDialer.Dial("ws"+strings.TrimPrefix(gw, "http")+"/api/site/ws", nil)
 		require.ErrorIs(t, err, fws.ErrBadHandshake)
-		require.Equal(t, 502, resp2.StatusCode)
+		require.Equal(t, 503, resp2.StatusCode)
 
 		// the merged document still works and names what is missing
 		time.Sleep(1100 * time.Millisecond) // OPS_OPENAPI_CACHE_TTL

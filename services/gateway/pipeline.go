@@ -195,7 +195,7 @@ func (p *Pipeline) Do(req *fasthttp.Request, resp *fasthttp.Response, timeout ti
 		c.retry = true
 	}
 	if re, ok := err.(*retryError); ok {
-		err = re.err // the network's error, for the 502 message
+		err = re.err // the network's error, for the 503 message
 	}
 	return err
 }

@@ -138,8 +138,8 @@ func stripHop(all iter.Seq2[[]byte, []byte], del func(string)) {
 }
 
 // Forward relays the request to the upstream and its answer back; a WebSocket upgrade is
-// tunnelled instead. A refused connection is a 502, an exhausted pool a 503 and a slow upstream
-// a 504, each as problem+json and quickly. The chassis sets X-Request-ID on whatever response
+// tunnelled instead. A refused connection or an exhausted pool is a 503 with Retry-After and a
+// slow upstream a 504, each as problem+json and quickly. The chassis sets X-Request-ID on whatever response
 // results, so an upstream that does not echo the id cannot break "request id out".
 func (u *Upstream) Forward(c *fiber.Ctx) error {
 	req := c.Request()
@@ -231,14 +231,27 @@ func setForwardedHeaders(c *fiber.Ctx, secret []byte) {
 	h.SetCanonical([]byte(fiber.HeaderXForwardedHost), c.Request().Host())
 }
 
+// UnreachableRetryAfter is the Retry-After of the 503 the gateway answers when a service cannot
+// be reached or is at capacity: a service restarting (a deploy, a crash) is back within seconds,
+// and a client that waits this long and retries with the same Idempotency-Key loses nothing.
+const UnreachableRetryAfter = "1"
+
+// upstreamProblem is the gateway's answer for a request the upstream did not answer: 504 when it
+// was too slow, 503 with Retry-After when it could not be reached or had no free connection
+// (nothing was done, so the request is safe to retry). 502 is left for an answer the gateway
+// cannot relay (larger than maxUpstreamBody).
 func upstreamProblem(name string, err error) *problem.Problem {
 	switch {
 	case errors.Is(err, fasthttp.ErrTimeout), errors.Is(err, fasthttp.ErrDialTimeout), isTimeout(err):
 		return problem.New(fiber.StatusGatewayTimeout, "the "+name+" service did not answer in time")
+	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		return problem.New(fiber.StatusBadGateway, "the "+name+" service's answer was too large to relay")
 	case errors.Is(err, fasthttp.ErrNoFreeConns):
-		return problem.New(fiber.StatusServiceUnavailable, "the "+name+" service is at capacity; retry shortly")
+		return problem.Unavailable.New("the "+name+" service is at capacity; retry shortly").
+			WithHeader(fiber.HeaderRetryAfter, UnreachableRetryAfter)
 	default:
-		return problem.New(fiber.StatusBadGateway, "the "+name+" service is unreachable")
+		return problem.Unavailable.New("the "+name+" service is unreachable; retry shortly").
+			WithHeader(fiber.HeaderRetryAfter, UnreachableRetryAfter)
 	}
 }
 

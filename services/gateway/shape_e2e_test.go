@@ -40,7 +40,7 @@ type shapeCase struct {
 // gateway.
 func TestErrorShapeEverywhere(t *testing.T) {
 	s := testenv.StartSuite(t, testenv.SuiteOptions{
-		Skip: []string{"transfer"}, // its URL points at a port nobody listens on: 502
+		Skip: []string{"transfer"}, // its URL points at a port nobody listens on: 503
 		Env:  map[string]string{"OPS_BODY_LIMIT_BYTES": "4096", "OPS_AUTH_FAILURE_LIMIT": "10"},
 	})
 	viewer := "Bearer " + s.JWT(t, "shape-viewer", "viewer")
@@ -58,7 +58,7 @@ func TestErrorShapeEverywhere(t *testing.T) {
 		{"gateway: unknown route", "", "GET", "/nowhere", "", "", problem.NotFound},
 		{"gateway: internal path", "", "GET", "/internal/tokens/verify", "", "", problem.NotFound},
 		{"gateway: wrong method", "", "DELETE", "/openapi.json", "", "", problem.MethodNotAllowed},
-		{"gateway: service unreachable", "", "GET", "/api/transfer/overview", "", "", problem.BadGateway},
+		{"gateway: service unreachable", "", "GET", "/api/transfer/overview", "", "", problem.Unavailable},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

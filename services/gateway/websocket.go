@@ -132,7 +132,7 @@ func (t *tunnel) stop() {
 // tunnel performs the WebSocket handshake with the upstream and, when it accepts (101), hijacks
 // the client connection and pipes bytes both ways. Any other answer is relayed as an ordinary
 // response (e.g. the service's 401 problem for a missing token); a dead or slow upstream gives
-// the usual 502/504 problem before anything is hijacked.
+// the usual 503/504 problem before anything is hijacked.
 func (u *Upstream) tunnel(c *fiber.Ctx) error {
 	req := c.Request()
 	req.Header.Del("Proxy-Authorization")

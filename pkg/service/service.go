@@ -132,6 +132,7 @@ func NewCore(opts Options) (*Service, error) {
 		return nil, &config.Invalid{Var: "OPS_REDIS_URL", Reason: err.Error()}
 	}
 	ropts.PoolSize = 4 * opts.Common.DBMaxConns
+	RedisFailFast(ropts)
 	s.Redis = redis.NewClient(ropts)
 	s.OnClose("redis", func(context.Context) error { return s.Redis.Close() })
 
@@ -281,4 +282,21 @@ func Main(name string, run func(ctx context.Context) error) {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		os.Exit(1)
 	}
+}
+
+// RedisDialRetries and RedisDialBackoff bound how long a command waits for a Redis that refuses
+// connections. go-redis's defaults (5 dial attempts 100 ms apart, within each of up to 4 command
+// attempts) made a request wait 1.3–1.6 s for its 503 while Redis was down; with one dial per
+// command attempt and the default command retries (10, 20, 40 ms apart) the answer comes in well
+// under 0.3 s. A Redis that is up but slow is bounded by each caller's context instead.
+const (
+	RedisDialRetries = 1
+	RedisDialBackoff = 10 * time.Millisecond
+)
+
+// RedisFailFast sets opts so that commands fail at once when Redis refuses connections (see
+// RedisDialRetries); every obsops Redis client is made with it.
+func RedisFailFast(opts *redis.Options) {
+	opts.DialerRetries = RedisDialRetries
+	opts.DialerRetryTimeout = RedisDialBackoff
 }

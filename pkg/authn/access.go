@@ -86,10 +86,11 @@ func Access() map[string]Rule {
 		"POST /api/tokens/{id}/regenerate": AnyUser(),
 
 		// User administration (DESIGN §5)
-		"GET /api/users":       admin,
-		"GET /api/users/audit": admin,
-		"GET /api/users/{id}":  admin,
-		"PUT /api/users/{id}":  admin,
+		"GET /api/users":               admin,
+		"GET /api/users/audit":         admin,
+		"GET /api/users/{id}":          admin,
+		"PUT /api/users/{id}":          admin,
+		"PUT /api/users/{id}/identity": admin,
 
 		// Site information (SPEC §4.5): public monitoring
 		"GET /api/site/info": Anonymous(),

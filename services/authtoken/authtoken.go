@@ -24,8 +24,9 @@ type Config struct {
 	JWTSigningKey   string        `env:"OPS_JWT_SIGNING_KEY"`
 	JWTPreviousKeys string        `env:"OPS_JWT_PREVIOUS_KEYS"`
 	JWTTTL          time.Duration `env:"OPS_JWT_TTL" envDefault:"8h"`
-	// BootstrapAdmins are usernames made admin whenever they log in through the identity provider
-	// (every new user gets viewer); remove a name before revoking admin from that user.
+	// BootstrapAdmins are usernames made admin when a login through the identity provider creates
+	// their account (every new account gets viewer); a later login never grants a role again, so
+	// an admin can demote a bootstrap admin for good.
 	BootstrapAdmins []string `env:"OPS_BOOTSTRAP_ADMINS" envSeparator:","`
 
 	// Login through the identity provider (OIDC authorization code + PKCE).

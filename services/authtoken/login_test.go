@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
@@ -27,25 +28,29 @@ import (
 type person struct {
 	sub, username, email, name string
 	userinfoOnly               bool
+	emailUnverified            bool // the provider says email_verified false
 }
 
 func (p person) ID() string { return p.sub }
 
 func (p person) Userinfo([]string) ([]byte, error) {
-	return json.Marshal(map[string]string{"sub": p.sub, "preferred_username": p.username, "email": p.email, "name": p.name})
+	return json.Marshal(map[string]any{"sub": p.sub, "preferred_username": p.username, "email": p.email, "name": p.name,
+		"email_verified": !p.emailUnverified})
 }
 
 func (p person) Claims(_ []string, base *mockoidc.IDTokenClaims) (jwt.Claims, error) {
 	if p.userinfoOnly {
 		return &personClaims{IDTokenClaims: base}, nil
 	}
-	return &personClaims{IDTokenClaims: base, PreferredUsername: p.username, Email: p.email, Name: p.name}, nil
+	return &personClaims{IDTokenClaims: base, PreferredUsername: p.username, Email: p.email, Name: p.name,
+		EmailVerified: p.email != "" && !p.emailUnverified}, nil
 }
 
 type personClaims struct {
 	*mockoidc.IDTokenClaims
 	PreferredUsername string `json:"preferred_username,omitempty"`
 	Email             string `json:"email,omitempty"`
+	EmailVerified     bool   `json:"email_verified"`
 	Name              string `json:"name,omitempty"`
 }
 
@@ -378,10 +383,77 @@ func TestLoginEndToEnd(t *testing.T) {
 		require.Equal(t, "Erin", res.User.DisplayName)
 	})
 
-	step("another provider account cannot take a username: 409", func(t *testing.T) {
-		cb := f.authorize(t, f.begin(t), person{sub: "sub-impostor", username: "bob", email: "x@example.org"})
-		r := get(t, f.browser, cb.String(), "")
+	step("a first login whose username is taken gets an account of its own, never the existing one", func(t *testing.T) {
+		res, _ := f.login(t, person{sub: "sub-impostor", username: "bob", email: "x@example.org"})
+		require.Equal(t, "bob-2", res.User.Username)
+		require.NotEqual(t, bob.User.ID, res.User.ID)
+		require.Equal(t, []string{"viewer"}, res.User.Roles)
+		again, _ := f.login(t, person{sub: "sub-impostor", username: "bob"})
+		require.Equal(t, res.User.ID, again.User.ID, "the identity finds its own account again")
+	})
+
+	step("an unverified email is neither the username nor stored", func(t *testing.T) {
+		res, _ := f.login(t, person{sub: "sub-frank", email: "bob@example.org", emailUnverified: true})
+		require.Equal(t, "sub-frank", res.User.Username, "the subject, not the unverified address")
+		require.Empty(t, res.User.Email)
+	})
+
+	// The command line makes accounts that no login may take over by username: carol is a
+	// bootstrap admin name, and her account was made (as admin) before her first login.
+	carolID := int64(0)
+	step("a login never takes over a command-line account; an admin links it, audited", func(t *testing.T) {
+		s.Admin(t, "create-user", "--user", "carol", "--roles", "admin")
+		require.NoError(t, db.QueryRow(`SELECT id FROM users WHERE username = 'carol'`).Scan(&carolID))
+		first, _ := f.login(t, person{sub: "sub-carol", username: "carol"})
+		require.Equal(t, "carol-2", first.User.Username, "a new account, not carol's")
+		require.Equal(t, []string{"viewer"}, first.User.Roles, "bootstrap admin names count only for the account a login creates under that name")
+
+		root := s.JWT(t, "root-admin", "admin")
+		link := func(body map[string]any) testenv.Response {
+			return testenv.Call(t, http.DefaultClient, http.MethodPut, fmt.Sprintf("%s/api/users/%d/identity", s.GatewayURL, carolID), root, body)
+		}
+		r := link(map[string]any{"issuer": issuer, "subject": "sub-carol"})
+		require.Equal(t, http.StatusConflict, r.Status, "the identity is carol-2's: %s", r.Body)
+		require.Contains(t, string(r.Body), "carol-2")
+		r = testenv.Call(t, http.DefaultClient, http.MethodPut, fmt.Sprintf("%s/api/users/%d/identity", s.GatewayURL, carolID), bob.AccessToken,
+			map[string]any{"issuer": issuer, "subject": "sub-carol", "move": true})
+		require.Equal(t, http.StatusForbidden, r.Status, "only admins link: %s", r.Body)
+		r = link(map[string]any{"issuer": issuer, "subject": "sub-carol", "move": true})
+		require.Equal(t, http.StatusOK, r.Status, "body: %s", r.Body)
+
+		again, _ := f.login(t, person{sub: "sub-carol", username: "carol"})
+		require.Equal(t, carolID, again.User.ID, "now the login reaches carol's account")
+		require.Equal(t, []string{"admin"}, again.User.Roles)
+		var audited int
+		require.NoError(t, db.QueryRow(`SELECT count(*) FROM user_audit WHERE action = 'link_identity' AND user_id = $1 AND actor = 'root-admin'`, carolID).Scan(&audited))
+		require.Equal(t, 1, audited)
+		require.NoError(t, db.QueryRow(`SELECT count(*) FROM user_audit WHERE action = 'link_identity' AND user_id = $1`, first.User.ID).Scan(&audited))
+		require.Equal(t, 1, audited, "the move is audited on the account it left too")
+	})
+
+	step("service accounts never log in and cannot be linked", func(t *testing.T) {
+		s.Admin(t, "create-service-token", "--account", "svc-login", "--scopes", "read:data")
+		var id int64
+		require.NoError(t, db.QueryRow(`SELECT id FROM users WHERE username = 'svc-login'`).Scan(&id))
+		r := testenv.Call(t, http.DefaultClient, http.MethodPut, fmt.Sprintf("%s/api/users/%d/identity", s.GatewayURL, id),
+			s.JWT(t, "root-admin", "admin"), map[string]any{"issuer": issuer, "subject": "sub-svc"})
 		require.Equal(t, http.StatusConflict, r.Status, "body: %s", r.Body)
+		// even an identity written into the row by hand does not let it log in
+		_, err := db.Exec(`UPDATE users SET oidc_issuer = $1, oidc_subject = 'sub-svc' WHERE id = $2`, issuer, id)
+		require.NoError(t, err)
+		cb := f.authorize(t, f.begin(t), person{sub: "sub-svc", username: "svc-login"})
+		r = get(t, f.browser, cb.String(), "")
+		require.Equal(t, http.StatusForbidden, r.Status, "body: %s", r.Body)
+		require.Contains(t, problemDetail(t, r), "service accounts")
+	})
+
+	step("a demoted bootstrap admin stays demoted at the next login", func(t *testing.T) {
+		r := testenv.Call(t, http.DefaultClient, http.MethodPut, fmt.Sprintf("%s/api/users/%d", s.GatewayURL, aliceLogin.User.ID),
+			s.JWT(t, "root-admin", "admin"), map[string]any{"roles": []string{"viewer"}})
+		require.Equal(t, http.StatusOK, r.Status, "body: %s", r.Body)
+		again, _ := f.login(t, alice)
+		require.Equal(t, aliceLogin.User.ID, again.User.ID)
+		require.Equal(t, []string{"viewer"}, again.User.Roles, "OPS_BOOTSTRAP_ADMINS does not re-grant admin")
 	})
 
 	step("a disabled user cannot log in, and their JWT stops working", func(t *testing.T) {

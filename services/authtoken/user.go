@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/obsops/obsops/pkg/authn"
 )
@@ -29,9 +32,29 @@ type User struct {
 // ErrNotFound means the requested record does not exist (or is not the caller's to see).
 var ErrNotFound = errors.New("not found")
 
-// ErrIdentityConflict means a login's username already belongs to another identity-provider
-// account (another issuer or subject).
-var ErrIdentityConflict = errors.New("username belongs to another identity-provider account")
+// ErrIdentityConflict means an identity-provider account cannot be given the account asked for:
+// the identity is linked to another user, or a first login found no free username.
+var ErrIdentityConflict = errors.New("identity conflict")
+
+// ErrServiceAccountLogin means a service account was to log in through the identity provider or
+// be linked to an identity: service accounts authenticate with their API tokens only.
+var ErrServiceAccountLogin = errors.New("service accounts cannot log in through the identity provider")
+
+// NumberedUsername is the n-th username a first login tries for name (n from 1): name itself,
+// then name-2, name-3, …, cut so that it stays a valid username.
+func NumberedUsername(name string, n int) string {
+	if n <= 1 {
+		return name
+	}
+	suffix := "-" + strconv.Itoa(n)
+	if len(name)+len(suffix) > 255 {
+		name = name[:255-len(suffix)]
+		for !utf8.ValidString(name) {
+			name = name[:len(name)-1]
+		}
+	}
+	return name + suffix
+}
 
 // ErrLastAdmin means a change would leave no active admin.
 var ErrLastAdmin = errors.New("the last active admin cannot be disabled or lose the admin role")
@@ -58,6 +81,8 @@ const (
 	// AuditGrantRoles: roles added by login (bootstrap admins, viewer for a new user), the
 	// admin command line or service-token creation.
 	AuditGrantRoles = "grant_roles"
+	// AuditLinkIdentity: an admin linked the user to an identity-provider account.
+	AuditLinkIdentity = "link_identity"
 )
 
 // UserListQuery selects a page of users.
@@ -76,8 +101,8 @@ type UserAuditEntry struct {
 	ActorUserID *int64         `json:"actor_user_id" doc:"The acting user; null for the admin command line and logins."`
 	Actor       string         `json:"actor" doc:"Username of the actor, admin-cli, or login." example:"alice"`
 	UserID      int64          `json:"user_id" doc:"The user changed."`
-	Action      string         `json:"action" enum:"disable,enable,set_roles,grant_roles"`
-	Detail      map[string]any `json:"detail" doc:"What changed: roles before and after (set_roles), roles added (grant_roles), the username (disable, enable)."`
+	Action      string         `json:"action" enum:"disable,enable,set_roles,grant_roles,link_identity"`
+	Detail      map[string]any `json:"detail" doc:"What changed: roles before and after (set_roles), roles added (grant_roles), the username (disable, enable), the identity linked and the one it replaced (link_identity)."`
 }
 
 // UserAuditQuery selects a page of the user audit log, optionally of one user.
@@ -98,7 +123,12 @@ type UserStore interface {
 	ByID(ctx context.Context, id int64) (User, error)
 	ByUsername(ctx context.Context, name string) (User, error)
 	Ensure(ctx context.Context, name string, service bool) (User, bool, error)
+	// UpsertOIDC finds the account linked to the identity (issuer, subject) — never by
+	// username — refreshing its profile, or creates one under a free username (created true).
 	UpsertOIDC(ctx context.Context, issuer, subject, username, email, displayName string) (User, bool, error)
+	// LinkIdentity links an existing account to an identity, audited (ErrServiceAccountLogin;
+	// ErrIdentityConflict when another account has it, unless move takes it from there).
+	LinkIdentity(ctx context.Context, id int64, issuer, subject string, move bool, a Audit) (User, error)
 	GrantRoles(ctx context.Context, userID int64, roles []string, by string) error
 	List(ctx context.Context, q UserListQuery) ([]User, int64, error)
 	// Update applies ch in one transaction with its audit rows; it refuses a change that
@@ -226,16 +256,42 @@ func (s *UserService) Ensure(ctx context.Context, name string, service bool) (Us
 	return u, created, err
 }
 
-// UpsertOIDC records a login from the identity provider (see postgres.Users.UpsertOIDC). A new
-// user is published in the directory, so that the session JWT about to be issued is known
-// everywhere; a returning user's login changes nothing the directory holds (the username is the
-// conflict key, roles and state are untouched), so it publishes nothing.
+// UpsertOIDC records a login from the identity provider (see UserStore.UpsertOIDC). A new user is
+// published in the directory, so that the session JWT about to be issued is known everywhere; a
+// returning user's login changes nothing the directory holds (roles and state are untouched), so
+// it publishes nothing.
 func (s *UserService) UpsertOIDC(ctx context.Context, issuer, subject, username, email, displayName string) (User, bool, error) {
 	u, created, err := s.Store.UpsertOIDC(ctx, issuer, subject, username, email, displayName)
 	if err == nil && created {
 		s.Changed(ctx, u.ID)
 	}
 	return u, created, err
+}
+
+// LinkIdentity links user id to the identity-provider account (issuer, subject), so that its
+// logins reach this account (admins only; audited). This is the one way an existing account —
+// one created on the command line, or a second account a first login made because the username
+// was taken — is tied to a login: logins never take an account over by its username.
+//
+// An identity already linked to another account (typically the one a first login created under
+// name-2 before the admin linked the person's real account) is refused unless move is set, which
+// takes it off that account.
+func (s *UserService) LinkIdentity(ctx context.Context, caller Caller, id int64, issuer, subject string, move bool) (User, error) {
+	if !caller.Admin {
+		return User{}, ErrForbidden
+	}
+	if strings.TrimSpace(issuer) == "" {
+		return User{}, &InputError{Field: "issuer", Message: "the identity provider's issuer URL is required"}
+	}
+	if strings.TrimSpace(subject) == "" {
+		return User{}, &InputError{Field: "subject", Message: "the account's subject (sub) at the identity provider is required"}
+	}
+	u, err := s.Store.LinkIdentity(ctx, id, issuer, subject, move, Audit{Actor: caller})
+	if err != nil {
+		return User{}, err
+	}
+	s.Changed(ctx, id)
+	return u, nil
 }
 
 // GrantRoles gives a user roles (idempotent), recording who granted them.

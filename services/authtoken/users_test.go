@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/stretchr/testify/require"
@@ -22,6 +23,7 @@ import (
 	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/pkg/contract"
 	"github.com/obsops/obsops/pkg/testenv"
+	"github.com/obsops/obsops/services/authtoken"
 )
 
 // revocationBound is how soon a disable or a role taken away must take effect everywhere.
@@ -552,4 +554,17 @@ func TestDisabledAdminRefusedOnEveryServiceThroughTheGateway(t *testing.T) {
 		slowest = max(slowest, waitStatus(t, start, rt.method+" "+rt.path, 401, func() int { return rt.call(t, s.GatewayURL, eve) }))
 	}
 	t.Logf("all refused within %s", slowest)
+}
+
+// TestNumberedUsername: a first login whose username is taken tries name-2, name-3, …, each
+// still a valid username of at most 255 bytes cut at a character boundary.
+func TestNumberedUsername(t *testing.T) {
+	require.Equal(t, "bob", authtoken.NumberedUsername("bob", 1))
+	require.Equal(t, "bob-2", authtoken.NumberedUsername("bob", 2))
+	long := strings.Repeat("é", 200) // 400 bytes
+	got := authtoken.NumberedUsername(long[:254], 12)
+	require.LessOrEqual(t, len(got), 255)
+	require.True(t, strings.HasSuffix(got, "-12"))
+	require.True(t, utf8.ValidString(got))
+	require.True(t, authtoken.ValidUsername(got))
 }

@@ -35,6 +35,9 @@ commands:
   create-service-token  --account NAME --scopes s1,s2 [--name N] [--days D]
                                                                   create a service account (role service) and print a new API token
   generate-signing-key  --out PATH                                write a new Ed25519 JWT signing key (PEM)
+  link-identity         --user NAME --issuer URL --subject SUB [--move]
+                                                                  link a user to an identity-provider account (its logins reach this user; audited);
+                                                                  --move takes the identity from the account that has it
   disable-user          --user NAME                               disable a user: none of their credentials verifies anywhere within 5 s
   enable-user           --user NAME                               enable a disabled user again (session JWTs issued before stay refused)
   purge-token-cache                                               drop every cached token record (after changing users or tokens in SQL by hand)
@@ -86,6 +89,8 @@ func Run(ctx context.Context, env *Env, args []string) error {
 		return env.issueJWT(ctx, rest)
 	case "create-service-token":
 		return env.createServiceToken(ctx, rest)
+	case "link-identity":
+		return env.linkIdentity(ctx, rest)
 	case "disable-user":
 		return env.setActive(ctx, rest, false)
 	case "enable-user":
@@ -148,6 +153,43 @@ func (e *Env) setActive(ctx context.Context, args []string, active bool) error {
 		state = "enabled"
 	}
 	fmt.Fprintf(e.Stdout, "user %s (id %d) %s\n", u.Username, u.ID, state)
+	return nil
+}
+
+// linkIdentity links --user to the identity-provider account (--issuer, --subject), audited with
+// actor admin-cli: the one way an existing account is tied to a login.
+func (e *Env) linkIdentity(ctx context.Context, args []string) error {
+	fs := newFlags("link-identity")
+	user := fs.String("user", "", "username")
+	issuer := fs.String("issuer", "", "the identity provider's issuer URL (iss)")
+	subject := fs.String("subject", "", "the account's subject at the provider (sub)")
+	move := fs.Bool("move", false, "take the identity from the account that has it")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *user == "" {
+		return errors.New("--user: required")
+	}
+	u, err := e.users().ByUsername(ctx, *user)
+	if errors.Is(err, authtoken.ErrNotFound) {
+		return fmt.Errorf("--user: no user %q", *user)
+	}
+	if err != nil {
+		return err
+	}
+	u, err = e.users().LinkIdentity(ctx, authtoken.CommandLineCaller(), u.ID, *issuer, *subject, *move)
+	var input *authtoken.InputError
+	switch {
+	case errors.As(err, &input):
+		return fmt.Errorf("--%s: %s", input.Field, input.Message)
+	case errors.Is(err, authtoken.ErrServiceAccountLogin):
+		return fmt.Errorf("--user: %q is a service account: service accounts never log in", *user)
+	case errors.Is(err, authtoken.ErrIdentityConflict):
+		return fmt.Errorf("--subject: %v", err)
+	case err != nil:
+		return err
+	}
+	fmt.Fprintf(e.Stdout, "user %s (id %d) linked to %s at %s: its logins reach this user\n", u.Username, u.ID, *subject, *issuer)
 	return nil
 }
 

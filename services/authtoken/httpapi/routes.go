@@ -168,6 +168,16 @@ func Register(api huma.API, h *Handlers) {
 			"5 seconds; session JWTs issued before a disable stay refused after re-enabling. Every change is audited " +
 			"(who, when, before and after). 409 if it would leave no active admin.",
 	}), h.updateUser)
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "link-user-identity", Method: http.MethodPut, Path: "/api/users/{id}/identity",
+		Summary: "Link a user to an identity-provider account", Tags: users, Errors: []int{404, 409, 422},
+		Description: "Logins find their account by the identity provider's (issuer, subject) only, never by username: " +
+			"a first login whose username is taken gets a new account (name-2, …). This links an existing account — " +
+			"one made on the command line, or the one a person used before — to an identity, so that its logins reach " +
+			"it; it replaces any identity the account had, and is audited (action link_identity). 409 if the identity " +
+			"is linked to another account (unless move takes it from there), or the account is a service account " +
+			"(those never log in).",
+	}), h.linkIdentity)
 
 	// ---- Internal (never routed by the gateway) ----
 	// Token verification for the other services (authn.RemoteTokens): 200 Principal, 401

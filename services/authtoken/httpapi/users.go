@@ -42,6 +42,18 @@ type userUpdateBody struct {
 	IsActive *bool      `json:"is_active,omitempty" doc:"false disables the user: none of their credentials verifies anywhere within 5 s, and session JWTs issued before stay refused after re-enabling; true enables."`
 }
 
+// identityBody is the body of PUT /api/users/{id}/identity.
+type identityBody struct {
+	Issuer  string `json:"issuer" minLength:"1" maxLength:"2048" doc:"The identity provider's issuer URL, as in its ID tokens (iss)." example:"https://idp.example.org"`
+	Subject string `json:"subject" minLength:"1" maxLength:"255" doc:"The account's subject at that provider (sub)." example:"248289761001"`
+	Move    bool   `json:"move,omitempty" doc:"When the identity is linked to another account (e.g. the one a first login made under name-2), take it from there instead of answering 409."`
+}
+
+type identityInput struct {
+	ID   int64 `path:"id" minimum:"1" doc:"User id."`
+	Body identityBody
+}
+
 type userUpdateInput struct {
 	ID   int64 `path:"id" minimum:"1" doc:"User id."`
 	Body userUpdateBody
@@ -52,6 +64,10 @@ func (h *Handlers) userProblem(ctx context.Context, op string, err error) error 
 	switch {
 	case errors.Is(err, authtoken.ErrNotFound):
 		return huma.Error404NotFound("no user with this id")
+	case errors.Is(err, authtoken.ErrServiceAccountLogin):
+		return huma.Error409Conflict("service accounts cannot be linked to an identity-provider account: they never log in")
+	case errors.Is(err, authtoken.ErrIdentityConflict):
+		return huma.Error409Conflict(err.Error())
 	case errors.Is(err, authtoken.ErrLastAdmin):
 		return huma.Error409Conflict("the last active admin cannot be disabled or lose the admin role: make another user admin first")
 	}
@@ -103,6 +119,18 @@ func (h *Handlers) updateUser(ctx context.Context, in *userUpdateInput) (*bodyOu
 	u, err := h.Users.Update(ctx, caller, in.ID, ch)
 	if err != nil {
 		return nil, h.userProblem(ctx, "update", err)
+	}
+	return out(u), nil
+}
+
+func (h *Handlers) linkIdentity(ctx context.Context, in *identityInput) (*bodyOutput[authtoken.User], error) {
+	caller, err := tokenCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	u, err := h.Users.LinkIdentity(ctx, caller, in.ID, in.Body.Issuer, in.Body.Subject, in.Body.Move)
+	if err != nil {
+		return nil, h.userProblem(ctx, "link identity", err)
 	}
 	return out(u), nil
 }

@@ -12,9 +12,10 @@ func TestUsernameChoice(t *testing.T) {
 		want string
 	}{
 		{"preferred_username first", profile{PreferredUsername: "alice", Email: "a@example.org"}, "alice"},
-		{"then the email", profile{Email: "a@example.org"}, "a@example.org"},
+		{"then the email, when the provider verified it", profile{Email: "a@example.org", EmailVerified: true}, "a@example.org"},
+		{"never an unverified email", profile{Email: "a@example.org"}, "sub-1"},
 		{"then the subject", profile{}, "sub-1"},
-		{"an unusable preferred_username is skipped", profile{PreferredUsername: "Alice Liddell", Email: "a@example.org"}, "a@example.org"},
+		{"an unusable preferred_username is skipped", profile{PreferredUsername: "Alice Liddell", Email: "a@example.org", EmailVerified: true}, "a@example.org"},
 		{"an over-long one too", profile{PreferredUsername: strings.Repeat("x", 256)}, "sub-1"},
 	}
 	for _, tt := range tests {
@@ -27,6 +28,16 @@ func TestUsernameChoice(t *testing.T) {
 				t.Fatalf("issuer/subject not kept: %+v", id)
 			}
 		})
+	}
+}
+
+// TestUnverifiedEmailIsNotKept: an address the provider did not verify is not recorded.
+func TestUnverifiedEmailIsNotKept(t *testing.T) {
+	if id := (profile{PreferredUsername: "alice", Email: "root@example.org"}).identity("i", "s"); id.Email != "" {
+		t.Fatalf("unverified email kept: %q", id.Email)
+	}
+	if id := (profile{PreferredUsername: "alice", Email: "a@example.org", EmailVerified: true}).identity("i", "s"); id.Email != "a@example.org" {
+		t.Fatalf("verified email lost: %q", id.Email)
 	}
 }
 

@@ -26,9 +26,15 @@ type Users interface {
 
 // Service is the whole login: the OIDC flow, then the user record and the session JWT.
 //
-// Roles at login: a user seen for the first time gets role viewer; a user named in
-// OPS_BOOTSTRAP_ADMINS gets admin at every login while listed (take the name out of the list
-// before revoking admin from such a user). Other roles are granted with `authtoken admin`.
+// Accounts at login: a login reaches the account linked to its identity (issuer, subject), never
+// one found by username; a first login creates an account (under name-2, name-3, … when the
+// username is taken), and an existing account is tied to an identity only by an admin
+// (UserService.LinkIdentity). Service accounts never log in.
+//
+// Roles at login: an account created by the login gets role viewer, and admin too when its
+// username is named in OPS_BOOTSTRAP_ADMINS; a returning user's roles are never changed by a
+// login, so an admin who removes a bootstrap admin's role is not overruled at the next login.
+// Other roles are granted with `authtoken admin` or PUT /api/users/{id}.
 type Service struct {
 	OIDC            *OIDC // nil when no identity provider is configured
 	Users           Users
@@ -147,10 +153,13 @@ func (s *Service) session(ctx context.Context, id Identity) (Session, error) {
 	}
 	u, created, err := s.Users.UpsertOIDC(ctx, id.Issuer, id.Subject, id.Username, id.Email, id.DisplayName)
 	if errors.Is(err, authtoken.ErrIdentityConflict) {
-		return Session{}, &Error{Status: http.StatusConflict, Detail: fmt.Sprintf("username %q already belongs to another identity-provider account", id.Username), Err: err}
+		return Session{}, &Error{Status: http.StatusConflict, Detail: fmt.Sprintf("no free username for %q: ask an admin to link your identity to an account", id.Username), Err: err}
 	}
 	if err != nil {
 		return Session{}, fmt.Errorf("record user: %w", err)
+	}
+	if u.IsService {
+		return Session{}, &Error{Status: http.StatusForbidden, Detail: "service accounts cannot log in through the identity provider", Err: authtoken.ErrServiceAccountLogin}
 	}
 	if !u.IsActive {
 		return Session{}, &Error{Status: http.StatusForbidden, Detail: "this account is disabled"}
@@ -158,9 +167,9 @@ func (s *Service) session(ctx context.Context, id Identity) (Session, error) {
 	var grant []string
 	if created {
 		grant = append(grant, authn.RoleViewer)
-	}
-	if slices.Contains(s.BootstrapAdmins, u.Username) && !slices.Contains(u.Roles, authn.RoleAdmin) {
-		grant = append(grant, authn.RoleAdmin)
+		if slices.Contains(s.BootstrapAdmins, u.Username) {
+			grant = append(grant, authn.RoleAdmin)
+		}
 	}
 	if len(grant) > 0 {
 		// Granted through the user service, which audits the grant, drops the user's cached API

@@ -41,8 +41,8 @@ type Provider struct {
 type Identity struct {
 	Issuer      string
 	Subject     string
-	Username    string // preferred_username, else email, else sub
-	Email       string
+	Username    string // preferred_username, else the email if the provider verified it, else sub
+	Email       string // only an address the provider says it verified (email_verified true)
 	DisplayName string
 }
 
@@ -226,12 +226,20 @@ func fillFromUserinfo(ctx context.Context, p *oidc.Provider, tok *oauth2.Token, 
 type profile struct {
 	PreferredUsername string `json:"preferred_username"`
 	Email             string `json:"email"`
+	EmailVerified     bool   `json:"email_verified"`
 	Name              string `json:"name"`
 }
 
+// identity is who logged in. An email address the provider did not verify (email_verified
+// absent or false) is neither the username nor stored: anyone can claim any address at some
+// providers, and the address would otherwise name the account.
 func (c profile) identity(issuer, subject string) Identity {
-	id := Identity{Issuer: issuer, Subject: subject, Email: c.Email, DisplayName: c.Name}
-	for _, u := range []string{c.PreferredUsername, c.Email, subject} {
+	email := ""
+	if c.EmailVerified {
+		email = c.Email
+	}
+	id := Identity{Issuer: issuer, Subject: subject, Email: email, DisplayName: c.Name}
+	for _, u := range []string{c.PreferredUsername, email, subject} {
 		if authtoken.ValidUsername(u) {
 			id.Username = u
 			break

@@ -137,14 +137,10 @@ func audit(ctx context.Context, tx *sqlx.Tx, a authtoken.Audit, tokenIDs []int64
 	if err != nil {
 		return err
 	}
-	var actorID *int64
-	if a.Actor.UserID > 0 {
-		actorID = &a.Actor.UserID
-	}
 	_, err = tx.ExecContext(ctx, `
 		INSERT INTO token_audit (actor_user_id, actor, token_id, action, detail)
 		SELECT $1, $2, unnest($3::bigint[]), $4, $5::jsonb`,
-		actorID, a.Actor.Name, pq.Array(tokenIDs), a.Action, string(b))
+		actorID(a.Actor), a.Actor.Name, pq.Array(tokenIDs), a.Action, string(b))
 	return err
 }
 

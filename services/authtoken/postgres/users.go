@@ -98,31 +98,130 @@ func (s *Users) Ensure(ctx context.Context, name string, service bool) (u authto
 	return u, created, err
 }
 
-// UpsertOIDC records a login from the identity provider: the user is found by (issuer, subject),
-// or by username for an account created before its first login, and its profile refreshed.
+// maxUsernameTries bounds the usernames tried for a first login whose username is taken: the
+// claimed one, then name-2 … name-20.
+const maxUsernameTries = 20
+
+// UpsertOIDC records a login from the identity provider. The account is the one linked to the
+// identity (issuer, subject) — never one found by username — and its profile is refreshed. A first
+// login creates an account: under the username the provider gave when it is free, else under the
+// first free one of name-2, name-3, … (an existing account is linked to an identity only by an
+// admin: LinkIdentity). created tells which happened.
 func (s *Users) UpsertOIDC(ctx context.Context, issuer, subject, username, email, displayName string) (authtoken.User, bool, error) {
-	var row struct {
-		userRow
-		Created bool `db:"created"`
+	for try := range maxUsernameTries {
+		var r userRow
+		err := s.writer().GetContext(ctx, &r, `
+			UPDATE users SET
+				email = COALESCE(NULLIF($3, ''), email),
+				display_name = COALESCE(NULLIF($4, ''), display_name),
+				last_login_at = now()
+			WHERE oidc_issuer = $1 AND oidc_subject = $2
+			RETURNING `+userColumns, issuer, subject, email, displayName)
+		if err == nil {
+			return r.user(), false, nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return authtoken.User{}, false, err
+		}
+		// No account has this identity: create one. ON CONFLICT DO NOTHING covers both the
+		// username being taken (try the next one) and a concurrent first login of the same
+		// identity (the UPDATE above finds its account on the next round).
+		err = s.writer().GetContext(ctx, &r, `
+			INSERT INTO users (username, email, display_name, oidc_issuer, oidc_subject, last_login_at)
+			VALUES ($1, NULLIF($2, ''), NULLIF($3, ''), $4, $5, now())
+			ON CONFLICT DO NOTHING
+			RETURNING `+userColumns, authtoken.NumberedUsername(username, try+1), email, displayName, issuer, subject)
+		if err == nil {
+			return r.user(), true, nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return authtoken.User{}, false, err
+		}
 	}
-	err := s.writer().GetContext(ctx, &row, `
-		INSERT INTO users (username, email, display_name, oidc_issuer, oidc_subject, last_login_at)
-		VALUES ($1, NULLIF($2, ''), NULLIF($3, ''), $4, $5, now())
-		ON CONFLICT (username) DO UPDATE SET
-			email = COALESCE(EXCLUDED.email, users.email),
-			display_name = COALESCE(EXCLUDED.display_name, users.display_name),
-			oidc_issuer = EXCLUDED.oidc_issuer,
-			oidc_subject = EXCLUDED.oidc_subject,
-			last_login_at = now()
-		WHERE users.oidc_subject IS NULL OR (users.oidc_issuer = EXCLUDED.oidc_issuer AND users.oidc_subject = EXCLUDED.oidc_subject)
-		RETURNING `+userColumns+`, (xmax = 0) AS created`, username, email, displayName, issuer, subject)
-	if errors.Is(err, sql.ErrNoRows) {
-		return authtoken.User{}, false, fmt.Errorf("%w: %q", authtoken.ErrIdentityConflict, username)
-	}
+	return authtoken.User{}, false, fmt.Errorf("%w: %q and %d numbered variants are taken", authtoken.ErrIdentityConflict, username, maxUsernameTries-1)
+}
+
+// LinkIdentity links user id to the identity-provider account (issuer, subject), replacing any
+// identity it had, with an audit row (action link_identity) in the same transaction. A service
+// account cannot be linked (authtoken.ErrServiceAccountLogin); an identity already linked to
+// another account is refused (authtoken.ErrIdentityConflict) unless move is set, which takes it
+// off that account (audited there as well).
+func (s *Users) LinkIdentity(ctx context.Context, id int64, issuer, subject string, move bool, a authtoken.Audit) (authtoken.User, error) {
+	tx, err := s.writer().BeginTxx(ctx, nil)
 	if err != nil {
-		return authtoken.User{}, false, err
+		return authtoken.User{}, err
 	}
-	return row.user(), row.Created, nil
+	defer func() { _ = tx.Rollback() }()
+	var before struct {
+		IsService bool           `db:"is_service"`
+		Issuer    sql.NullString `db:"oidc_issuer"`
+		Subject   sql.NullString `db:"oidc_subject"`
+	}
+	if err := tx.GetContext(ctx, &before, `SELECT is_service, oidc_issuer, oidc_subject FROM users WHERE id = $1 FOR UPDATE`, id); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return authtoken.User{}, authtoken.ErrNotFound
+		}
+		return authtoken.User{}, err
+	}
+	if before.IsService {
+		return authtoken.User{}, authtoken.ErrServiceAccountLogin
+	}
+	audit := func(userID int64, detail map[string]any) error {
+		b, err := json.Marshal(detail)
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO user_audit (actor_user_id, actor, user_id, action, detail) VALUES ($1, $2, $3, $4, $5)`,
+			actorID(a.Actor), a.Actor.Name, userID, authtoken.AuditLinkIdentity, b)
+		return err
+	}
+	var holder struct {
+		ID       int64  `db:"id"`
+		Username string `db:"username"`
+	}
+	err = tx.GetContext(ctx, &holder, `SELECT id, username FROM users WHERE oidc_issuer = $1 AND oidc_subject = $2 AND id <> $3 FOR UPDATE`, issuer, subject, id)
+	switch {
+	case err == nil && !move:
+		return authtoken.User{}, fmt.Errorf("%w: the identity is linked to user %q (id %d); move it with move: true", authtoken.ErrIdentityConflict, holder.Username, holder.ID)
+	case err == nil: // moved off the account that had it, audited there too
+		if _, err := tx.ExecContext(ctx, `UPDATE users SET oidc_issuer = NULL, oidc_subject = NULL WHERE id = $1`, holder.ID); err != nil {
+			return authtoken.User{}, err
+		}
+		if err := audit(holder.ID, map[string]any{"issuer": nil, "subject": nil, "previous_issuer": issuer, "previous_subject": subject, "moved_to_user_id": id}); err != nil {
+			return authtoken.User{}, err
+		}
+	case !errors.Is(err, sql.ErrNoRows):
+		return authtoken.User{}, err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE users SET oidc_issuer = $2, oidc_subject = $3 WHERE id = $1`, id, issuer, subject); err != nil {
+		return authtoken.User{}, err
+	}
+	if err := audit(id, map[string]any{"issuer": issuer, "subject": subject,
+		"previous_issuer": nullable(before.Issuer), "previous_subject": nullable(before.Subject)}); err != nil {
+		return authtoken.User{}, err
+	}
+	u, err := s.one(ctx, s.writer(), `SELECT `+userColumns+` FROM users WHERE id = $1`, id)
+	if err != nil {
+		return authtoken.User{}, err
+	}
+	return u, tx.Commit()
+}
+
+// actorID is the audit row's actor_user_id: the acting user, or NULL for the command line and
+// logins.
+func actorID(c authtoken.Caller) *int64 {
+	if c.UserID > 0 {
+		return &c.UserID
+	}
+	return nil
+}
+
+// nullable is s's value, or nil when it is NULL.
+func nullable(s sql.NullString) any {
+	if !s.Valid {
+		return nil
+	}
+	return s.String
 }
 
 // GrantRoles gives a user roles (idempotent), recording who granted them; the roles actually
@@ -219,12 +318,8 @@ func (s *Users) Update(ctx context.Context, id int64, ch authtoken.UserChanges, 
 		if err != nil {
 			return err
 		}
-		var actorID *int64
-		if a.Actor.UserID > 0 {
-			actorID = &a.Actor.UserID
-		}
 		_, err = tx.ExecContext(ctx, `INSERT INTO user_audit (actor_user_id, actor, user_id, action, detail) VALUES ($1, $2, $3, $4, $5)`,
-			actorID, a.Actor.Name, id, action, b)
+			actorID(a.Actor), a.Actor.Name, id, action, b)
 		return err
 	}
 	if !slices.Equal(roles, old.Roles) {

@@ -98,8 +98,20 @@ func readAll(t *testing.T, resp *http.Response) string {
 
 // TestLoginWithDevUser walks the authorization code flow with PKCE and a nonce the way obsops
 // and a browser do: login form, wrong then right password, code exchange, ID token and userinfo.
-func TestLoginWithDevUser(t *testing.T) {
-	cfg := start(t)
+// userinfo is what the provider's userinfo endpoint says of the person.
+type userinfo struct {
+	Sub               string `json:"sub"`
+	PreferredUsername string `json:"preferred_username"`
+	Email             string `json:"email"`
+	EmailVerified     bool   `json:"email_verified"`
+	Name              string `json:"name"`
+}
+
+// codeFlow logs username in with password through the authorization code flow with PKCE, as
+// obsops does (a wrong password first, which must show the form again), and returns the ID
+// token's subject and the userinfo.
+func codeFlow(t *testing.T, cfg *Config, username, password string) (string, userinfo) {
+	t.Helper()
 	d := discover(t, cfg.Issuer)
 	ctx := context.Background()
 	oc := &oauth2.Config{
@@ -122,7 +134,7 @@ func TestLoginWithDevUser(t *testing.T) {
 	}
 	loginURL := cfg.Issuer + "/login/username"
 
-	resp, err = b.PostForm(loginURL, url.Values{"id": {m[1]}, "username": {"alice"}, "password": {"not-her-password"}})
+	resp, err = b.PostForm(loginURL, url.Values{"id": {m[1]}, "username": {username}, "password": {"not-the-password"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +142,7 @@ func TestLoginWithDevUser(t *testing.T) {
 		t.Fatalf("a wrong password must show the form again with an error:\n%s", page)
 	}
 
-	resp, err = b.PostForm(loginURL, url.Values{"id": {m[1]}, "username": {"alice"}, "password": {"wonderland"}})
+	resp, err = b.PostForm(loginURL, url.Values{"id": {m[1]}, "username": {username}, "password": {password}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,9 +172,6 @@ func TestLoginWithDevUser(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ID token: %v", err)
 	}
-	if claims.Subject != "dev-alice" {
-		t.Fatalf("sub %q, want the stable dev-alice", claims.Subject)
-	}
 
 	req, _ := http.NewRequest(http.MethodGet, d.Userinfo, nil)
 	req.Header.Set("Authorization", "Bearer "+tok.AccessToken)
@@ -170,17 +179,49 @@ func TestLoginWithDevUser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var info struct {
-		Sub               string `json:"sub"`
-		PreferredUsername string `json:"preferred_username"`
-		Email             string `json:"email"`
-		Name              string `json:"name"`
-	}
+	var info userinfo
 	if err := json.Unmarshal([]byte(readAll(t, resp)), &info); err != nil {
 		t.Fatal(err)
 	}
-	if info.Sub != "dev-alice" || info.PreferredUsername != "alice" || info.Email != "alice@example.org" || info.Name != "Alice Liddell" {
+	return claims.Subject, info
+}
+
+func TestLoginWithDevUser(t *testing.T) {
+	cfg := start(t)
+	sub, info := codeFlow(t, cfg, "alice", "wonderland")
+	if sub != "dev-alice" {
+		t.Fatalf("sub %q, want the stable dev-alice", sub)
+	}
+	if info.Sub != "dev-alice" || info.PreferredUsername != "alice" || info.Email != "alice@example.org" || !info.EmailVerified || info.Name != "Alice Liddell" {
 		t.Fatalf("userinfo %+v", info)
+	}
+}
+
+// TestAddedUser: a test adds a person to the running provider (POST /dev/users) with the
+// preferred_username, email and email_verified it needs, and logs in as them; a taken id or
+// username is refused.
+func TestAddedUser(t *testing.T) {
+	cfg := start(t)
+	add := func(body string) int {
+		resp, err := http.Post(cfg.Issuer+"/dev/users", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		readAll(t, resp)
+		return resp.StatusCode
+	}
+	if got := add(`{"id":"sub-mallory","username":"alice-admin","password":"pw","email":"alice@example.org","email_verified":false,"first_name":"M","last_name":"Allory"}`); got != http.StatusCreated {
+		t.Fatalf("add: %d", got)
+	}
+	if got := add(`{"id":"sub-other","username":"alice","password":"pw"}`); got != http.StatusConflict {
+		t.Fatalf("a taken username: %d, want 409", got)
+	}
+	if got := add(`{"id":"sub-x"}`); got != http.StatusBadRequest {
+		t.Fatalf("no username or password: %d, want 400", got)
+	}
+	sub, info := codeFlow(t, cfg, "alice-admin", "pw")
+	if sub != "sub-mallory" || info.PreferredUsername != "alice-admin" || info.Email != "alice@example.org" || info.EmailVerified {
+		t.Fatalf("sub %q, userinfo %+v", sub, info)
 	}
 }
 

@@ -1,5 +1,6 @@
 -- Identity: users (people from the identity provider and service accounts), their roles, API
--- tokens (SPEC §2.1) and the audit trail of token changes. Written only by the authtoken service.
+-- tokens (only each secret's SHA-256 is stored, token_hash; prefix identifies a token to its owner)
+-- and the audit trail of token changes. Written only by the authtoken service.
 
 -- +goose Up
 CREATE TABLE users (

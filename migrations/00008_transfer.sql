@@ -1,4 +1,4 @@
--- The transfer service's tables (DESIGN §6, §9): where data lives (sites, data locations), the
+-- The transfer service's tables: where data lives (sites, data locations), the
 -- operations that move it (six kinds, one id space), their append-only history and failure trail,
 -- data transfer packages, the legacy data_transfer / long_term_archive_transfer rows (pointing to
 -- their operation rows by foreign key), staging jobs, physical copies, and each raw data package's
@@ -42,7 +42,8 @@ INSERT INTO data_locations (id, site_id, name, role, base_path) VALUES
     (5, 2, 'cologne-processing', 'processing', '/scratch/cologne/staging');
 
 -- Lifecycle state of each raw data package that entered the pipeline (finalized by ingest): a
--- cache of the derivation from its operation chain (DESIGN §6), kept in step in the same
+-- cache of the derivation from its operation chain (the rules: transfer_derived_state, from 00010;
+-- its current body is functions/transfer_derived_state.sql), kept in step in the same
 -- transaction as every operation change, checked by a periodic sweep.
 CREATE TABLE package_states (
     raw_data_package_id      UUID        PRIMARY KEY,
@@ -205,7 +206,8 @@ CREATE TRIGGER operation_failures_append_only BEFORE UPDATE OR DELETE ON operati
 
 -- Legacy rows of the original data-transfer system, kept for its clients and reset shims. Each
 -- points to its operation rows by foreign key; status/retry columns are the legacy mirror,
--- written when a mover reports an outcome and never by resets (SPEC §3).
+-- written when a mover reports an outcome and never by resets (legacy readers see the last outcome
+-- a mover reported; a reset is recorded in operations and operation_history only).
 CREATE TABLE data_transfers (
     id                       BIGSERIAL   PRIMARY KEY,
     data_transfer_package_id BIGINT      NOT NULL REFERENCES data_transfer_packages (id),

@@ -5,7 +5,7 @@
 -- connection by PL/pgSQL instead of being planned again for every statement sent.
 --
 -- transfer_derived_state is the one definition of a package's lifecycle state derived from its
--- operation chain (DESIGN §6); the service's refreshes and consistency sweep call it too.
+-- operation chain; the service's refreshes and consistency sweep call it too.
 
 -- +goose Up
 -- +goose StatementBegin

@@ -1,7 +1,9 @@
 // Package migrations holds the one schema history of the obsops database and runs it.
 //
-// The SQL files beside this file are embedded into every binary that imports the package, so the
-// migrate command and the services' readiness checks always agree on the expected version.
+// The versioned SQL files beside this file are the history (goose migrations, applied once each);
+// functions/ holds the current body of every PL/pgSQL function, applied after the last migration
+// on every Up (see docs/schema.md). Both are embedded into every binary that imports the package,
+// so the migrate command and the services' readiness checks always agree on the expected version.
 package migrations
 
 import (
@@ -20,6 +22,9 @@ import (
 
 //go:embed *.sql
 var files embed.FS
+
+//go:embed functions/*.sql
+var functionFiles embed.FS
 
 // LockID is the PostgreSQL advisory-lock key that serialises concurrent migration runs
 // (several replicas or Kubernetes Jobs may start at once).
@@ -58,14 +63,73 @@ func NewProvider(db *sql.DB) (*goose.Provider, error) {
 	return goose.NewProvider(goose.DialectPostgres, db, files, goose.WithSessionLocker(locker))
 }
 
-// Up applies every pending migration and returns the resulting version.
-func Up(ctx context.Context, db *sql.DB) (int64, error) {
+// Result is what Up did.
+type Result struct {
+	Migrations []*goose.MigrationResult // the versioned migrations applied, in order
+	Functions  []string                 // the function files applied (none when not at Latest)
+	Version    int64                    // the database's version afterwards
+}
+
+// Up applies every pending migration, then the current function bodies (ApplyFunctions), and
+// reports what it did. It is the one way to bring a database up to date: the migrate command and
+// the tests' databases (pkg/testenv) both use it.
+func Up(ctx context.Context, db *sql.DB) (Result, error) {
 	p, err := NewProvider(db)
 	if err != nil {
-		return 0, err
+		return Result{}, err
 	}
-	if _, err := p.Up(ctx); err != nil {
-		return 0, err
+	var r Result
+	r.Migrations, err = p.Up(ctx)
+	if err != nil {
+		return r, err
 	}
-	return p.GetDBVersion(ctx)
+	if r.Functions, err = ApplyFunctions(ctx, db); err != nil {
+		return r, err
+	}
+	r.Version, err = p.GetDBVersion(ctx)
+	return r, err
+}
+
+// ApplyFunctions runs every file of functions/ (CREATE OR REPLACE FUNCTION, idempotent) in name
+// order in one transaction, so the database holds exactly the bodies in those files, and returns
+// the files applied. Goose has no repeatable migrations, so this runs after them on every Up.
+//
+// It applies them only when the database is at Latest: below it (after a down) the history's own
+// bodies fit the older tables, and above it a newer build has applied its newer bodies. The
+// transaction holds the migrations' advisory lock (LockID), which serialises it with other runs:
+// concurrent CREATE OR REPLACE of one function fails ("tuple concurrently updated").
+func ApplyFunctions(ctx context.Context, db *sql.DB) ([]string, error) {
+	names, err := fs.Glob(functionFiles, "functions/*.sql") // sorted: a stable order
+	if err != nil {
+		return nil, err
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, LockID); err != nil {
+		return nil, fmt.Errorf("functions: lock: %w", err)
+	}
+	var version sql.NullInt64
+	if err := tx.QueryRowContext(ctx, `SELECT max(version_id) FROM goose_db_version`).Scan(&version); err != nil {
+		return nil, fmt.Errorf("functions: database version: %w", err)
+	}
+	if version.Int64 != Latest() {
+		return nil, nil
+	}
+	for _, name := range names {
+		body, err := fs.ReadFile(functionFiles, name)
+		if err != nil {
+			return nil, err
+		}
+		// No arguments: lib/pq sends the simple query protocol, so a file may hold several statements.
+		if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, err
+	}
+	return names, nil
 }

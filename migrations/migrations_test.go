@@ -60,9 +60,9 @@ func TestConcurrentUpIsSerialisedByTheAdvisoryLock(t *testing.T) {
 				return
 			}
 			defer db.Close()
-			v, err := migrations.Up(context.Background(), db)
+			r, err := migrations.Up(context.Background(), db)
 			errs <- err
-			versions <- v
+			versions <- r.Version
 		}()
 	}
 	wg.Wait()

@@ -1,6 +1,7 @@
 // Command migrate applies, rolls back or reports the obsops schema migrations.
 //
-// Usage: migrate up|down|status. The database comes from OPS_DATABASE_URL (or the file named by
+// Usage: migrate up|down|status. up applies the pending migrations and then the current function
+// bodies (migrations/functions); down rolls back the last migration only. The database comes from OPS_DATABASE_URL (or the file named by
 // OPS_DATABASE_URL_FILE). Runs are serialised by a PostgreSQL advisory lock, so several replicas or
 // Jobs may start it at once.
 package main
@@ -51,12 +52,17 @@ func run() error {
 
 	switch os.Args[1] {
 	case "up":
-		res, err := p.Up(ctx)
-		for _, r := range res {
+		res, err := migrations.Up(ctx, db)
+		for _, r := range res.Migrations {
 			log.Info("applied", "version", r.Source.Version, "file", r.Source.Path, "duration_ms", r.Duration.Milliseconds())
 		}
 		if err != nil {
 			return err
+		}
+		if len(res.Functions) > 0 {
+			log.Info("functions applied", "files", res.Functions)
+		} else {
+			log.Info("functions not applied: the database is past this build's latest migration")
 		}
 	case "down":
 		r, err := p.Down(ctx)

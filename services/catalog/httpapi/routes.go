@@ -1,28 +1,21 @@
-// Package httpapi is the catalog service's HTTP surface.
+// Package httpapi is the catalog service's HTTP surface: decoding, the use cases of
+// catalog.Service, encoding.
 package httpapi
 
 import (
-	"log/slog"
 	"net/http"
-	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/obsops/obsops/pkg/authn"
-	"github.com/obsops/obsops/services/catalog/postgres"
-	"github.com/obsops/obsops/services/catalog/resolve"
-	"github.com/obsops/obsops/services/catalog/visibility"
+	"github.com/obsops/obsops/services/catalog"
 )
 
-// Handlers serves the catalog routes.
+// Handlers serves the catalog routes: each decodes its input, calls one use case of Catalog
+// and encodes the answer; errors are returned as the use case gives them.
 type Handlers struct {
-	Auth       *authn.Authenticator // rules come from the access table, pkg/authn/access.go
-	Store      *postgres.Store
-	Resolver   *resolve.Resolver
-	Site       *visibility.Site // the observatory and its limits, for the source chip
-	Now        func() time.Time // the clock of the chip's alt/az (time.Now when nil)
-	Log        *slog.Logger
-	Visibility *Visibility // the /visibility routes (visibility.go)
+	Auth    *authn.Authenticator // rules come from the access table, pkg/authn/access.go
+	Catalog *catalog.Service
 }
 
 // Register adds every route of the catalog service. Access rules come from the suite's access

@@ -1,7 +1,10 @@
 // Package catalog is the domain of the catalog service: instruments and their modules (reference
-// data), sources (fixed, solar-system or constant-elevation) with their aliases, and observing
-// programs with their obs units. The rules of what a valid program or source is live here; the
-// postgres package stores them and httpapi serves them.
+// data), sources (fixed, solar-system or constant-elevation) with their aliases, observing
+// programs with their obs units, and the visibility of sources from the site. The rules live
+// here: what a valid program or source is (catalog.go) and the use cases, as methods of Service
+// (service.go: instruments; programs.go; sources.go: sources, chip, details, name resolution;
+// visibility.go: visibility, heatmaps, precalculation). The package declares the Store it needs;
+// the postgres package implements it, httpapi serves the use cases and app wires them.
 package catalog
 
 import (
@@ -14,6 +17,7 @@ import (
 	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/pkg/config"
 	"github.com/obsops/obsops/pkg/problem"
+	"github.com/obsops/obsops/services/catalog/visibility"
 )
 
 // Config is the catalog service's configuration.
@@ -76,11 +80,11 @@ func (e *ConflictError) Unwrap() error {
 	return problem.Conflict.New(e.Message, details...)
 }
 
-// Source kinds.
+// Source kinds, the visibility engine's (visibility.KindFixed...).
 const (
-	KindFixed             = "fixed"
-	KindSolarSystem       = "solar_system"
-	KindConstantElevation = "constant_elevation"
+	KindFixed             = visibility.KindFixed
+	KindSolarSystem       = visibility.KindSolarSystem
+	KindConstantElevation = visibility.KindConstantElevation
 )
 
 // Limits beyond the request schemas (which bound lists and strings themselves).

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"net/http"
 	"reflect"
 	"strconv"
 	"strings"
@@ -18,46 +17,6 @@ import (
 	"github.com/obsops/obsops/services/catalog/visibility/precalc"
 	"github.com/obsops/obsops/services/catalog/visibility/render"
 )
-
-// registerVisibility adds the /visibility routes. The heatmap route comes before
-// /visibility/{source_id}.
-func registerVisibility(api huma.API, h *Handlers) {
-	tags := []string{"Visibility"}
-	huma.Register(api, h.Auth.Op(huma.Operation{
-		OperationID: "get-visibility-heatmap", Method: http.MethodGet, Path: "/visibility/heatmap",
-		Summary: "Visibility heatmap", Tags: tags, Errors: []int{404, 422},
-		Description: "Hours observable per source per UTC day of a year (elevation within the site's limits and the Sun " +
-			"farther than OPS_SUN_AVOIDANCE_DEG), for a program's sources (program_id) or a list (source_ids). Served from " +
-			"the cache filled by POST /visibility/precalculate; a request with at most OPS_VISIBILITY_SYNC_MAX_SOURCES " +
-			"(20) uncached sources is computed on the spot (cached: false), more answer 404 saying how to precalculate. " +
-			"A cached row is used only while the source's coordinates and the site settings are those it was computed " +
-			"with. format=svg or png draws it (sources × days, colour scale).",
-		Responses: heatmapResponses(api),
-	}), h.heatmap)
-	huma.Register(api, h.Auth.Op(huma.Operation{
-		OperationID: "get-visibility", Method: http.MethodGet, Path: "/visibility/{source_id}",
-		Summary: "Visibility of a source", Tags: tags, Errors: []int{404, 422},
-		Description: "Altitude (geometric unless OPS_SITE_REFRACTION), azimuth (from north through east), airmass (sec z, " +
-			"null below the horizon) and Sun separation from the site, sampled at exactly start + k·step_s up to end " +
-			"inclusive (at most 10,000 samples); the windows in which the source is observable with their edges " +
-			"root-found to under a second and why each starts and ends; the next rise, set (crossings of the elevation " +
-			"limit) and transit after start; the highest altitude and the hours observable in the range. " +
-			"Accept: image/svg+xml or format=svg answers an altitude plot instead.",
-		Responses: visibilityResponses(api),
-	}), h.source)
-	huma.Register(api, h.Auth.Op(huma.Operation{
-		OperationID: "precalculate-visibility", Method: http.MethodPost, Path: "/visibility/precalculate",
-		Summary: "Precalculate visibility heatmaps", Tags: tags, Errors: []int{403, 404, 422, 503},
-		DefaultStatus: http.StatusAccepted,
-		Description: "Queues the computation of a year's heatmap rows for a program's sources, a list of sources or all " +
-			"sources (asynq queue \"visibility\", worker in the catalog service). Sources already cached under the " +
-			"current settings are skipped. The same request while its job is queued or running answers that job.",
-	}), h.precalculate)
-	huma.Register(api, h.Auth.Op(huma.Operation{
-		OperationID: "get-visibility-precalculation", Method: http.MethodGet, Path: "/visibility/precalculate/{job_id}",
-		Summary: "Precalculation progress", Tags: tags, Errors: []int{404, 422},
-	}), h.job)
-}
 
 // ---- shared input checks ----
 
@@ -135,7 +94,7 @@ func visibilityResponses(api huma.API) map[string]*huma.Response {
 	}}
 }
 
-func (h *Handlers) source(ctx context.Context, in *visibilityInput) (*rawOutput, error) {
+func (h *Handlers) sourceVisibility(ctx context.Context, in *visibilityInput) (*rawOutput, error) {
 	q := catalog.VisibilityQuery{SourceID: in.SourceID, Start: in.Start, End: in.End, StepS: in.StepS}
 	if in.minElSet {
 		q.MinElevationDeg = &in.MinElevationDeg
@@ -343,7 +302,7 @@ type jobInput struct {
 	JobID int64 `path:"job_id" minimum:"1"`
 }
 
-func (h *Handlers) job(ctx context.Context, in *jobInput) (*struct{ Body precalc.Job }, error) {
+func (h *Handlers) precalculationJob(ctx context.Context, in *jobInput) (*struct{ Body precalc.Job }, error) {
 	j, err := h.Catalog.PrecalculationJob(ctx, in.JobID)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,8 @@
-// Package precalc serves visibility heatmaps from the PostgreSQL cache and fills it: on the spot
-// for a few sources, else by an admin-triggered job on the asynq queue "visibility", whose worker
-// runs inside the catalog process.
+// Package precalc serves visibility heatmaps from the heatmap cache and fills it: on the spot
+// for a few sources, else by an admin-triggered precalculation job on the asynq queue
+// "visibility", whose worker runs inside the catalog process. store.go declares the storage it
+// needs (postgres.Store: engine_sources.go, heatmap_cache.go, precalc_jobs.go); records.go the
+// cached rows, the jobs and their keys.
 package precalc
 
 import (

@@ -18,6 +18,8 @@ import (
 	"github.com/obsops/obsops/services/catalog/visibility/render"
 )
 
+// The /visibility routes' inputs and answers (the routes are listed in routes.go).
+
 // ---- shared input checks ----
 
 // unknownParams rejects query parameters an operation does not define (a typo must not silently

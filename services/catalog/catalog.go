@@ -1,11 +1,13 @@
 // Package catalog is the domain of the catalog service: instruments and their modules (reference
-// data), sources (fixed, solar-system or constant-elevation) with their aliases, and observing
-// programs with their obs units. The rules of what a valid program or source is live here; the
-// postgres package stores them and httpapi serves them.
+// data), sources (fixed, solar-system or constant-elevation) with their aliases, observing
+// programs with their obs units, and the visibility of sources from the site. The rules live
+// here: what a valid program or source is (catalog.go) and the use cases, as methods of Service
+// (service.go: instruments; programs.go; sources.go: sources, chip, details, name resolution;
+// visibility.go: visibility, heatmaps, precalculation). The package declares the Store it needs;
+// the postgres package implements it, httpapi serves the use cases and app wires them.
 package catalog
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -14,6 +16,8 @@ import (
 
 	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/pkg/config"
+	"github.com/obsops/obsops/pkg/problem"
+	"github.com/obsops/obsops/services/catalog/visibility"
 )
 
 // Config is the catalog service's configuration.
@@ -49,35 +53,38 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// Errors of the catalog. Handlers turn them into problem responses.
-var (
-	// ErrNotFound: no program, source or instrument with this id.
-	ErrNotFound = errors.New("not found")
-)
-
-// InputError is invalid input, answered 422 naming the field (e.g. "obs_units[2].source_id").
-type InputError struct {
-	Field   string // relative to the body, or "query.x" for a query parameter
-	Message string
-	Value   any
-}
-
-func (e *InputError) Error() string { return e.Field + ": " + e.Message }
+// The catalog's errors are pkg/problem's vocabulary: invalid input is a *problem.FieldError
+// naming the input (body.obs_units[2].source_id, query.ra_deg), an unknown id wraps
+// problem.ErrNotFound, and a conflict with stored data is a *ConflictError.
 
 // ConflictError is a write that contradicts stored data (a name in use, a source still used, a
-// program with executed observations), answered 409 naming the field where there is one.
+// program with executed observations): a 409 naming the input where there is one.
 type ConflictError struct {
-	Field   string
-	Message string
+	Location string // the input in conflict, e.g. body.short_name; empty when none
+	Message  string // the problem's detail, written for the client
 }
 
+// Error is the conflict's message.
 func (e *ConflictError) Error() string { return e.Message }
 
-// Source kinds.
+// ProblemKind makes the conflict a 409 (problem.Kinded).
+func (e *ConflictError) ProblemKind() problem.Kind { return problem.Conflict }
+
+// Unwrap gives the problem the conflict is answered with: the 409 with its input listed in
+// errors[] (a Kinded error alone has no errors[]), so handlers return a ConflictError as it is.
+func (e *ConflictError) Unwrap() error {
+	var details []problem.Detail
+	if e.Location != "" {
+		details = append(details, problem.Detail{Location: e.Location, Message: e.Message})
+	}
+	return problem.Conflict.New(e.Message, details...)
+}
+
+// Source kinds, the visibility engine's (visibility.KindFixed...).
 const (
-	KindFixed             = "fixed"
-	KindSolarSystem       = "solar_system"
-	KindConstantElevation = "constant_elevation"
+	KindFixed             = visibility.KindFixed
+	KindSolarSystem       = visibility.KindSolarSystem
+	KindConstantElevation = visibility.KindConstantElevation
 )
 
 // Limits beyond the request schemas (which bound lists and strings themselves).
@@ -159,23 +166,23 @@ func (p *ProgramSpec) Normalize() error {
 		p.Status = "draft"
 	}
 	if p.ShortName == "" {
-		return &InputError{Field: "short_name", Message: "must not be blank"}
+		return problem.Field("body.short_name", "must not be blank", nil)
 	}
 	for _, r := range p.ShortName {
 		if !(unicode.IsLetter(r) || unicode.IsDigit(r) || strings.ContainsRune("-_.+", r)) {
-			return &InputError{Field: "short_name", Message: "may hold only letters, digits and - _ . +", Value: p.ShortName}
+			return problem.Field("body.short_name", "may hold only letters, digits and - _ . +", p.ShortName)
 		}
 	}
 	for field, v := range map[string]string{"title": p.Title, "pi": p.PI} {
 		if v == "" {
-			return &InputError{Field: field, Message: "must not be blank"}
+			return problem.Field("body."+field, "must not be blank", nil)
 		}
 		if hasControl(v) {
-			return &InputError{Field: field, Message: "must not contain control characters"}
+			return problem.Field("body."+field, "must not contain control characters", nil)
 		}
 	}
 	if p.AllocatedHours != nil && (math.IsNaN(*p.AllocatedHours) || *p.AllocatedHours < 0) {
-		return &InputError{Field: "allocated_hours", Message: "must be >= 0"}
+		return problem.Field("body.allocated_hours", "must be >= 0", nil)
 	}
 	seen := map[string]int{}
 	for i := range p.ObsUnits {
@@ -183,13 +190,13 @@ func (p *ProgramSpec) Normalize() error {
 		u.Name = strings.TrimSpace(u.Name)
 		f := fmt.Sprintf("obs_units[%d].name", i)
 		if u.Name == "" {
-			return &InputError{Field: f, Message: "must not be blank"}
+			return problem.Field("body."+f, "must not be blank", nil)
 		}
 		if hasControl(u.Name) {
-			return &InputError{Field: f, Message: "must not contain control characters"}
+			return problem.Field("body."+f, "must not contain control characters", nil)
 		}
 		if j, dup := seen[u.Name]; dup {
-			return &InputError{Field: f, Message: fmt.Sprintf("repeats the name of obs_units[%d]", j), Value: u.Name}
+			return problem.Field("body."+f, fmt.Sprintf("repeats the name of obs_units[%d]", j), u.Name)
 		}
 		seen[u.Name] = i
 	}
@@ -202,7 +209,7 @@ type ProgramQuery struct {
 	Limit, Offset int
 }
 
-// Page is one page of a list (DESIGN §8).
+// Page is one page of a list: the items with the total count and the paging that gave them.
 type Page[T any] struct {
 	Items  []T `json:"items"`
 	Total  int `json:"total"`
@@ -260,22 +267,22 @@ type SourceSpec struct {
 func (s *SourceSpec) Normalize() error {
 	s.Name = strings.TrimSpace(s.Name)
 	if s.Name == "" {
-		return &InputError{Field: "name", Message: "must not be blank"}
+		return problem.Field("body.name", "must not be blank", nil)
 	}
 	if hasControl(s.Name) {
-		return &InputError{Field: "name", Message: "must not contain control characters"}
+		return problem.Field("body.name", "must not contain control characters", nil)
 	}
 	if s.CoordOrigin == "" {
 		s.CoordOrigin = "user"
 	}
 	if s.Resolve {
 		if s.Kind != "" && s.Kind != KindFixed {
-			return &InputError{Field: "kind", Message: "resolve gives a fixed source; leave kind out", Value: s.Kind}
+			return problem.Field("body.kind", "resolve gives a fixed source; leave kind out", s.Kind)
 		}
 		for f, v := range map[string]bool{"ra_deg": s.RADeg != nil, "dec_deg": s.DecDeg != nil, "body": s.Body != nil,
 			"elevation_deg": s.ElevationDeg != nil, "az_min_deg": s.AzMinDeg != nil, "az_max_deg": s.AzMaxDeg != nil} {
 			if v {
-				return &InputError{Field: f, Message: "not allowed with resolve: the resolver gives the coordinates"}
+				return problem.Field("body."+f, "not allowed with resolve: the resolver gives the coordinates", nil)
 			}
 		}
 		return s.normalizeAliases()
@@ -297,14 +304,14 @@ func (s *SourceSpec) Normalize() error {
 	case KindConstantElevation:
 		need = constEl
 	case "":
-		return &InputError{Field: "kind", Message: "required (fixed, solar_system or constant_elevation) unless resolve is true"}
+		return problem.Field("body.kind", "required (fixed, solar_system or constant_elevation) unless resolve is true", nil)
 	default:
-		return &InputError{Field: "kind", Message: "must be fixed, solar_system or constant_elevation", Value: s.Kind}
+		return problem.Field("body.kind", "must be fixed, solar_system or constant_elevation", s.Kind)
 	}
 	ok := map[string]bool{}
 	for _, f := range need {
 		if !f.set {
-			return &InputError{Field: f.name, Message: "required for a " + s.Kind + " source"}
+			return problem.Field("body."+f.name, "required for a "+s.Kind+" source", nil)
 		}
 		ok[f.name] = true
 	}
@@ -314,7 +321,7 @@ func (s *SourceSpec) Normalize() error {
 	for _, group := range [][]field{fixed, motion, solar, constEl} {
 		for _, f := range group {
 			if f.set && !ok[f.name] {
-				return &InputError{Field: f.name, Message: "not allowed for a " + s.Kind + " source"}
+				return problem.Field("body."+f.name, "not allowed for a "+s.Kind+" source", nil)
 			}
 		}
 	}
@@ -324,14 +331,14 @@ func (s *SourceSpec) Normalize() error {
 	}{{"ra_deg", s.RADeg}, {"dec_deg", s.DecDeg}, {"pm_ra_mas_yr", s.PMRAMasYr}, {"pm_dec_mas_yr", s.PMDecMasYr},
 		{"epoch", s.Epoch}, {"elevation_deg", s.ElevationDeg}, {"az_min_deg", s.AzMinDeg}, {"az_max_deg", s.AzMaxDeg}} {
 		if p.v != nil && (math.IsNaN(*p.v) || math.IsInf(*p.v, 0)) {
-			return &InputError{Field: p.name, Message: "must be a finite number"}
+			return problem.Field("body."+p.name, "must be a finite number", nil)
 		}
 	}
 	if s.RADeg != nil && (*s.RADeg < 0 || *s.RADeg >= 360) {
-		return &InputError{Field: "ra_deg", Message: "must be within [0, 360)", Value: *s.RADeg}
+		return problem.Field("body.ra_deg", "must be within [0, 360)", *s.RADeg)
 	}
 	if s.DecDeg != nil && (*s.DecDeg < -90 || *s.DecDeg > 90) {
-		return &InputError{Field: "dec_deg", Message: "must be within [-90, 90]", Value: *s.DecDeg}
+		return problem.Field("body.dec_deg", "must be within [-90, 90]", *s.DecDeg)
 	}
 	if s.Kind == KindFixed && (s.PMRAMasYr != nil || s.PMDecMasYr != nil) && s.Epoch == nil {
 		e := 2000.0
@@ -340,7 +347,7 @@ func (s *SourceSpec) Normalize() error {
 	if s.ObjectType != nil {
 		t := strings.TrimSpace(*s.ObjectType)
 		if hasControl(t) {
-			return &InputError{Field: "object_type", Message: "must not contain control characters"}
+			return problem.Field("body.object_type", "must not contain control characters", nil)
 		}
 		s.ObjectType = &t
 		if t == "" {
@@ -358,11 +365,11 @@ func (s *SourceSpec) normalizeAliases() error {
 		f := fmt.Sprintf("aliases[%d]", i)
 		switch {
 		case a == "":
-			return &InputError{Field: f, Message: "must not be blank"}
+			return problem.Field("body."+f, "must not be blank", nil)
 		case len(a) > 255:
-			return &InputError{Field: f, Message: "at most 255 characters"}
+			return problem.Field("body."+f, "at most 255 characters", nil)
 		case hasControl(a):
-			return &InputError{Field: f, Message: "must not contain control characters"}
+			return problem.Field("body."+f, "must not contain control characters", nil)
 		}
 		k := NameKey(a)
 		if seen[k] {

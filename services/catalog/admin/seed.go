@@ -66,16 +66,16 @@ func demoPrograms() []demoProgram {
 	}
 }
 
-// SeedDemo loads the demo sources and programs through the store. It is idempotent: a source
-// or program whose name exists is left as it is.
+// SeedDemo loads the demo sources and programs through the catalog's use cases, as the
+// command-line caller "seed-demo". It is idempotent: a source or program whose name exists is
+// left as it is.
 func SeedDemo(ctx context.Context, store *postgres.Store) (SeedResult, error) {
 	var res SeedResult
+	svc := &catalog.Service{Store: store}
+	by := catalog.Caller{Name: "seed-demo", Admin: true}
 	ids := map[string]int64{}
 	for _, spec := range demoSources() {
-		if err := spec.Normalize(); err != nil {
-			return res, fmt.Errorf("demo source %s: %w", spec.Name, err)
-		}
-		src, err := store.CreateSource(ctx, spec, "seed-demo")
+		src, err := svc.CreateSource(ctx, by, spec)
 		var conflict *catalog.ConflictError
 		switch {
 		case err == nil:
@@ -115,10 +115,7 @@ func SeedDemo(ctx context.Context, store *postgres.Store) (SeedResult, error) {
 			spec.ObsUnits = append(spec.ObsUnits, catalog.ObsUnitSpec{Name: u.name, SourceID: id, InstrumentModuleID: u.module,
 				DurationS: u.duration, MinElevationDeg: u.minEl, Priority: &prio})
 		}
-		if err := spec.Normalize(); err != nil {
-			return res, fmt.Errorf("demo program %s: %w", spec.ShortName, err)
-		}
-		_, err := store.CreateProgram(ctx, spec, "seed-demo")
+		_, err := svc.CreateProgram(ctx, by, spec)
 		var conflict *catalog.ConflictError
 		switch {
 		case err == nil:

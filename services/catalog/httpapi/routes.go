@@ -1,28 +1,21 @@
-// Package httpapi is the catalog service's HTTP surface.
+// Package httpapi is the catalog service's HTTP surface: decoding, the use cases of
+// catalog.Service, encoding.
 package httpapi
 
 import (
-	"log/slog"
 	"net/http"
-	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/obsops/obsops/pkg/authn"
-	"github.com/obsops/obsops/services/catalog/postgres"
-	"github.com/obsops/obsops/services/catalog/resolve"
-	"github.com/obsops/obsops/services/catalog/visibility"
+	"github.com/obsops/obsops/services/catalog"
 )
 
-// Handlers serves the catalog routes.
+// Handlers serves the catalog routes: each decodes its input, calls one use case of Catalog
+// and encodes the answer; errors are returned as the use case gives them.
 type Handlers struct {
-	Auth       *authn.Authenticator // rules come from the access table, pkg/authn/access.go
-	Store      *postgres.Store
-	Resolver   *resolve.Resolver
-	Site       *visibility.Site // the observatory and its limits, for the source chip
-	Now        func() time.Time // the clock of the chip's alt/az (time.Now when nil)
-	Log        *slog.Logger
-	Visibility *Visibility // the /visibility routes (visibility.go)
+	Auth    *authn.Authenticator // rules come from the access table, pkg/authn/access.go
+	Catalog *catalog.Service
 }
 
 // Register adds every route of the catalog service. Access rules come from the suite's access
@@ -122,6 +115,40 @@ func Register(api huma.API, h *Handlers) {
 		Description: "The full record with aliases, where its coordinates came from, and every obs unit using it with its program.",
 	}), h.sourceDetails)
 
-	// ---- Visibility (visibility.go) ----
-	registerVisibility(api, h) // GET /visibility/heatmap, GET /visibility/{source_id}, POST /visibility/precalculate, GET /visibility/precalculate/{job_id}
+	// ---- Visibility (visibility.go) ---- (the heatmap before /visibility/{source_id})
+	visibilityTags := []string{"Visibility"}
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "get-visibility-heatmap", Method: http.MethodGet, Path: "/visibility/heatmap",
+		Summary: "Visibility heatmap", Tags: visibilityTags, Errors: []int{404, 422},
+		Description: "Hours observable per source per UTC day of a year (elevation within the site's limits and the Sun " +
+			"farther than OPS_SUN_AVOIDANCE_DEG), for a program's sources (program_id) or a list (source_ids). Served from " +
+			"the cache filled by POST /visibility/precalculate; a request with at most OPS_VISIBILITY_SYNC_MAX_SOURCES " +
+			"(20) uncached sources is computed on the spot (cached: false), more answer 404 saying how to precalculate. " +
+			"A cached row is used only while the source's coordinates and the site settings are those it was computed " +
+			"with. format=svg or png draws it (sources × days, colour scale).",
+		Responses: heatmapResponses(api),
+	}), h.heatmap)
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "get-visibility", Method: http.MethodGet, Path: "/visibility/{source_id}",
+		Summary: "Visibility of a source", Tags: visibilityTags, Errors: []int{404, 422},
+		Description: "Altitude (geometric unless OPS_SITE_REFRACTION), azimuth (from north through east), airmass (sec z, " +
+			"null below the horizon) and Sun separation from the site, sampled at exactly start + k·step_s up to end " +
+			"inclusive (at most 10,000 samples); the windows in which the source is observable with their edges " +
+			"root-found to under a second and why each starts and ends; the next rise, set (crossings of the elevation " +
+			"limit) and transit after start; the highest altitude and the hours observable in the range. " +
+			"Accept: image/svg+xml or format=svg answers an altitude plot instead.",
+		Responses: visibilityResponses(api),
+	}), h.sourceVisibility)
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "precalculate-visibility", Method: http.MethodPost, Path: "/visibility/precalculate",
+		Summary: "Precalculate visibility heatmaps", Tags: visibilityTags, Errors: []int{403, 404, 422, 503},
+		DefaultStatus: http.StatusAccepted,
+		Description: "Queues the computation of a year's heatmap rows for a program's sources, a list of sources or all " +
+			"sources (asynq queue \"visibility\", worker in the catalog service). Sources already cached under the " +
+			"current settings are skipped. The same request while its job is queued or running answers that job.",
+	}), h.precalculate)
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "get-visibility-precalculation", Method: http.MethodGet, Path: "/visibility/precalculate/{job_id}",
+		Summary: "Precalculation progress", Tags: visibilityTags, Errors: []int{404, 422},
+	}), h.precalculationJob)
 }

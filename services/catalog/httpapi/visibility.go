@@ -3,11 +3,8 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"log/slog"
 	"math"
-	"net/http"
 	"reflect"
 	"strconv"
 	"strings"
@@ -15,71 +12,13 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
-	"github.com/obsops/obsops/pkg/authn"
-	"github.com/obsops/obsops/pkg/database"
-	"github.com/obsops/obsops/pkg/problem"
+	"github.com/obsops/obsops/services/catalog"
 	"github.com/obsops/obsops/services/catalog/visibility"
 	"github.com/obsops/obsops/services/catalog/visibility/precalc"
 	"github.com/obsops/obsops/services/catalog/visibility/render"
-	"github.com/obsops/obsops/services/catalog/visibility/store"
 )
 
-// Visibility holds what the /visibility routes need.
-type Visibility struct {
-	Store    *store.Store
-	Site     *visibility.Site
-	Heatmaps *precalc.Service
-	Log      *slog.Logger
-}
-
-// Limits of the visibility routes.
-const (
-	maxVisibilitySamples = 10_000
-	maxVisibilityRange   = 1100 * 24 * time.Hour // about three years
-	maxHeatmapSources    = 5000
-	minYear, maxYear     = 1900, 2100 // the span of SOFA's Moon and planet ephemerides
-)
-
-// registerVisibility adds the /visibility routes (issue 14). The heatmap route comes before
-// /visibility/{source_id}.
-func registerVisibility(api huma.API, h *Handlers) {
-	v := h.Visibility
-	tags := []string{"Visibility"}
-	huma.Register(api, h.Auth.Op(huma.Operation{
-		OperationID: "get-visibility-heatmap", Method: http.MethodGet, Path: "/visibility/heatmap",
-		Summary: "Visibility heatmap", Tags: tags, Errors: []int{404, 422},
-		Description: "Hours observable per source per UTC day of a year (elevation within the site's limits and the Sun " +
-			"farther than OPS_SUN_AVOIDANCE_DEG), for a program's sources (program_id) or a list (source_ids). Served from " +
-			"the cache filled by POST /visibility/precalculate; a request with at most OPS_VISIBILITY_SYNC_MAX_SOURCES " +
-			"(20) uncached sources is computed on the spot (cached: false), more answer 404 saying how to precalculate. " +
-			"A cached row is used only while the source's coordinates and the site settings are those it was computed " +
-			"with. format=svg or png draws it (sources × days, colour scale).",
-		Responses: heatmapResponses(api),
-	}), v.heatmap)
-	huma.Register(api, h.Auth.Op(huma.Operation{
-		OperationID: "get-visibility", Method: http.MethodGet, Path: "/visibility/{source_id}",
-		Summary: "Visibility of a source", Tags: tags, Errors: []int{404, 422},
-		Description: "Altitude (geometric unless OPS_SITE_REFRACTION), azimuth (from north through east), airmass (sec z, " +
-			"null below the horizon) and Sun separation from the site, sampled at exactly start + k·step_s up to end " +
-			"inclusive (at most 10,000 samples); the windows in which the source is observable with their edges " +
-			"root-found to under a second and why each starts and ends; the next rise, set (crossings of the elevation " +
-			"limit) and transit after start; the highest altitude and the hours observable in the range. " +
-			"Accept: image/svg+xml or format=svg answers an altitude plot instead.",
-		Responses: visibilityResponses(api),
-	}), v.source)
-	huma.Register(api, h.Auth.Op(huma.Operation{
-		OperationID: "precalculate-visibility", Method: http.MethodPost, Path: "/visibility/precalculate",
-		Summary: "Precalculate visibility heatmaps", Tags: tags, Errors: []int{403, 404, 422, 503},
-		DefaultStatus: http.StatusAccepted,
-		Description: "Queues the computation of a year's heatmap rows for a program's sources, a list of sources or all " +
-			"sources (asynq queue \"visibility\", worker in the catalog service). Sources already cached under the " +
-			"current settings are skipped. The same request while its job is queued or running answers that job.",
-	}), v.precalculate)
-	huma.Register(api, h.Auth.Op(huma.Operation{
-		OperationID: "get-visibility-precalculation", Method: http.MethodGet, Path: "/visibility/precalculate/{job_id}",
-		Summary: "Precalculation progress", Tags: tags, Errors: []int{404, 422},
-	}), v.job)
-}
+// The /visibility routes' inputs and answers (the routes are listed in routes.go).
 
 // ---- shared input checks ----
 
@@ -157,66 +96,25 @@ func visibilityResponses(api huma.API) map[string]*huma.Response {
 	}}
 }
 
-func parseTime(field, s string) (time.Time, error) {
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return time.Time{}, huma.Error422UnprocessableEntity("validation failed",
-			&huma.ErrorDetail{Location: "query." + field, Message: "must be an RFC 3339 time, e.g. 2026-05-01T00:00:00Z", Value: s})
-	}
-	return t.UTC(), nil
-}
-
-func (v *Visibility) source(ctx context.Context, in *visibilityInput) (*rawOutput, error) {
-	start := time.Now().UTC().Truncate(time.Second)
-	var err error
-	if in.Start != "" {
-		if start, err = parseTime("start", in.Start); err != nil {
-			return nil, err
-		}
-	}
-	end := start.Add(24 * time.Hour)
-	if in.End != "" {
-		if end, err = parseTime("end", in.End); err != nil {
-			return nil, err
-		}
-	}
-	step := time.Duration(in.StepS) * time.Second
-	switch {
-	case end.Before(start):
-		return nil, huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: "query.end", Message: "must not be before start", Value: in.End})
-	case end.Sub(start) > maxVisibilityRange:
-		return nil, huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: "query.end", Message: "the range may span at most 1100 days", Value: in.End})
-	case start.Year() < minYear || end.Year() > maxYear:
-		return nil, huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: "query.start", Message: "times must lie within 1900–2100 (the ephemerides' span)", Value: in.Start})
-	}
-	if n := visibility.SampleCount(start, end, step); n > maxVisibilitySamples {
-		return nil, huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: "query.step_s",
-			Message: fmt.Sprintf("the range gives %d samples at this step; at most %d (use a larger step_s or a shorter range)", n, maxVisibilitySamples), Value: in.StepS})
-	}
-	src, err := v.Store.Source(ctx, in.SourceID)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, huma.Error404NotFound("no source with this id")
-	}
-	if err != nil {
-		return nil, v.internal(ctx, "read source", err)
-	}
-	if err := src.Source.Validate(); err != nil {
-		return nil, huma.Error422UnprocessableEntity("this source's coordinates cannot be computed: " + err.Error())
-	}
-	req := visibility.Request{Start: start, End: end, Step: step}
+func (h *Handlers) sourceVisibility(ctx context.Context, in *visibilityInput) (*rawOutput, error) {
+	q := catalog.VisibilityQuery{SourceID: in.SourceID, Start: in.Start, End: in.End, StepS: in.StepS}
 	if in.minElSet {
-		req.MinElevationDeg = &in.MinElevationDeg
+		q.MinElevationDeg = &in.MinElevationDeg
 	}
-	res := visibility.Compute(v.Site, &src.Source, req)
+	v, err := h.Catalog.SourceVisibility(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	site, res, src := h.Catalog.Site, v.Result, v.Source
 	if in.Format == "svg" || in.Format == "" && wantsSVG(in.Accept) {
 		sub := fmt.Sprintf("%s – %s UTC · limit %g° · Sun avoidance %g° · %.2f h observable",
-			start.Format("2006-01-02 15:04"), end.Format("2006-01-02 15:04"), res.MinElevationDeg, v.Site.SunAvoidanceDeg, res.HoursObservable)
+			v.Start.Format("2006-01-02 15:04"), v.End.Format("2006-01-02 15:04"), res.MinElevationDeg, site.SunAvoidanceDeg, res.HoursObservable)
 		return &rawOutput{ContentType: "image/svg+xml", Body: render.Plot(render.PlotInput{
-			Title: fmt.Sprintf("%s (source %d) from %s", src.Name, src.ID, siteName(v.Site)), Subtitle: sub, Result: res, Start: start, End: end})}, nil
+			Title: fmt.Sprintf("%s (source %d) from %s", src.Name, src.ID, siteName(site)), Subtitle: sub, Result: res, Start: v.Start, End: v.End})}, nil
 	}
-	body := VisibilityResponse{SourceID: src.ID, SourceName: src.Name, Start: start, End: end, StepS: in.StepS,
-		MinElevationDeg: res.MinElevationDeg, MaxElevationDeg: v.Site.MaxElevationDeg, SunAvoidanceDeg: v.Site.SunAvoidanceDeg,
-		Refraction: v.Site.Refraction, Samples: res.Samples, Windows: res.Windows, SunAvoidance: res.SunAvoidance,
+	body := VisibilityResponse{SourceID: src.ID, SourceName: src.Name, Start: v.Start, End: v.End, StepS: in.StepS,
+		MinElevationDeg: res.MinElevationDeg, MaxElevationDeg: site.MaxElevationDeg, SunAvoidanceDeg: site.SunAvoidanceDeg,
+		Refraction: site.Refraction, Samples: res.Samples, Windows: res.Windows, SunAvoidance: res.SunAvoidance,
 		Rise: res.Rise, Set: res.Set, Transit: res.Transit, MaxAltDeg: res.MaxAltDeg, HoursObservable: res.HoursObservable}
 	if body.Windows == nil {
 		body.Windows = []visibility.Window{}
@@ -226,7 +124,7 @@ func (v *Visibility) source(ctx context.Context, in *visibilityInput) (*rawOutpu
 	}
 	b, err := json.Marshal(body)
 	if err != nil {
-		return nil, v.internal(ctx, "encode visibility", err)
+		return nil, fmt.Errorf("encode visibility: %w", err)
 	}
 	return &rawOutput{ContentType: "application/json", Body: b}, nil
 }
@@ -238,14 +136,6 @@ func siteName(s *visibility.Site) string {
 // wantsSVG: the Accept header prefers an SVG image to JSON.
 func wantsSVG(accept string) bool {
 	return strings.Contains(accept, "image/svg+xml") && !strings.Contains(accept, "application/json")
-}
-
-func (v *Visibility) internal(ctx context.Context, op string, err error) error {
-	if database.MainUnreachable(err) { // a secondary site with its WAN down: a quick 503
-		return database.ErrMainUnreachable
-	}
-	// A generic 500 for the client; the chassis logs the cause once, with the request id.
-	return problem.Internal.New("").WithCause(fmt.Errorf("visibility %s: %w", op, err))
 }
 
 // ---- GET /visibility/heatmap ----
@@ -303,91 +193,30 @@ func heatmapResponses(api huma.API) map[string]*huma.Response {
 	}}
 }
 
-func parseIDs(field, s string) ([]int64, error) {
-	var ids []int64
-	seen := map[int64]bool{}
-	for _, part := range strings.Split(s, ",") {
-		part = strings.TrimSpace(part)
-		id, err := strconv.ParseInt(part, 10, 64)
-		if err != nil || id < 1 {
-			return nil, huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: field, Message: "must be comma-separated positive integer ids", Value: part})
-		}
-		if !seen[id] {
-			seen[id] = true
-			ids = append(ids, id)
-		}
-	}
-	if len(ids) > maxHeatmapSources {
-		return nil, huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: field, Message: fmt.Sprintf("at most %d sources", maxHeatmapSources)})
-	}
-	return ids, nil
-}
-
-func (v *Visibility) heatmap(ctx context.Context, in *heatmapInput) (*rawOutput, error) {
-	if (in.ProgramID == 0) == (in.SourceIDs == "") {
-		return nil, huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: "query.program_id", Message: "give either program_id or source_ids"})
-	}
-	params := HeatmapParameters{Year: in.Year, LatitudeDeg: v.Site.LatitudeDeg, LongitudeDeg: v.Site.LongitudeDeg, ElevationM: v.Site.ElevationM,
-		MinElevationDeg: v.Site.MinElevationDeg, MaxElevationDeg: v.Site.MaxElevationDeg, SunAvoidanceDeg: v.Site.SunAvoidanceDeg, Refraction: v.Site.Refraction}
-	var srcs []store.Source
-	if in.ProgramID != 0 {
-		params.ProgramID = &in.ProgramID
-		var err error
-		srcs, err = v.Store.ProgramSources(ctx, in.ProgramID)
-		if errors.Is(err, store.ErrNotFound) {
-			return nil, huma.Error404NotFound("no observing program with this id")
-		}
-		if err != nil {
-			return nil, v.internal(ctx, "read program", err)
-		}
-		srcs = srcs[:min(len(srcs), maxHeatmapSources)]
-	} else {
-		ids, err := parseIDs("query.source_ids", in.SourceIDs)
-		if err != nil {
-			return nil, err
-		}
-		var missing []int64
-		srcs, missing, err = v.Store.Sources(ctx, ids)
-		if err != nil {
-			return nil, v.internal(ctx, "read sources", err)
-		}
-		if len(missing) > 0 {
-			return nil, huma.Error404NotFound(fmt.Sprintf("no source with id %v", missing))
-		}
-	}
-	ids := make([]int64, len(srcs))
-	for i := range srcs {
-		ids[i] = srcs[i].ID
-	}
-	params.SourceIDs = ids
-	hm, err := v.Heatmaps.Get(ctx, in.Year, srcs)
-	var nc *precalc.NotCachedError
-	if errors.As(err, &nc) {
-		how := fmt.Sprintf(`{"year": %d, "source_ids": [...]}`, in.Year)
-		if in.ProgramID != 0 {
-			how = fmt.Sprintf(`{"year": %d, "program_id": %d}`, in.Year, in.ProgramID)
-		}
-		return nil, huma.Error404NotFound(fmt.Sprintf("%s. An admin computes it with POST /visibility/precalculate %s and follows "+
-			"GET /visibility/precalculate/{job_id}; or ask for at most %d uncached sources at a time.", nc.Error(), how, nc.SyncMax))
-	}
+func (h *Handlers) heatmap(ctx context.Context, in *heatmapInput) (*rawOutput, error) {
+	hm, err := h.Catalog.Heatmap(ctx, catalog.HeatmapQuery{Year: in.Year, ProgramID: in.ProgramID, SourceIDs: in.SourceIDs})
 	if err != nil {
-		return nil, v.internal(ctx, "heatmap", err)
+		return nil, err
 	}
+	site := h.Catalog.Site
+	params := HeatmapParameters{Year: in.Year, ProgramID: hm.ProgramID, SourceIDs: hm.SourceIDs,
+		LatitudeDeg: site.LatitudeDeg, LongitudeDeg: site.LongitudeDeg, ElevationM: site.ElevationM,
+		MinElevationDeg: site.MinElevationDeg, MaxElevationDeg: site.MaxElevationDeg, SunAvoidanceDeg: site.SunAvoidanceDeg, Refraction: site.Refraction}
 	days := visibility.DaysIn(in.Year)
-	body := HeatmapResponse{Days: make([]string, days), Sources: make([]HeatmapSource, len(srcs)), Hours: hm.Hours,
+	body := HeatmapResponse{Days: make([]string, days), Sources: make([]HeatmapSource, len(hm.Sources)), Hours: hm.Hours,
 		GeneratedAt: hm.GeneratedAt, Cached: hm.Cached, Parameters: params}
 	d0 := time.Date(in.Year, 1, 1, 0, 0, 0, 0, time.UTC)
 	for d := range days {
 		body.Days[d] = d0.AddDate(0, 0, d).Format(time.DateOnly)
 	}
-	labels := make([]string, len(srcs))
-	for i, s := range srcs {
+	labels := make([]string, len(hm.Sources))
+	for i, s := range hm.Sources {
 		body.Sources[i] = HeatmapSource{ID: s.ID, Name: s.Name}
 		labels[i] = s.Name
 	}
 	switch in.Format {
 	case "svg", "png":
-		img := render.HeatmapInput{Title: fmt.Sprintf("Hours observable per day, %d (limit %g°, Sun avoidance %g°)", in.Year, v.Site.MinElevationDeg, v.Site.SunAvoidanceDeg),
+		img := render.HeatmapInput{Title: fmt.Sprintf("Hours observable per day, %d (limit %g°, Sun avoidance %g°)", in.Year, site.MinElevationDeg, site.SunAvoidanceDeg),
 			Year: in.Year, Labels: labels, Hours: hm.Hours}
 		if in.Format == "png" {
 			return &rawOutput{ContentType: "image/png", Body: render.HeatmapPNG(img)}, nil
@@ -396,7 +225,7 @@ func (v *Visibility) heatmap(ctx context.Context, in *heatmapInput) (*rawOutput,
 	}
 	b, err := json.Marshal(body)
 	if err != nil {
-		return nil, v.internal(ctx, "encode heatmap", err)
+		return nil, fmt.Errorf("encode heatmap: %w", err)
 	}
 	return &rawOutput{ContentType: "application/json", Body: b}, nil
 }
@@ -461,60 +290,11 @@ type precalculateOutput struct {
 	Body     PrecalculateResponse
 }
 
-func (v *Visibility) precalculate(ctx context.Context, in *struct{ Body precalculateBody }) (*precalculateOutput, error) {
-	// the access table already admits admins only; checked again here, where the work is done
-	p := authn.PrincipalFrom(ctx)
-	if p == nil || !p.IsAdmin() {
-		return nil, huma.Error403Forbidden("precalculation is for admins")
-	}
+func (h *Handlers) precalculate(ctx context.Context, in *struct{ Body precalculateBody }) (*precalculateOutput, error) {
 	b := in.Body
-	n := 0
-	for _, set := range []bool{b.ProgramID != nil, b.SourceIDs != nil, b.All} {
-		if set {
-			n++
-		}
-	}
-	if n != 1 {
-		return nil, huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: "body", Message: "give exactly one of program_id, source_ids or all: true"})
-	}
-	var ids []int64
-	var err error
-	switch {
-	case b.ProgramID != nil:
-		ids, err = v.Store.ProgramSourceIDs(ctx, *b.ProgramID)
-		if errors.Is(err, store.ErrNotFound) {
-			return nil, huma.Error404NotFound("no observing program with this id")
-		}
-	case b.All:
-		ids, err = v.Store.AllSourceIDs(ctx)
-	default:
-		seen := map[int64]bool{}
-		for i, id := range b.SourceIDs {
-			if id < 1 {
-				return nil, huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: fmt.Sprintf("body.source_ids[%d]", i), Message: "must be a positive id", Value: id})
-			}
-			if !seen[id] {
-				seen[id] = true
-				ids = append(ids, id)
-			}
-		}
-		var missing []int64
-		if _, missing, err = v.Store.Sources(ctx, ids); err == nil && len(missing) > 0 {
-			return nil, huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: "body.source_ids", Message: "unknown source ids", Value: missing})
-		}
-	}
+	job, err := h.Catalog.Precalculate(ctx, caller(ctx), catalog.PrecalcRequest{Year: b.Year, ProgramID: b.ProgramID, SourceIDs: b.SourceIDs, All: b.All})
 	if err != nil {
-		return nil, v.internal(ctx, "read sources", err)
-	}
-	job, err := v.Heatmaps.Enqueue(ctx, b.Year, ids, p.Username)
-	if database.MainUnreachable(err) { // the job is recorded at the main site
-		return nil, database.ErrMainUnreachable
-	}
-	if err != nil {
-		if v.Log != nil {
-			v.Log.ErrorContext(ctx, "visibility precalculation not queued", "error", err)
-		}
-		return nil, huma.Error503ServiceUnavailable("the precalculation could not be queued; try again")
+		return nil, err
 	}
 	return &precalculateOutput{Location: "/visibility/precalculate/" + strconv.FormatInt(job.ID, 10),
 		Body: PrecalculateResponse{JobID: job.ID, Status: job.Status, SourcesTotal: job.SourcesTotal, Year: job.Year}}, nil
@@ -524,13 +304,10 @@ type jobInput struct {
 	JobID int64 `path:"job_id" minimum:"1"`
 }
 
-func (v *Visibility) job(ctx context.Context, in *jobInput) (*struct{ Body store.Job }, error) {
-	j, err := v.Store.Job(ctx, in.JobID)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, huma.Error404NotFound("no precalculation job with this id")
-	}
+func (h *Handlers) precalculationJob(ctx context.Context, in *jobInput) (*struct{ Body precalc.Job }, error) {
+	j, err := h.Catalog.PrecalculationJob(ctx, in.JobID)
 	if err != nil {
-		return nil, v.internal(ctx, "read job", err)
+		return nil, err
 	}
-	return &struct{ Body store.Job }{Body: j}, nil
+	return &struct{ Body precalc.Job }{Body: j}, nil
 }

@@ -21,7 +21,7 @@ import (
 
 	"github.com/obsops/obsops/pkg/testenv"
 	"github.com/obsops/obsops/services/catalog/visibility"
-	"github.com/obsops/obsops/services/catalog/visibility/store"
+	"github.com/obsops/obsops/services/catalog/visibility/precalc"
 )
 
 // visEnv is a catalog (plus authtoken) on a fresh database, with test users.
@@ -508,7 +508,7 @@ func TestPrecalculationRecordedBeforeACrash(t *testing.T) {
 	site := visibility.DefaultSite()
 	var orphan int64
 	require.NoError(t, e.db.QueryRow(`INSERT INTO visibility_jobs (idem_key, year, source_ids, sources_total) VALUES ($1, 2027, $2, 3) RETURNING id`,
-		store.JobKey(&site, 2027, ids), pq.Array(ids)).Scan(&orphan))
+		precalc.JobKey(&site, 2027, ids), pq.Array(ids)).Scan(&orphan))
 	r := e.do(t, http.MethodPost, e.base, "/visibility/precalculate", e.admin, "", map[string]any{"year": 2027, "source_ids": ids})
 	require.Equal(t, 202, r.status, string(r.body))
 	var j jobResp

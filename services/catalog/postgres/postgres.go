@@ -1,5 +1,7 @@
 // Package postgres stores the catalog in PostgreSQL (tables of migration 00006): instruments,
-// sources with their aliases, observing programs with their obs units. Every write is one
+// sources with their aliases, observing programs with their obs units (catalog.Store), and the
+// visibility side (precalc.Store): sources as the engine reads them (engine_sources.go), the
+// heatmap cache (heatmap_cache.go) and precalculation jobs (precalc_jobs.go). Every write is one
 // transaction; constraint violations become the catalog's conflict errors.
 package postgres
 
@@ -16,6 +18,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
+	"github.com/obsops/obsops/pkg/problem"
 	"github.com/obsops/obsops/services/catalog"
 )
 
@@ -24,7 +27,9 @@ type Store struct {
 	// DB answers reads (at a secondary site the local replica).
 	DB *sqlx.DB
 	// Write, when set, takes every statement that changes rows: the main site's primary
-	// (database.Pools.Write). Unset: DB.
+	// (database.Pools.Write), and every statement on precalculation jobs, reads included: a job
+	// is created at the main site and must be found right after, before the replica has it.
+	// Unset: DB.
 	Write *sqlx.DB
 	// Cone, when set, is a pool opened with ConeDSN that answers plain cone searches through a
 	// statement prepared once per connection (no planning per request); nil: every query on DB.
@@ -85,14 +90,14 @@ func (s *Store) Instruments(ctx context.Context) ([]catalog.Instrument, error) {
 	return s.instruments(ctx, 0)
 }
 
-// Instrument returns one instrument with its modules, or catalog.ErrNotFound.
+// Instrument returns one instrument with its modules, or an error wrapping problem.ErrNotFound.
 func (s *Store) Instrument(ctx context.Context, id int) (catalog.Instrument, error) {
 	list, err := s.instruments(ctx, id)
 	if err != nil {
 		return catalog.Instrument{}, err
 	}
 	if len(list) == 0 {
-		return catalog.Instrument{}, catalog.ErrNotFound
+		return catalog.Instrument{}, fmt.Errorf("no instrument with id %d: %w", id, problem.ErrNotFound)
 	}
 	return list[0], nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/obsops/obsops/pkg/database"
+	"github.com/obsops/obsops/pkg/problem"
 	"github.com/obsops/obsops/services/catalog"
 )
 
@@ -121,7 +122,7 @@ func (s *Store) attachUnits(ctx context.Context, db sqlx.QueryerContext, program
 	return nil
 }
 
-// GetProgram returns one program with its obs units, or catalog.ErrNotFound.
+// GetProgram returns one program with its obs units, or an error wrapping problem.ErrNotFound.
 func (s *Store) GetProgram(ctx context.Context, id int64) (catalog.Program, error) {
 	return s.getProgram(ctx, s.DB, id)
 }
@@ -130,7 +131,7 @@ func (s *Store) getProgram(ctx context.Context, db sqlx.QueryerContext, id int64
 	var r programRow
 	err := sqlx.GetContext(ctx, db, &r, `SELECT `+programColumns+`, 1 AS total FROM observing_programs p WHERE p.id = $1`, id)
 	if errors.Is(err, sql.ErrNoRows) {
-		return catalog.Program{}, catalog.ErrNotFound
+		return catalog.Program{}, fmt.Errorf("no program with id %d: %w", id, problem.ErrNotFound)
 	}
 	if err != nil {
 		return catalog.Program{}, err
@@ -175,7 +176,7 @@ func (s *Store) ReplaceProgram(ctx context.Context, id int64, spec catalog.Progr
 		var exists bool
 		if err := tx.GetContext(ctx, &exists, `SELECT true FROM observing_programs WHERE id = $1 FOR UPDATE`, id); err != nil {
 			if errors.Is(err, sql.ErrNoRows) {
-				return catalog.ErrNotFound
+				return fmt.Errorf("no program with id %d: %w", id, problem.ErrNotFound)
 			}
 			return err
 		}
@@ -214,7 +215,7 @@ func (s *Store) DeleteProgram(ctx context.Context, id int64) error {
 		return programWriteError(err, "")
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
-		return catalog.ErrNotFound
+		return fmt.Errorf("no program with id %d: %w", id, problem.ErrNotFound)
 	}
 	return nil
 }
@@ -223,7 +224,7 @@ func programWriteError(err error, shortName string) error {
 	code, constraint := pqCode(err)
 	switch {
 	case code == uniqueViolation && constraint == "observing_programs_short_name_key":
-		return &catalog.ConflictError{Field: "short_name", Message: fmt.Sprintf("short_name %q is taken by another program", shortName)}
+		return &catalog.ConflictError{Location: "body.short_name", Message: fmt.Sprintf("short_name %q is taken by another program", shortName)}
 	case code == foreignKeyViolation:
 		return &catalog.ConflictError{Message: "the program has obs units with executed observations, which cannot be deleted (" + constraint + ")"}
 	}
@@ -251,7 +252,7 @@ func checkUnitRefs(ctx context.Context, tx *sqlx.Tx, units []catalog.ObsUnitSpec
 	}
 	for i, u := range units {
 		if !have[u.SourceID] {
-			return &catalog.InputError{Field: fmt.Sprintf("obs_units[%d].source_id", i), Message: "no source with this id", Value: u.SourceID}
+			return problem.Field(fmt.Sprintf("body.obs_units[%d].source_id", i), "no source with this id", u.SourceID)
 		}
 	}
 	found = found[:0]
@@ -264,7 +265,7 @@ func checkUnitRefs(ctx context.Context, tx *sqlx.Tx, units []catalog.ObsUnitSpec
 	}
 	for i, u := range units {
 		if !have[int64(u.InstrumentModuleID)] {
-			return &catalog.InputError{Field: fmt.Sprintf("obs_units[%d].instrument_module_id", i), Message: "no instrument module with this id (see GET /instruments/)", Value: u.InstrumentModuleID}
+			return problem.Field(fmt.Sprintf("body.obs_units[%d].instrument_module_id", i), "no instrument module with this id (see GET /instruments/)", u.InstrumentModuleID)
 		}
 	}
 	return nil
@@ -290,7 +291,7 @@ func upsertUnits(ctx context.Context, tx *sqlx.Tx, programID int64, units []cata
 			instrument_module_id = EXCLUDED.instrument_module_id, duration_s = EXCLUDED.duration_s,
 			min_elevation_deg = EXCLUDED.min_elevation_deg, priority = EXCLUDED.priority`, programID, string(b))
 	if code, _ := pqCode(err); code == foreignKeyViolation {
-		return &catalog.ConflictError{Field: "obs_units", Message: "a source or instrument module of the obs units was deleted meanwhile; retry"}
+		return &catalog.ConflictError{Location: "body.obs_units", Message: "a source or instrument module of the obs units was deleted meanwhile; retry"}
 	}
 	return err
 }

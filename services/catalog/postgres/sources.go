@@ -12,6 +12,7 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/obsops/obsops/pkg/database"
+	"github.com/obsops/obsops/pkg/problem"
 	"github.com/obsops/obsops/services/catalog"
 	"github.com/obsops/obsops/services/catalog/resolve"
 )
@@ -184,7 +185,7 @@ func (s *Store) attachAliases(ctx context.Context, db sqlx.QueryerContext, sourc
 	return nil
 }
 
-// GetSource returns one source with its aliases, or catalog.ErrNotFound.
+// GetSource returns one source with its aliases, or an error wrapping problem.ErrNotFound.
 func (s *Store) GetSource(ctx context.Context, id int64) (catalog.Source, error) {
 	return s.getSource(ctx, s.DB, id)
 }
@@ -193,7 +194,7 @@ func (s *Store) getSource(ctx context.Context, db sqlx.QueryerContext, id int64)
 	var r sourceRow
 	err := sqlx.GetContext(ctx, db, &r, `SELECT `+sourceColumns+`, NULL::double precision AS distance_deg, 1 AS total FROM sources s WHERE s.id = $1`, id)
 	if errors.Is(err, sql.ErrNoRows) {
-		return catalog.Source{}, catalog.ErrNotFound
+		return catalog.Source{}, fmt.Errorf("no source with id %d: %w", id, problem.ErrNotFound)
 	}
 	if err != nil {
 		return catalog.Source{}, err
@@ -239,7 +240,7 @@ func (s *Store) ReplaceSource(ctx context.Context, id int64, spec catalog.Source
 		var exists bool
 		if err := tx.GetContext(ctx, &exists, `SELECT true FROM sources WHERE id = $1 FOR UPDATE`, id); err != nil {
 			if errors.Is(err, sql.ErrNoRows) {
-				return catalog.ErrNotFound
+				return fmt.Errorf("no source with id %d: %w", id, problem.ErrNotFound)
 			}
 			return err
 		}
@@ -283,7 +284,7 @@ func (s *Store) DeleteSource(ctx context.Context, id int64) error {
 		return err
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
-		return catalog.ErrNotFound
+		return fmt.Errorf("no source with id %d: %w", id, problem.ErrNotFound)
 	}
 	return nil
 }
@@ -315,7 +316,7 @@ func checkNamesFree(ctx context.Context, tx *sqlx.Tx, self int64, spec catalog.S
 			if i > 0 {
 				what = spec.Aliases[i-1]
 			}
-			return &catalog.ConflictError{Field: fields[i], Message: fmt.Sprintf("%q is already a name or alias of source %q", what, other)}
+			return &catalog.ConflictError{Location: "body." + fields[i], Message: fmt.Sprintf("%q is already a name or alias of source %q", what, other)}
 		}
 	}
 	return nil
@@ -338,7 +339,7 @@ func sourceWriteError(err error) error {
 	code, constraint := pqCode(err)
 	if code == uniqueViolation && (constraint == "sources_name_key" || constraint == "source_aliases_alias_key_key") {
 		// Another writer took the name between the check and the insert.
-		return &catalog.ConflictError{Field: "name", Message: "the name or an alias was taken by another source meanwhile"}
+		return &catalog.ConflictError{Location: "body.name", Message: "the name or an alias was taken by another source meanwhile"}
 	}
 	return err
 }

@@ -22,7 +22,7 @@ type Site struct {
 	config.Site
 }
 
-// DefaultSite is the FYST site with the defaults of DESIGN §7.
+// DefaultSite is the FYST site with pkg/config's defaults (the OPS_SITE_* envDefault values).
 func DefaultSite() Site { return Site{config.DefaultSite()} }
 
 // Invalid names a parameter whose value is not acceptable (a source the engine cannot compute).

@@ -5,7 +5,9 @@ import (
 	"math"
 )
 
-// Source kinds (DESIGN §7).
+// Source kinds: fixed (ICRS position with optional proper motion), solar_system (a named body
+// whose position is computed for each time) and constant_elevation (a field scanned at one
+// elevation across an azimuth range).
 const (
 	KindFixed             = "fixed"
 	KindSolarSystem       = "solar_system"

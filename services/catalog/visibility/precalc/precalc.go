@@ -1,6 +1,8 @@
-// Package precalc serves visibility heatmaps from the PostgreSQL cache and fills it: on the spot
-// for a few sources, else by an admin-triggered job on the asynq queue "visibility", whose worker
-// runs inside the catalog process.
+// Package precalc serves visibility heatmaps from the heatmap cache and fills it: on the spot
+// for a few sources, else by an admin-triggered precalculation job on the asynq queue
+// "visibility", whose worker runs inside the catalog process. store.go declares the storage it
+// needs (postgres.Store: engine_sources.go, heatmap_cache.go, precalc_jobs.go); records.go the
+// cached rows, the jobs and their keys.
 package precalc
 
 import (
@@ -17,8 +19,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/obsops/obsops/pkg/database"
+	"github.com/obsops/obsops/pkg/problem"
 	"github.com/obsops/obsops/services/catalog/visibility"
-	"github.com/obsops/obsops/services/catalog/visibility/store"
 )
 
 // Queue is the asynq queue of precalculation jobs (its own, so ingest's buffer never waits on it).
@@ -42,7 +44,7 @@ func (e *NotCachedError) Error() string {
 
 // Service answers heatmaps and runs precalculations.
 type Service struct {
-	Store *store.Store
+	Store Store
 	Site  *visibility.Site
 	Queue *asynq.Client
 	Log   *slog.Logger
@@ -58,7 +60,7 @@ type Service struct {
 // New returns the service; rdb carries the asynq queue, reg receives its metrics
 // (obsops_visibility_heatmap_rows_total{result="cached|computed"},
 // obsops_visibility_jobs_total{status="completed|failed"}).
-func New(st *store.Store, site *visibility.Site, rdb redis.UniversalClient, syncMax, chunk int, log *slog.Logger, reg prometheus.Registerer) *Service {
+func New(st Store, site *visibility.Site, rdb redis.UniversalClient, syncMax, chunk int, log *slog.Logger, reg prometheus.Registerer) *Service {
 	s := &Service{Store: st, Site: site, Queue: asynq.NewClientFromRedisClient(rdb), Log: log,
 		SyncMax: syncMax, Chunk: chunk, now: time.Now,
 		rows: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "obsops_visibility_heatmap_rows_total",
@@ -75,7 +77,7 @@ func New(st *store.Store, site *visibility.Site, rdb redis.UniversalClient, sync
 // Heatmap is hours observable per source per UTC day of a year.
 type Heatmap struct {
 	Year        int
-	Sources     []store.Source
+	Sources     []Source
 	Hours       [][]float64
 	GeneratedAt time.Time
 	Cached      bool // every row came from the cache
@@ -83,16 +85,16 @@ type Heatmap struct {
 
 // Get returns the heatmap of the sources from the cache; uncached rows are computed and cached
 // when there are at most SyncMax of them, else the answer is a *NotCachedError.
-func (s *Service) Get(ctx context.Context, year int, srcs []store.Source) (*Heatmap, error) {
+func (s *Service) Get(ctx context.Context, year int, srcs []Source) (*Heatmap, error) {
 	keys := make(map[int64]string, len(srcs))
 	for i := range srcs {
-		keys[srcs[i].ID] = store.ConstraintsKey(s.Site, &srcs[i].Source)
+		keys[srcs[i].ID] = ConstraintsKey(s.Site, &srcs[i].Source)
 	}
-	cached, generated, err := s.Store.Cached(ctx, year, keys)
+	cached, generated, err := s.Store.CachedHeatmaps(ctx, year, keys)
 	if err != nil {
 		return nil, err
 	}
-	var missing []store.Source
+	var missing []Source
 	for _, src := range srcs {
 		if _, ok := cached[src.ID]; !ok {
 			missing = append(missing, src)
@@ -126,7 +128,7 @@ func (s *Service) Get(ctx context.Context, year int, srcs []store.Source) (*Heat
 
 // compute computes and caches the sources' rows. When caching fails it returns the rows with
 // the error.
-func (s *Service) compute(ctx context.Context, y *visibility.Year, year int, srcs []store.Source) (map[int64][]float64, error) {
+func (s *Service) compute(ctx context.Context, y *visibility.Year, year int, srcs []Source) (map[int64][]float64, error) {
 	vs := make([]visibility.Source, len(srcs))
 	for i := range srcs {
 		vs[i] = srcs[i].Source
@@ -135,14 +137,14 @@ func (s *Service) compute(ctx context.Context, y *visibility.Year, year int, src
 	if err != nil {
 		return nil, err
 	}
-	entries := make([]store.Entry, len(srcs))
+	entries := make([]Entry, len(srcs))
 	out := make(map[int64][]float64, len(srcs))
 	for i := range srcs {
-		entries[i] = store.Entry{SourceID: srcs[i].ID, Key: store.ConstraintsKey(s.Site, &vs[i]), Hours: hours[i]}
+		entries[i] = Entry{SourceID: srcs[i].ID, Key: ConstraintsKey(s.Site, &vs[i]), Hours: hours[i]}
 		out[srcs[i].ID] = hours[i]
 	}
 	s.rows.WithLabelValues("computed").Add(float64(len(srcs)))
-	if err := s.Store.Save(ctx, year, entries); err != nil {
+	if err := s.Store.SaveHeatmaps(ctx, year, entries); err != nil {
 		return out, err // computed, not cached
 	}
 	return out, nil
@@ -156,9 +158,9 @@ type payload struct {
 // to a job still queued or running answers that job (idempotent). A queued job's task is queued
 // again (asynq's task id makes that a no-op when it is there), so a job recorded just before a
 // crash is not left waiting forever.
-func (s *Service) Enqueue(ctx context.Context, year int, ids []int64, by string) (store.Job, error) {
-	job, created, err := s.Store.CreateJob(ctx, store.JobKey(s.Site, year, ids), year, ids, by)
-	if err != nil || !created && job.Status != store.JobQueued {
+func (s *Service) Enqueue(ctx context.Context, year int, ids []int64, by string) (Job, error) {
+	job, created, err := s.Store.CreatePrecalcJob(ctx, JobKey(s.Site, year, ids), year, ids, by)
+	if err != nil || !created && job.Status != JobQueued {
 		return job, err
 	}
 	b, _ := json.Marshal(payload{JobID: job.ID})
@@ -169,9 +171,9 @@ func (s *Service) Enqueue(ctx context.Context, year int, ids []int64, by string)
 	}
 	if created {
 		msg := "could not be queued"
-		_ = s.Store.UpdateJob(context.WithoutCancel(ctx), job.ID, store.JobFailed, 0, &msg)
+		_ = s.Store.UpdatePrecalcJob(context.WithoutCancel(ctx), job.ID, JobFailed, 0, &msg)
 	}
-	return store.Job{}, fmt.Errorf("enqueue job %d: %w", job.ID, err)
+	return Job{}, fmt.Errorf("enqueue job %d: %w", job.ID, err)
 }
 
 // Handle runs one precalculation task: chunk by chunk, sources already cached under the current
@@ -186,26 +188,26 @@ func (s *Service) Handle(ctx context.Context, t *asynq.Task) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, problem.ErrNotFound) {
 		return fmt.Errorf("job %d: %w: %w", p.JobID, err, asynq.SkipRetry)
 	}
 	retried, _ := asynq.GetRetryCount(ctx)
 	maxRetry, _ := asynq.GetMaxRetry(ctx)
 	if retried >= maxRetry {
-		s.jobs.WithLabelValues(store.JobFailed).Inc()
+		s.jobs.WithLabelValues(JobFailed).Inc()
 		msg := err.Error()
-		_ = s.Store.UpdateJob(context.WithoutCancel(ctx), p.JobID, store.JobFailed, 0, &msg)
+		_ = s.Store.UpdatePrecalcJob(context.WithoutCancel(ctx), p.JobID, JobFailed, 0, &msg)
 	}
 	s.Log.ErrorContext(ctx, "visibility precalculation failed", "job_id", p.JobID, "retry", retried, "error", err)
 	return err
 }
 
 func (s *Service) run(ctx context.Context, jobID int64) error {
-	year, ids, err := s.Store.JobSources(ctx, jobID)
+	year, ids, err := s.Store.PrecalcJobSources(ctx, jobID)
 	if err != nil {
 		return err
 	}
-	if err := s.Store.UpdateJob(ctx, jobID, store.JobRunning, 0, nil); err != nil {
+	if err := s.Store.UpdatePrecalcJob(ctx, jobID, JobRunning, 0, nil); err != nil {
 		return err
 	}
 	start := time.Now()
@@ -215,19 +217,19 @@ func (s *Service) run(ctx context.Context, jobID int64) error {
 		n := min(s.Chunk, len(ids))
 		chunk := ids[:n]
 		ids = ids[n:]
-		srcs, _, err := s.Store.Sources(ctx, chunk) // deleted meanwhile: nothing to compute
+		srcs, _, err := s.Store.EngineSources(ctx, chunk) // deleted meanwhile: nothing to compute
 		if err != nil {
 			return err
 		}
 		keys := make(map[int64]string, len(srcs))
 		for i := range srcs {
-			keys[srcs[i].ID] = store.ConstraintsKey(s.Site, &srcs[i].Source)
+			keys[srcs[i].ID] = ConstraintsKey(s.Site, &srcs[i].Source)
 		}
-		cached, _, err := s.Store.Cached(ctx, year, keys)
+		cached, _, err := s.Store.CachedHeatmaps(ctx, year, keys)
 		if err != nil {
 			return err
 		}
-		var todo []store.Source
+		var todo []Source
 		for _, src := range srcs {
 			if _, ok := cached[src.ID]; !ok {
 				todo = append(todo, src)
@@ -239,20 +241,20 @@ func (s *Service) run(ctx context.Context, jobID int64) error {
 			}
 		}
 		done += n
-		status := store.JobRunning
+		status := JobRunning
 		if len(ids) == 0 {
-			status = store.JobCompleted
+			status = JobCompleted
 		}
-		if err := s.Store.UpdateJob(ctx, jobID, status, done, nil); err != nil {
+		if err := s.Store.UpdatePrecalcJob(ctx, jobID, status, done, nil); err != nil {
 			return err
 		}
 	}
 	if done == 0 {
-		if err := s.Store.UpdateJob(ctx, jobID, store.JobCompleted, 0, nil); err != nil {
+		if err := s.Store.UpdatePrecalcJob(ctx, jobID, JobCompleted, 0, nil); err != nil {
 			return err
 		}
 	}
-	s.jobs.WithLabelValues(store.JobCompleted).Inc()
+	s.jobs.WithLabelValues(JobCompleted).Inc()
 	s.Log.InfoContext(ctx, "visibility precalculation done", "job_id", jobID, "year", year, "sources", done, "seconds", time.Since(start).Seconds())
 	return nil
 }

@@ -1,0 +1,109 @@
+// Package app builds the catalog service from its configuration and the chassis: the stores,
+// the name resolvers, the visibility engine's site and heatmap service, the use cases
+// (catalog.Service) and their routes, and runs it with its background loops. The catalog
+// command and anything else that needs the whole service use New and Run.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/obsops/obsops/migrations"
+	"github.com/obsops/obsops/pkg/authn"
+	"github.com/obsops/obsops/pkg/config"
+	"github.com/obsops/obsops/pkg/database"
+	"github.com/obsops/obsops/pkg/service"
+	"github.com/obsops/obsops/services/catalog"
+	"github.com/obsops/obsops/services/catalog/httpapi"
+	"github.com/obsops/obsops/services/catalog/postgres"
+	"github.com/obsops/obsops/services/catalog/resolve"
+	"github.com/obsops/obsops/services/catalog/visibility"
+	"github.com/obsops/obsops/services/catalog/visibility/precalc"
+)
+
+// App is the catalog service, built and with its routes registered on the chassis.
+type App struct {
+	// Catalog is the use cases the routes call.
+	Catalog *catalog.Service
+	svc     *service.Service
+	loops   []loop
+}
+
+// loop is a background loop of the service: run serves until ctx is done, then stops.
+type loop struct {
+	name string
+	run  func(ctx context.Context) error
+}
+
+// New builds the catalog from its configuration (cfg, and vcfg for the heatmaps) on the chassis
+// svc: reads go to the local database (at a secondary site its replica), changes to the main
+// site's primary (database.Pools); cone searches have a pool of their own.
+func New(cfg *catalog.Config, vcfg *visibility.Config, svc *service.Service) (*App, error) {
+	pools, err := database.AttachPools(svc, migrations.Latest())
+	if err != nil {
+		return nil, err
+	}
+	local, err := resolve.NewLocal()
+	if err != nil {
+		return nil, err
+	}
+	coneDSN, err := postgres.ConeDSN(svc.Common.DatabaseURL)
+	if err != nil {
+		return nil, &config.Invalid{Var: "OPS_DATABASE_URL", Reason: err.Error()}
+	}
+	cone, err := database.Open(coneDSN, svc.Common.DBMaxConns)
+	if err != nil {
+		return nil, err
+	}
+	svc.OnClose("database (cone search)", func(context.Context) error { return cone.Close() })
+	store := &postgres.Store{DB: pools.Read, Write: pools.Write, Cone: cone}
+	resolver := &resolve.Resolver{Local: local, DB: store}
+	if cfg.SesameURL != "" {
+		resolver.Online = resolve.NewSesame(cfg.SesameURL, cfg.SesameTimeout, cfg.SesameCacheTTL, svc.Redis, svc.Log, svc.Metrics)
+	}
+	site := &visibility.Site{Site: cfg.Site}
+	heatmaps := precalc.New(store, site, svc.Redis, vcfg.SyncMaxSources, vcfg.JobChunk, svc.Log, svc.Metrics)
+	a := &App{svc: svc, Catalog: &catalog.Service{Store: store, Resolver: resolver, Site: site, Heatmaps: heatmaps, Log: svc.Log}}
+	if vcfg.Worker {
+		// The precalculation worker (asynq queue "visibility") in this process.
+		a.loops = append(a.loops, loop{"visibility worker", func(ctx context.Context) error {
+			srv, mux := precalc.NewWorker(svc.Redis, heatmaps)
+			if err := srv.Start(mux); err != nil {
+				return err
+			}
+			<-ctx.Done()
+			srv.Shutdown()
+			return nil
+		}})
+	}
+	auth := authn.NewRemote(cfg.Config, cfg.AuthtokenURL, cfg.InternalSecret, svc.Redis, svc.Log)
+	httpapi.Register(svc.API, &httpapi.Handlers{Auth: auth, Catalog: a.Catalog})
+	return a, nil
+}
+
+// Run starts the background loops in an errgroup, then serves until ctx is cancelled. The loops
+// stop when the server shuts down (a shutdown hook, so before the database pools close) or when
+// one of them fails, which also stops the server.
+func (a *App) Run(ctx context.Context) error {
+	serving, stopServing := context.WithCancel(ctx)
+	defer stopServing()
+	looping, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopLoops()
+	g, looping := errgroup.WithContext(looping)
+	for _, l := range a.loops {
+		g.Go(func() error {
+			if err := l.run(looping); err != nil {
+				stopServing()
+				return fmt.Errorf("%s: %w", l.name, err)
+			}
+			return nil
+		})
+	}
+	a.svc.OnShutdown("background loops", func(context.Context) error { stopLoops(); _ = g.Wait(); return nil })
+	err := a.svc.Run(serving)
+	stopLoops()
+	return errors.Join(err, g.Wait())
+}

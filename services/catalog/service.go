@@ -1,0 +1,132 @@
+package catalog
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/obsops/obsops/pkg/authn"
+	"github.com/obsops/obsops/pkg/problem"
+	"github.com/obsops/obsops/services/catalog/resolve"
+	"github.com/obsops/obsops/services/catalog/visibility"
+	"github.com/obsops/obsops/services/catalog/visibility/precalc"
+)
+
+// Store is the catalog's storage (postgres.Store implements it): programs, sources and
+// instruments, and the reads the visibility use cases need.
+type Store interface {
+	// Instruments lists every instrument with its modules, by id.
+	Instruments(ctx context.Context) ([]Instrument, error)
+	// Instrument returns one instrument (an error wrapping problem.ErrNotFound if unknown).
+	Instrument(ctx context.Context, id int) (Instrument, error)
+
+	// ListPrograms returns one page of the programs matching q.
+	ListPrograms(ctx context.Context, q ProgramQuery) (Page[Program], error)
+	// GetProgram returns one program with its obs units.
+	GetProgram(ctx context.Context, id int64) (Program, error)
+	// CreateProgram stores a normalized program with its obs units, created by by.
+	CreateProgram(ctx context.Context, spec ProgramSpec, by string) (Program, error)
+	// ReplaceProgram replaces a program's fields and, when spec.ObsUnits is not nil, its units.
+	ReplaceProgram(ctx context.Context, id int64, spec ProgramSpec) (Program, error)
+	// DeleteProgram deletes a program and its obs units.
+	DeleteProgram(ctx context.Context, id int64) error
+
+	// ListSources returns one page of the sources matching q (by distance with a cone).
+	ListSources(ctx context.Context, q SourceQuery) (Page[Source], error)
+	// GetSource returns one source with its aliases.
+	GetSource(ctx context.Context, id int64) (Source, error)
+	// CreateSource stores a normalized source with its aliases, created by by.
+	CreateSource(ctx context.Context, spec SourceSpec, by string) (Source, error)
+	// ReplaceSource replaces a source's fields and aliases.
+	ReplaceSource(ctx context.Context, id int64, spec SourceSpec) (Source, error)
+	// DeleteSource deletes a source and its aliases (a *ConflictError while obs units use it).
+	DeleteSource(ctx context.Context, id int64) error
+	// ProgramsUsing names the programs with obs units on a source.
+	ProgramsUsing(ctx context.Context, sourceID int64) ([]ProgramRef, error)
+	// ObsUnitsUsing lists the obs units on a source with their programs.
+	ObsUnitsUsing(ctx context.Context, sourceID int64) ([]SourceObsUnitRef, error)
+
+	// EngineSource reads one source as the visibility engine needs it.
+	EngineSource(ctx context.Context, id int64) (precalc.Source, error)
+	// EngineSources reads sources by id, in the order given; missing lists unknown ids.
+	EngineSources(ctx context.Context, ids []int64) (found []precalc.Source, missing []int64, err error)
+	// ProgramEngineSources reads the distinct sources of a program's obs units, by id.
+	ProgramEngineSources(ctx context.Context, programID int64) ([]precalc.Source, error)
+	// ProgramSourceIDs lists the distinct source ids of a program's obs units.
+	ProgramSourceIDs(ctx context.Context, programID int64) ([]int64, error)
+	// AllSourceIDs lists every source id.
+	AllSourceIDs(ctx context.Context) ([]int64, error)
+	// PrecalcJob reads a precalculation job.
+	PrecalcJob(ctx context.Context, id int64) (precalc.Job, error)
+}
+
+// Resolver resolves names (or coordinate strings) to positions, one answer per input in input
+// order (resolve.Resolver).
+type Resolver interface {
+	Resolve(ctx context.Context, names []string) ([]resolve.Answer, error)
+}
+
+// Caller is who asks for a use case: the user behind an authenticated request.
+type Caller struct {
+	Name  string // recorded as created_by / requested_by
+	Admin bool
+}
+
+// CallerOf returns the Caller of an authenticated request (the zero Caller for none).
+func CallerOf(p *authn.Principal) Caller {
+	if p == nil {
+		return Caller{}
+	}
+	return Caller{Name: p.Username, Admin: p.IsAdmin()}
+}
+
+// Service is the catalog's use cases: instruments, programs, sources, name resolution and
+// visibility (visibility.go). Access to each route is already decided by the access table;
+// the rules of what may be written and what is answered live here.
+type Service struct {
+	Store    Store
+	Resolver Resolver
+	Site     *visibility.Site // the observatory and its limits (source chip, visibility)
+	Heatmaps *precalc.Service // heatmap cache and precalculation queue
+	Now      func() time.Time // the clock of the chip's alt/az (time.Now when nil)
+	Log      *slog.Logger
+}
+
+func (s *Service) now() time.Time {
+	if s.Now != nil {
+		return s.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+// kindedError is a domain error of a problem kind whose text is the problem's detail.
+type kindedError struct {
+	kind problem.Kind
+	msg  string
+}
+
+func (e *kindedError) Error() string             { return e.msg }
+func (e *kindedError) ProblemKind() problem.Kind { return e.kind }
+
+// PageQuery is the paging of a list.
+type PageQuery struct {
+	Limit, Offset int
+}
+
+// ListInstruments returns one page of the instruments, by id.
+func (s *Service) ListInstruments(ctx context.Context, q PageQuery) (Page[Instrument], error) {
+	all, err := s.Store.Instruments(ctx)
+	if err != nil {
+		return Page[Instrument]{}, err
+	}
+	page := Page[Instrument]{Items: []Instrument{}, Total: len(all), Limit: q.Limit, Offset: q.Offset}
+	if q.Offset < len(all) {
+		page.Items = all[q.Offset:min(len(all), q.Offset+q.Limit)]
+	}
+	return page, nil
+}
+
+// GetInstrument returns one instrument with its modules.
+func (s *Service) GetInstrument(ctx context.Context, id int) (Instrument, error) {
+	return s.Store.Instrument(ctx, id)
+}

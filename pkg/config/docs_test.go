@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -8,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+
+	"github.com/obsops/obsops/pkg/problem"
 )
 
 // The documentation lives in README.md and docs/*.md. These tests sit with the configuration
@@ -63,6 +66,25 @@ func TestConfigurationDocumentsEveryVariable(t *testing.T) {
 	for name, path := range found {
 		if !strings.Contains(string(page), "`"+name+"`") {
 			t.Errorf("%s (read in %s) is missing from docs/configuration.md", name, path)
+		}
+	}
+}
+
+// TestAPIDocumentsEveryProblemType keeps the error vocabulary table of docs/api.md complete: every
+// problem type a binary can answer appears there with its status.
+func TestAPIDocumentsEveryProblemType(t *testing.T) {
+	page, err := os.ReadFile(filepath.Join(repoRoot(t), "docs", "api.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := problem.Kinds()
+	if len(kinds) < 10 {
+		t.Fatalf("only %d problem kinds: is the vocabulary broken?", len(kinds))
+	}
+	for _, k := range kinds {
+		row := fmt.Sprintf("| `%s` | %d |", k.Type(), k.Status())
+		if !strings.Contains(string(page), row) {
+			t.Errorf("docs/api.md's error table has no row %q", row)
 		}
 	}
 }

@@ -18,7 +18,7 @@ build: ## build every binary into ./bin
 up: ## start PostgreSQL, Redis and the whole suite; gateway on http://127.0.0.1:8080
 	@deploy/local/stack.sh up
 
-up-sites: ## `make up` (main site, gateway :8080) plus the WAN and a secondary site (gateway :8180); see README "Two sites"
+up-sites: ## `make up` (main site, gateway :8080) plus the WAN and a secondary site (gateway :8180); see docs/two-sites.md
 	@deploy/local/stack.sh up-sites
 
 wan-down: ## cut the WAN between the sites (connections dropped, new ones refused)
@@ -47,7 +47,7 @@ lint: ## gofmt, go vet, and every module building on its own (GOWORK=off, as the
 bench: ## benchmarks with ratios measured in the same run
 	@deploy/local/stack.sh bench
 
-chaos: ## long fault tests of the ingest buffer (minutes; see README)
+chaos: ## long fault tests of the ingest buffer (about 27 minutes; see docs/operations.md, "Fault tests")
 	@deploy/local/stack.sh chaos
 
 clean:

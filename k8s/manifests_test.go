@@ -30,7 +30,7 @@ type overlay struct {
 	// documents them); every other referenced Secret or ConfigMap must be in the render.
 	externalSecrets []string
 	minReplicas     int32 // lower bound for every HPA and for the ingest workers
-	// secondary marks a secondary site (DESIGN §3): no transfer service, no migration Job, a
+	// secondary marks a secondary site (docs/two-sites.md): no transfer service, no migration Job, a
 	// local read replica, and the main site's database for every service but the gateway.
 	secondary bool
 }
@@ -715,7 +715,7 @@ func TestSiteType(t *testing.T) {
 			}
 		}
 		if slot := r.env(t, &c)["REPLICATION_SLOT"]; slot != "obsops_secondary" {
-			t.Errorf("the replica's REPLICATION_SLOT=%q, want obsops_secondary (README)", slot)
+			t.Errorf("the replica's REPLICATION_SLOT=%q, want obsops_secondary (docs/two-sites.md)", slot)
 		}
 		if !slices.ContainsFunc(replica.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool {
 			return v.Secret != nil && v.Secret.SecretName == "obsops-replication"

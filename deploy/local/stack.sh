@@ -19,7 +19,7 @@
 #   stack.sh wan-up      restore it and clear its toxics
 #   stack.sh wan-slow    add latency and loss to it (OPS_WAN_LATENCY_MS, OPS_WAN_JITTER_MS, OPS_WAN_LOSS)
 #
-# Ports and places (README "Two sites"), each overridable so a test can run a whole stack of its own:
+# Ports and places (docs/two-sites.md, "Running it"), each overridable so a test can run a whole stack of its own:
 #   OPS_LOCAL_STATE                 state folder (.local)
 #   OPS_LOCAL_PG_PORT               main PostgreSQL (55432)        OPS_LOCAL_REDIS_PORT            main Redis (56379)
 #   OPS_LOCAL_HTTP_BASE             main gateway (8080); services BASE+1…+5, gateway metrics BASE+1000
@@ -43,7 +43,7 @@ SEC_REDIS_PORT=${OPS_LOCAL_SECONDARY_REDIS_PORT:-$((REDIS_PORT + 1))}
 WAN_PORT=${OPS_LOCAL_WAN_PORT:-$((PG_PORT + 10))}
 WAN_API_PORT=${OPS_LOCAL_WAN_API_PORT:-58474}
 SERVICES=(authtoken transfer catalog ingest site gateway)
-# The services an observatory runs (DESIGN §3): no transfer, which runs at the data centre.
+# The services an observatory runs (docs/two-sites.md): no transfer, which runs at the data centre.
 SECONDARY_SERVICES=(authtoken catalog ingest site gateway)
 SEC=$STATE/secondary          # the secondary site's env, pids, logs and Redis
 SLOT=obsops_secondary         # the replica's replication slot on the main primary
@@ -200,8 +200,8 @@ write_env() {
 		kv OPS_SHUTDOWN_DRAIN "${OPS_SHUTDOWN_DRAIN:-1s}"
 		site_ports "$HTTP_BASE"
 		kv OPS_JWT_SIGNING_KEY_FILE "$STATE/keys/jwt-signing.pem"
-		# The gateway proves with it that the client address it forwards is genuine (README:
-		# "Client addresses and the internal secret"); generated once, kept with the keys.
+		# The gateway proves with it that the client address it forwards is genuine (docs/architecture.md:
+		# "Failed credentials and client addresses"); generated once, kept with the keys.
 		if [ -n "${OPS_INTERNAL_SECRET:-}" ]; then kv OPS_INTERNAL_SECRET "$OPS_INTERNAL_SECRET"
 		else kv OPS_INTERNAL_SECRET_FILE "${OPS_INTERNAL_SECRET_FILE:-$(internal_secret)}"; fi
 		# Login through the local development identity provider (bin/devidp, deploy/devidp/README.md);
@@ -331,7 +331,7 @@ up() {
 	up_message
 }
 
-# --- the two-site stack (make up-sites; README "Two sites") ---
+# --- the two-site stack (make up-sites; docs/two-sites.md) ---
 
 replica_dir() { echo "$(pg_dir)/replica"; }
 replica_running() { local d; d=$(replica_dir); [ -f "$d/postmaster.pid" ] && as_pg "$(pg_bin)/pg_ctl" -D "$d" status >/dev/null 2>&1; }
@@ -461,7 +461,7 @@ write_secondary_env() {
 write_sites_env() {
 	local b=$SEC_HTTP_BASE
 	{
-		echo "# the local two-site stack (make up-sites): README \"Two sites (main and secondary)\""
+		echo "# the local two-site stack (make up-sites): docs/two-sites.md"
 		kv OPS_MAIN_ENV_FILE "$STATE/env"
 		kv OPS_MAIN_GATEWAY_URL "http://127.0.0.1:$HTTP_BASE"
 		kv OPS_MAIN_PRIMARY_DATABASE_URL "$(local_database_url)"
@@ -612,7 +612,7 @@ run_bench() {
 # for 60 s (a private cluster of the test's own), the worker↔PostgreSQL link dropping all traffic
 # for 2 minutes (toxiproxy), Redis out of memory, and the two-site scenario (TestChaosSites, ~22
 # minutes: 10-minute WAN outage, kills during replay, flapping, slow WAN, lagging replica).
-# OPS_CHAOS_SECONDS shortens the first three, OPS_SITES_* the two-site phases (see README).
+# OPS_CHAOS_SECONDS shortens the first three, OPS_SITES_* the two-site phases (see docs/operations.md, "Fault tests").
 run_chaos() {
 	test_database
 	export OPS_CHAOS=1

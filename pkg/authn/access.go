@@ -2,14 +2,14 @@ package authn
 
 import "fmt"
 
-// Access is the access table of DESIGN §5: the rule of every endpoint of the suite, keyed by
+// Access is the access table (docs/api.md, "Access rules of every route"): the rule of every endpoint of the suite, keyed by
 // "METHOD /path" exactly as the route is registered. It is the single source of truth: services
 // look their rules up here (RuleFor) instead of choosing them at the route, and a test checks
 // that every registered route has an entry.
 func Access() map[string]Rule {
 	admin := Roles(RoleAdmin)
 	return map[string]Rule{
-		// Transfer (SPEC §4.1)
+		// Transfer
 		"GET /api/transfer/overview":                                        Anonymous(),
 		"GET /api/transfer/raw-packages":                                    AnyUser(),
 		"GET /api/transfer/transfer-packages":                               AnyUser(),
@@ -25,13 +25,13 @@ func Access() map[string]Rule {
 		"POST /api/transfer/long-term-archive/reset-all-failed":             admin,
 		"POST /api/transfer/staging":                                        AnyUser(),
 		"GET /api/transfer/staging/{id}":                                    AnyUser(),
-		// Movers' agent API (DESIGN §6): service-account API tokens with write:data
+		// Movers' agent API: service-account API tokens with write:data
 		"POST /api/transfer/agent/claim":                     ServiceAccount("write:data"),
 		"POST /api/transfer/agent/operations/{id}/heartbeat": ServiceAccount("write:data"),
 		"POST /api/transfer/agent/operations/{id}/complete":  ServiceAccount("write:data"),
 		"POST /api/transfer/agent/operations/{id}/fail":      ServiceAccount("write:data"),
 
-		// Observing programs, sources, visibility, instruments (SPEC §4.2)
+		// Observing programs, sources, visibility, instruments
 		"GET /observing_program/":               UserOrScopes("read:programs"),
 		"GET /observing_program/{id}":           UserOrScopes("read:programs"),
 		"POST /observing_program/":              Roles(RoleObserver, RoleAdmin),
@@ -52,7 +52,7 @@ func Access() map[string]Rule {
 		"GET /instruments/":                     UserOrScopes("read:instruments"),
 		"GET /instruments/{id}":                 UserOrScopes("read:instruments"),
 
-		// Operations (SPEC §4.3, §5.3)
+		// Ingest: executed obs units, raw data files and packages
 		"POST /executed_obs_units/start":        ServiceAccount("write:observations"),
 		"PUT /executed_obs_units/{id}/finish":   ServiceAccount("write:observations"),
 		"GET /executed_obs_units/{obs_unit_id}": UserOrScopes("read:observations"),
@@ -67,7 +67,7 @@ func Access() map[string]Rule {
 		// read:observations (a Rule requires all its scopes, so ingest checks "either" itself).
 		"GET /api/ingest/transactions/{transaction_id}": AnyCredential(),
 
-		// Identity and tokens (SPEC §4.4)
+		// Identity and tokens
 		"GET /idp/login":                   Anonymous(),
 		"GET /idp/callback":                Anonymous(),
 		"GET /.well-known/jwks.json":       Anonymous(),
@@ -85,14 +85,14 @@ func Access() map[string]Rule {
 		"GET /api/tokens/{id}/usage":       AnyUser(),
 		"POST /api/tokens/{id}/regenerate": AnyUser(),
 
-		// User administration (DESIGN §5)
+		// User administration
 		"GET /api/users":               admin,
 		"GET /api/users/audit":         admin,
 		"GET /api/users/{id}":          admin,
 		"PUT /api/users/{id}":          admin,
 		"PUT /api/users/{id}/identity": admin,
 
-		// Site information (SPEC §4.5): public monitoring
+		// Site information: public monitoring
 		"GET /api/site/info": Anonymous(),
 		"GET /health":        Anonymous(),
 		"GET /buffer-stats":  Anonymous(),

@@ -9,7 +9,7 @@ import (
 	"github.com/obsops/obsops/pkg/authn"
 )
 
-// specEndpoints are the endpoints of SPEC §4.1–4.5 with their full paths.
+// specEndpoints are the endpoints of the interface contract (docs/api.md) with their full paths.
 func specEndpoints() []string {
 	return []string{
 		"GET /api/transfer/overview", "GET /api/transfer/raw-packages", "GET /api/transfer/transfer-packages",

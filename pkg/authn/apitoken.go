@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// APITokenPrefix starts every API token string (SPEC §2.1).
+// APITokenPrefix starts every API token string (docs/api.md, "API tokens").
 const APITokenPrefix = "ops_api_token_"
 
 // apiTokenSecretLen is the length of base64url (unpadded) of 32 random bytes.

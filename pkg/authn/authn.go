@@ -3,7 +3,7 @@
 // tokens (verified by the authtoken service, which owns their table and usage counters; other
 // services reuse a verification in process for up to a second, see CachedTokens).
 //
-// Routes declare what they accept with a Rule (DESIGN §5 access table); the Authenticator turns
+// Routes declare what they accept with a Rule (the access table, access.go); the Authenticator turns
 // a rule into huma or Fiber middleware that answers 401 (with WWW-Authenticate: Bearer), 403
 // (problem insufficient_scope or forbidden) or 429 (too many failed attempts from one address).
 package authn
@@ -75,7 +75,7 @@ func PrincipalFrom(ctx context.Context) *Principal {
 }
 
 // Rule says which credentials a route accepts. The zero Rule accepts nothing; use the
-// constructors below, which mirror the access table of DESIGN §5.
+// constructors below, which name the kinds of rule of the access table (access.go).
 type Rule struct {
 	Anonymous  bool     // no credential needed
 	JWT        bool     // session JWTs accepted
@@ -98,7 +98,7 @@ func Roles(roles ...string) Rule { return Rule{JWT: true, JWTRoles: roles} }
 func UserOrScopes(scopes ...string) Rule { return Rule{JWT: true, Token: true, Scopes: scopes} }
 
 // ServiceAccount accepts only an API token of a user with the service role carrying scopes;
-// a JWT is refused with 403 (SPEC §5.3).
+// a JWT is refused with 403.
 func ServiceAccount(scopes ...string) Rule {
 	return Rule{Token: true, TokenRoles: []string{RoleService}, Scopes: scopes}
 }

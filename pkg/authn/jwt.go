@@ -15,7 +15,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 )
 
-// Claims are the claims of an obsops session JWT (DESIGN §5): sub is the username, uid the user
+// Claims are the claims of an obsops session JWT (docs/api.md, "Credentials"): sub is the username, uid the user
 // id, roles the roles held at issue time.
 type Claims struct {
 	jwt.RegisteredClaims

@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// Scope is a permission an API token can carry (SPEC §5.4).
+// Scope is a permission an API token can carry (docs/api.md, "Scopes and roles").
 type Scope struct {
 	Name        string `json:"name" example:"read:data"`
 	Description string `json:"description" example:"Read data files"`

@@ -26,7 +26,7 @@ func (e *InsufficientScopeError) Error() string {
 	return fmt.Sprintf("token lacks scope(s) %v", e.Missing)
 }
 
-// TokenVerifier verifies an API token per SPEC §5.2 and, on success, records its use.
+// TokenVerifier verifies an API token (by its SHA-256, active, unexpired, with the route's scopes) and, on success, records its use.
 type TokenVerifier interface {
 	VerifyToken(ctx context.Context, req VerifyRequest) (*Principal, error)
 }

@@ -1,6 +1,6 @@
 package config
 
-// Site is the observatory and its observing constraints (DESIGN §7), read by every service that
+// Site is the observatory and its observing constraints (docs/configuration.md, "site"), read by every service that
 // describes or computes with it (site: GET /site/info; catalog: the source chip and the visibility
 // engine). One struct with one Validate, so every service accepts the same values.
 type Site struct {
@@ -22,7 +22,7 @@ type Site struct {
 	WavelengthUM float64 `env:"OPS_SITE_WAVELENGTH_UM" envDefault:"850"`
 }
 
-// DefaultSite is the FYST site with the defaults of DESIGN §7 (the envDefault values above).
+// DefaultSite is the FYST site with its defaults (the envDefault values above).
 func DefaultSite() Site {
 	return Site{LatitudeDeg: -22.985639, LongitudeDeg: -67.740278, ElevationM: 5611.8,
 		MinElevationDeg: 20, MaxElevationDeg: 90, SunAvoidanceDeg: 45,

@@ -27,7 +27,7 @@ const (
 	UserDirectoryChannel    = "ops:users:directory"
 )
 
-// API token usage (SPEC §5.2 step 4): a successful verification adds one use to the hash
+// API token usage (docs/api.md, "API tokens"): a successful verification adds one use to the hash
 // TokenUsageCountKey (field: token id, value: uses not yet committed) and sets the token's field
 // of TokenUsageLastKey to "<unix microseconds> <client address>" of that use, both in one MULTI.
 // authtoken's usage flusher commits them to PostgreSQL; services that verified a token from their
@@ -60,7 +60,7 @@ type Operation struct {
 // String is the route as "METHOD /path".
 func (o Operation) String() string { return o.Method + " " + o.Path }
 
-// BufferedOperations are the critical writes (SPEC §1, DESIGN §4): ingest buffers them through
+// BufferedOperations are the critical writes (docs/architecture.md, "The ingest buffer"): ingest buffers them through
 // IngestQueue so an observatory keeps recording while the main database is out of reach; the
 // site service announces them in /api/site/info.
 func BufferedOperations() []Operation {

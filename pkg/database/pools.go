@@ -35,8 +35,8 @@ const MainRetryAfter = "5"
 var ErrMainUnreachable = problem.Unavailable.New("the main site is unreachable: this site cannot make this change now "+
 	"(reads keep working, and buffered ingest writes are still accepted); retry later").WithHeader("Retry-After", MainRetryAfter)
 
-// Pools are a service's two ways to PostgreSQL, the same code at either kind of site (DESIGN
-// §3): Read is the local database (OPS_DATABASE_URL; at a secondary site its streaming read
+// Pools are a service's two ways to PostgreSQL, the same code at either kind of site
+// (docs/two-sites.md): Read is the local database (OPS_DATABASE_URL; at a secondary site its streaming read
 // replica, so reads keep working while the WAN is down), Write is the main site's primary
 // (OPS_MAIN_DATABASE_URL), where every write that is not buffered goes. At the main site Write
 // is Read, one pool. Stores take both and use Write for statements that change rows (a hot

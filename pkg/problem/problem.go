@@ -3,7 +3,7 @@
 //
 // Every error of every binary is a *Problem of one Kind (invalid, not_found, conflict, ...): the
 // kind fixes the HTTP status, the title and the `type` URI (urn:obsops:problem:<kind>, listed in
-// the README). Handlers return problems (Kind.New, or huma's Error4xx helpers, which InstallHuma
+// docs/api.md). Handlers return problems (Kind.New, or huma's Error4xx helpers, which InstallHuma
 // routes here); the router's own errors (404, 405), the server's (400 for a malformed request,
 // 413, 431), panics and errors that are not problems are turned into problems by ErrorHandler,
 // ServerErrorHandler and huma's hooks, all through From. An error that is not a problem is an
@@ -161,7 +161,7 @@ type Detail struct {
 
 // Problem is an RFC 9457 problem document, and an error that handlers return.
 type Problem struct {
-	Type     string   `json:"type" doc:"The problem type: urn:obsops:problem:<kind> (see the README for the list)."`
+	Type     string   `json:"type" doc:"The problem type: urn:obsops:problem:<kind> (see docs/api.md for the list)."`
 	Title    string   `json:"title" doc:"Short summary of the problem type."`
 	Status   int      `json:"status" doc:"HTTP status code."`
 	Detail   string   `json:"detail" doc:"What went wrong in this request."`

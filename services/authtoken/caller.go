@@ -4,7 +4,7 @@ import (
 	"github.com/obsops/obsops/pkg/authn"
 )
 
-// Page is one page of a list (DESIGN §8).
+// Page is one page of a list (docs/api.md, "Conventions").
 type Page[T any] struct {
 	Items  []T   `json:"items"`
 	Total  int64 `json:"total" doc:"Number of matching items across all pages."`

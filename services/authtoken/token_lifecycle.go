@@ -10,7 +10,7 @@ import (
 	"github.com/obsops/obsops/pkg/authn"
 )
 
-// TokenService owns API tokens (SPEC §2.1, §3, §4.4, §5.2): their lifecycle, who may see and
+// TokenService owns API tokens (docs/api.md, "API tokens"): their lifecycle, who may see and
 // change them, the audit trail of every change, and verification with exact usage counting.
 //
 // Every method takes the Caller and enforces ownership itself (users act on their own tokens,
@@ -162,7 +162,7 @@ func (s *TokenService) List(ctx context.Context, caller Caller, q TokenListQuery
 	return Page[Token]{Items: items, Total: total, Limit: limit, Offset: offset}, err
 }
 
-// pageBounds applies the list defaults and limits of DESIGN §8.
+// pageBounds applies the list defaults and limits of lists (docs/api.md, "Conventions").
 func pageBounds(limit, offset int) (int, int) {
 	if limit <= 0 {
 		limit = DefaultListLimit

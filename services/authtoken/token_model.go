@@ -22,7 +22,7 @@ func (c *Config) TokenLimits() TokenLimits {
 	return TokenLimits{DefaultDays: c.TokenDefaultDays, MaxPerUser: c.MaxTokensPerUser}
 }
 
-// Limits of token requests (SPEC §8); HTTP validation states the same numbers in its schema.
+// Limits of token requests (docs/api.md, "API tokens"); HTTP validation states the same numbers in its schema.
 const (
 	MaxTokenNameLength = 255
 	MaxBulkRevoke      = 100
@@ -236,7 +236,7 @@ type GrantableScope struct {
 	Description string `json:"description" example:"Read data files"`
 }
 
-// GrantableScopes lists every scope of SPEC §5.4, then the wildcards over their actions
+// GrantableScopes lists every scope (docs/api.md, "Scopes and roles"), then the wildcards over their actions
 // (read:*, write:*), which match every scope of that action during verification.
 func GrantableScopes() []GrantableScope {
 	var out []GrantableScope

@@ -24,7 +24,7 @@ func validName(field, name string) error {
 	return nil
 }
 
-// validScopes checks every scope against SPEC §5.4 and drops repeats, keeping the order.
+// validScopes checks every scope against the scopes (docs/api.md, "Scopes and roles") and drops repeats, keeping the order.
 func validScopes(scopes []string) ([]string, error) {
 	out := []string{}
 	for i, s := range scopes {

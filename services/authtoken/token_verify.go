@@ -21,7 +21,7 @@ const (
 	invalidateTimeout  = 2 * time.Second
 )
 
-// VerifyToken verifies an API token (SPEC §5.2) and records its use. It implements
+// VerifyToken verifies an API token (docs/api.md, "API tokens") and records its use. It implements
 // authn.TokenVerifier for this service's own middleware and POST /internal/tokens/verify.
 //
 //  1. A malformed string is refused before any database or Redis lookup.

@@ -326,7 +326,7 @@ func TestLastActiveAdmin(t *testing.T) {
 	require.Equal(t, 200, send(t, "PUT", url(rootUser), root, `{"roles":["viewer"]}`).Status)
 }
 
-// GET /api/users: pagination per DESIGN §8, filters; GET/PUT one user; errors.
+// GET /api/users: pagination (docs/api.md, "Conventions"), filters; GET/PUT one user; errors.
 func TestUserRoutes(t *testing.T) {
 	s := testenv.StartSuite(t, authtokenBehindGateway())
 	root := s.JWT(t, "root", authn.RoleAdmin)

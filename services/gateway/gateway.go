@@ -151,7 +151,7 @@ type Route struct {
 	Service string // the owner's name, a key of config.Upstreams.ByService
 }
 
-// Routes is the routing table of DESIGN §2: every prefix of SPEC §1 and the service owning it.
+// Routes is the routing table: every public path prefix and the service owning it (README, "Service map").
 func Routes() []Route {
 	return []Route{
 		{"/api/transfer", "transfer"},

@@ -1,4 +1,4 @@
-// Package twosites builds the two-site topology of DESIGN §3 on one machine, for tests: a main
+// Package twosites builds the two-site topology of docs/two-sites.md on one machine, for tests: a main
 // site (a private PostgreSQL primary and the suite on it) and a secondary site (a streaming read
 // replica of that primary made with pg_basebackup -R, its own Redis, and the services a test
 // starts there with OPS_SITE_TYPE=secondary, OPS_DATABASE_URL = the replica and

@@ -65,14 +65,14 @@ func Register(api huma.API, h *Handlers) {
 			"401 if the user no longer exists or is disabled.",
 	}), h.me)
 
-	// ---- API tokens (SPEC §4.4) ----
+	// ---- API tokens ----
 	// Users see and change only their own tokens (another user's id answers 404); admins act on
 	// all. Static paths come before /{id} ones.
 	tokens := []string{"API tokens"}
 	huma.Register(api, h.Auth.Op(huma.Operation{
 		OperationID: "list-token-scopes", Method: http.MethodGet, Path: "/api/tokens/scopes",
 		Summary: "List available scopes", Tags: tokens,
-		Description: "Every scope a token can be given (SPEC §5.4) with its meaning, then the wildcards read:* and write:*, " +
+		Description: "Every scope a token can be given with its meaning, then the wildcards read:* and write:*, " +
 			"which match every scope of their action.",
 	}), h.listScopes)
 	huma.Register(api, h.Auth.Op(huma.Operation{
@@ -97,7 +97,7 @@ func Register(api huma.API, h *Handlers) {
 	huma.Register(api, h.Auth.Op(huma.Operation{
 		OperationID: "create-service-token", Method: http.MethodPost, Path: "/api/tokens/service",
 		Summary: "Create a service token", Tags: tokens, Errors: []int{409, 422}, DefaultStatus: http.StatusCreated,
-		Description: "Creates an API token for a service account (instrument and ingest scripts, SPEC §5.3), creating the " +
+		Description: "Creates an API token for a service account (instrument and ingest scripts), creating the " +
 			"account with role service first if needed. The raw token is in this response only. 409 if the name belongs " +
 			"to a person's account or the account holds OPS_TOKEN_MAX_PER_USER active tokens.",
 	}), h.createServiceToken)

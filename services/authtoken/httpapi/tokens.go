@@ -40,7 +40,7 @@ func scopeStrings(in []scopeName) []string {
 	return out
 }
 
-// tokenCreateBody is the body of POST /api/tokens/ (SPEC §2.2).
+// tokenCreateBody is the body of POST /api/tokens/.
 type tokenCreateBody struct {
 	Name          string      `json:"name" minLength:"1" maxLength:"255" doc:"Label (1-255 characters, no control characters)." example:"nightly ingest"`
 	Scopes        []scopeName `json:"scopes,omitempty" maxItems:"16" doc:"Scopes to grant (may be empty); repeats are ignored." example:"[\"read:data\"]"`
@@ -62,7 +62,7 @@ type serviceTokenBody struct {
 	ExpiresInDays int         `json:"expires_in_days,omitempty" minimum:"1" maximum:"365" doc:"Lifetime in days from now (1-365); default OPS_TOKEN_DEFAULT_DAYS (90)." example:"365"`
 }
 
-// bulkRevokeBody is the body of POST /api/tokens/bulk-revoke (SPEC §2.2).
+// bulkRevokeBody is the body of POST /api/tokens/bulk-revoke.
 type bulkRevokeBody struct {
 	TokenIDs []int64 `json:"token_ids" minItems:"1" maxItems:"100" doc:"Ids of the tokens to revoke (1-100); repeats are reported once." example:"[42,43]"`
 }
@@ -90,7 +90,7 @@ type tokenExportInput struct {
 
 // TokenScopes is the body of GET /api/tokens/scopes.
 type TokenScopes struct {
-	Scopes []authtoken.GrantableScope `json:"scopes" doc:"Every scope a token can be given: the scopes of SPEC §5.4, then the wildcards read:* and write:*."`
+	Scopes []authtoken.GrantableScope `json:"scopes" doc:"Every scope a token can be given: the seven scopes, then the wildcards read:* and write:*."`
 }
 
 // TokenExport is the JSON body of GET /api/tokens/export.

@@ -20,7 +20,7 @@ type Handlers struct {
 	Monitor *site.Monitor // the main link, replica and buffer, for /buffer-stats and the info's status
 }
 
-// Register adds every route of the site service: all anonymous (SPEC §4.5, public monitoring),
+// Register adds every route of the site service: all anonymous (public monitoring),
 // as the access table says.
 func Register(api huma.API, h *Handlers) {
 	huma.Register(api, h.Auth.Op(huma.Operation{

@@ -3,6 +3,8 @@ package transfer
 import (
 	"fmt"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // This file holds the decisions about operations: what a failed attempt, a lease expiry, a reset
@@ -134,4 +136,45 @@ func Holder(account, agent string) string {
 		return account
 	}
 	return account + "/" + agent
+}
+
+// ReadyPackage is a package ready to be grouped into a DTP: its raw_data_package operation Op
+// completed at Ready and it belongs to no DTP yet.
+type ReadyPackage struct {
+	ID    uuid.UUID `db:"id"`
+	Op    int64     `db:"op"`
+	Size  int64     `db:"size_bytes"`
+	Ready time.Time `db:"completed_at"`
+}
+
+// Grouping says when ready packages become a data transfer package: once they add up to
+// TargetBytes (OPS_DTP_TARGET_BYTES), or once the oldest has waited MaxWait (OPS_DTP_MAX_WAIT).
+type Grouping struct {
+	TargetBytes int64
+	MaxWait     time.Duration
+}
+
+// Grouping is the configured grouping rule.
+func (c *Config) Grouping() Grouping {
+	return Grouping{TargetBytes: c.DTPTargetBytes, MaxWait: c.DTPMaxWait}
+}
+
+// Groups splits ready (oldest first) into the DTPs to make at now: a DTP whenever the oldest
+// ones add up to TargetBytes, and the rest one DTP once the oldest of them has waited MaxWait
+// (otherwise they wait for more).
+func (g Grouping) Groups(ready []ReadyPackage, now time.Time) [][]ReadyPackage {
+	var groups [][]ReadyPackage
+	start := 0
+	var size int64
+	for i, p := range ready {
+		size += p.Size
+		if size >= g.TargetBytes {
+			groups = append(groups, ready[start:i+1])
+			start, size = i+1, 0
+		}
+	}
+	if rest := ready[start:]; len(rest) > 0 && now.Sub(rest[0].Ready) >= g.MaxWait {
+		groups = append(groups, rest)
+	}
+	return groups
 }

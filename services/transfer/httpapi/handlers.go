@@ -29,15 +29,6 @@ func caller(ctx context.Context) (transfer.Caller, error) {
 	return transfer.CallerOf(p), nil
 }
 
-// account returns the authenticated principal's username (the agent API's lease holders).
-func account(ctx context.Context) (string, error) {
-	p := authn.PrincipalFrom(ctx)
-	if p == nil {
-		return "", huma.Error401Unauthorized("a credential is required")
-	}
-	return p.Username, nil
-}
-
 // kindParam is an OperationKind in a path; its schema's enum makes huma answer 422 for any
 // other value.
 type kindParam string
@@ -301,7 +292,7 @@ type Claimed struct {
 }
 
 func (h *Handlers) claim(ctx context.Context, in *struct{ Body claimBody }) (*bodyOutput[Claimed], error) {
-	acct, err := account(ctx)
+	c, err := caller(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -309,7 +300,7 @@ func (h *Handlers) claim(ctx context.Context, in *struct{ Body claimBody }) (*bo
 	for i, k := range in.Body.Kinds {
 		kinds[i] = transfer.Kind(k)
 	}
-	ops, err := h.Service.Claim(ctx, transfer.ClaimRequest{Holder: transfer.Holder(acct, in.Body.Agent), Kinds: kinds, Site: in.Body.Site, Max: in.Body.Max})
+	ops, err := h.Service.Claim(ctx, transfer.ClaimRequest{Holder: transfer.Holder(c.Name, in.Body.Agent), Kinds: kinds, Site: in.Body.Site, Max: in.Body.Max})
 	if err != nil {
 		return nil, err
 	}
@@ -326,7 +317,7 @@ type heartbeatInput struct {
 }
 
 func (h *Handlers) heartbeat(ctx context.Context, in *heartbeatInput) (*bodyOutput[transfer.Operation], error) {
-	acct, err := account(ctx)
+	c, err := caller(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -334,7 +325,7 @@ func (h *Handlers) heartbeat(ctx context.Context, in *heartbeatInput) (*bodyOutp
 	if in.Body != nil {
 		agent = in.Body.Agent
 	}
-	op, err := h.Service.Heartbeat(ctx, in.ID, transfer.Holder(acct, agent))
+	op, err := h.Service.Heartbeat(ctx, in.ID, transfer.Holder(c.Name, agent))
 	if err != nil {
 		return nil, err
 	}
@@ -359,15 +350,15 @@ type completeInput struct {
 }
 
 func (h *Handlers) complete(ctx context.Context, in *completeInput) (*bodyOutput[transfer.Operation], error) {
-	acct, err := account(ctx)
+	c, err := caller(ctx)
 	if err != nil {
 		return nil, err
 	}
 	copies := make([]transfer.Copy, len(in.Body.PhysicalCopies))
-	for i, c := range in.Body.PhysicalCopies {
-		copies[i] = transfer.Copy{Location: c.Location, Path: c.Path}
+	for i, pc := range in.Body.PhysicalCopies {
+		copies[i] = transfer.Copy{Location: pc.Location, Path: pc.Path}
 	}
-	op, err := h.Service.Complete(ctx, transfer.CompleteRequest{ID: in.ID, Holder: transfer.Holder(acct, in.Body.Agent), Bytes: in.Body.Bytes, Checksum: in.Body.Checksum, Copies: copies})
+	op, err := h.Service.Complete(ctx, transfer.CompleteRequest{ID: in.ID, Holder: transfer.Holder(c.Name, in.Body.Agent), Bytes: in.Body.Bytes, Checksum: in.Body.Checksum, Copies: copies})
 	if err != nil {
 		return nil, err
 	}
@@ -388,11 +379,11 @@ type failInput struct {
 }
 
 func (h *Handlers) fail(ctx context.Context, in *failInput) (*bodyOutput[transfer.Operation], error) {
-	acct, err := account(ctx)
+	c, err := caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	op, err := h.Service.Fail(ctx, in.ID, transfer.Holder(acct, in.Body.Agent), transfer.Failure{
+	op, err := h.Service.Fail(ctx, in.ID, transfer.Holder(c.Name, in.Body.Agent), transfer.Failure{
 		ErrorType: in.Body.ErrorType, Message: in.Body.Message, Retryable: in.Body.Retryable, LogPath: in.Body.LogPath,
 	})
 	if err != nil {

@@ -188,7 +188,7 @@ func (p *Planner) round(ctx context.Context) {
 	p.groupSkipped = time.Since(p.lastGroup) < groupEvery
 	if !p.groupSkipped {
 		p.lastGroup = time.Now()
-		step("group", func() (int, error) { return p.Store.Group(ctx, p.Config.DTPTargetBytes, p.Config.DTPMaxWait, 10*batch) })
+		step("group", func() (int, error) { return p.Store.Group(ctx, p.Config.Grouping(), 10*batch) })
 		step("advance", func() (int, error) { return p.Store.Advance(ctx, batch) })
 	}
 }

@@ -179,25 +179,22 @@ func (s *Store) EnterWatermark(ctx context.Context, margin time.Duration) (*time
 	return t, err
 }
 
-type readyPackage struct {
-	ID    uuid.UUID `db:"id"`
-	Op    int64     `db:"op"` // its raw_data_package operation
-	Size  int64     `db:"size_bytes"`
-	Ready time.Time `db:"completed_at"`
-	Now   time.Time `db:"now"` // the database's clock, for the age rule
+// readyRow is a transfer.ReadyPackage as Group reads it, with the database's clock.
+type readyRow struct {
+	transfer.ReadyPackage
+	Now time.Time `db:"now"` // for the age rule
 }
 
 // Group puts packages whose raw_data_package operation completed and that belong to no DTP yet
-// into data transfer packages: a DTP is made whenever the oldest ones add up to targetBytes,
-// and the rest become one DTP once the oldest of them has waited maxWait. Each DTP gets its
+// into data transfer packages as g decides (transfer.Grouping.Groups), each with its
 // data_transfer_package operation. It returns the number of DTPs made. The ready packages are
 // the completed raw_data_package operations not yet advanced (grouped), read in completion order
 // from their partial index (migration 00011): the read costs what is waiting, not what was done.
-func (s *Store) Group(ctx context.Context, targetBytes int64, maxWait time.Duration, limit int) (int, error) {
-	var ready []readyPackage
+func (s *Store) Group(ctx context.Context, g transfer.Grouping, limit int) (int, error) {
+	var rows []readyRow
 	// The package's size by primary key per ready operation (a subquery, so PostgreSQL cannot
 	// turn it into a hash join over every package without a DTP).
-	if err := s.DB.SelectContext(ctx, &ready, `
+	if err := s.DB.SelectContext(ctx, &rows, `
 		SELECT r.id, r.op, r.size_bytes, r.completed_at, r.now FROM (
 			SELECT o.raw_data_package_id AS id, o.completed_at, o.id AS op, now() AS now,
 			       (SELECT p.size_bytes FROM package_states p
@@ -208,22 +205,16 @@ func (s *Store) Group(ctx context.Context, targetBytes int64, maxWait time.Durat
 		 WHERE r.size_bytes IS NOT NULL ORDER BY r.completed_at, r.op`, limit); err != nil {
 		return 0, err
 	}
-	made := 0
-	var group []readyPackage
-	var size int64
-	for _, p := range ready {
-		group = append(group, p)
-		size += p.Size
-		if size >= targetBytes {
-			if err := s.makeDTP(ctx, group, size); err != nil {
-				return made, err
-			}
-			made++
-			group, size = nil, 0
-		}
+	if len(rows) == 0 {
+		return 0, nil
 	}
-	if len(group) > 0 && group[0].Now.Sub(group[0].Ready) >= maxWait {
-		if err := s.makeDTP(ctx, group, size); err != nil {
+	ready := make([]transfer.ReadyPackage, len(rows))
+	for i, r := range rows {
+		ready[i] = r.ReadyPackage
+	}
+	made := 0
+	for _, group := range g.Groups(ready, rows[0].Now) {
+		if err := s.makeDTP(ctx, group); err != nil {
 			return made, err
 		}
 		made++
@@ -233,10 +224,12 @@ func (s *Store) Group(ctx context.Context, targetBytes int64, maxWait time.Durat
 
 // makeDTP makes one DTP of group (transfer_make_dtp, migration 00013: one call, the package
 // rows locked in one order and written once, rows found by key).
-func (s *Store) makeDTP(ctx context.Context, group []readyPackage, size int64) error {
+func (s *Store) makeDTP(ctx context.Context, group []transfer.ReadyPackage) error {
 	ids, ops := make([]uuid.UUID, len(group)), make([]int64, len(group))
+	var size int64
 	for i, p := range group {
 		ids[i], ops[i] = p.ID, p.Op
+		size += p.Size
 	}
 	buf, err := firstLocation(ctx, s.DB, "buffer")
 	if err != nil {

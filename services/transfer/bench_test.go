@@ -17,7 +17,6 @@ import (
 
 	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/services/transfer"
-	"github.com/obsops/obsops/services/transfer/postgres"
 )
 
 func benchSeconds() time.Duration {
@@ -224,7 +223,7 @@ func TestBenchAgentThroughput(t *testing.T) {
 			defer wg.Done()
 			holder := "direct-" + strconv.Itoa(w)
 			for time.Now().Before(stop) {
-				ops, err := s.Kit.Claimer.Claim(t.Context(), postgres.ClaimRequest{Holder: holder, Kinds: []transfer.Kind{transfer.KindRawDataPackage}, Max: max})
+				ops, err := s.Kit.Claimer.Claim(t.Context(), transfer.ClaimRequest{Holder: holder, Kinds: []transfer.Kind{transfer.KindRawDataPackage}, Max: max})
 				if err != nil {
 					t.Error(err)
 					return
@@ -235,7 +234,7 @@ func TestBenchAgentThroughput(t *testing.T) {
 				}
 				lease(ids...)
 				for _, o := range ops {
-					if _, err := s.Kit.Completer.Complete(t.Context(), postgres.CompleteRequest{ID: o.ID, Holder: holder, Bytes: 1, Checksum: "xxh64:00"}); err != nil {
+					if _, err := s.Kit.Completer.Complete(t.Context(), transfer.CompleteRequest{ID: o.ID, Holder: holder, Bytes: 1, Checksum: "xxh64:00"}); err != nil {
 						t.Error(err)
 						return
 					}

@@ -1,11 +1,15 @@
 // Package transfer is the domain of the transfer service: the pipeline of operations that moves
 // finalized raw data packages from the observatory to the long-term archives (and on request to a
 // processing location), the rules movers and operators drive it by, and the package lifecycle
-// derived from it (DESIGN §6).
+// derived from it (docs/architecture.md, data model).
+//
+// The package holds the service's rules and use cases: Service (service.go) is what the HTTP
+// handlers call, with the interfaces it needs (Store, Claimer, Completer, Reconciler, Waker)
+// implemented by postgres/ and planner/; the decisions about operations (what a failure, a reset
+// or a report does) are in policy.go; the shapes the API answers are in model.go.
 package transfer
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -13,6 +17,8 @@ import (
 
 	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/pkg/config"
+	"github.com/obsops/obsops/pkg/contract"
+	"github.com/obsops/obsops/pkg/problem"
 )
 
 // Config is the transfer service's configuration.
@@ -78,20 +84,7 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// Backoff is the wait before the next attempt after the n-th retryable failure (n ≥ 1):
-// base·2^(n-1), at most max.
-func Backoff(base, max time.Duration, n int) time.Duration {
-	d := base
-	for i := 1; i < n && d < max; i++ {
-		d *= 2
-	}
-	if d > max {
-		d = max
-	}
-	return d
-}
-
-// Kind is an OperationKind (SPEC §2.3).
+// Kind is an OperationKind: what an operation does (docs/api.md lists them).
 type Kind string
 
 // The six operation kinds, in pipeline order.
@@ -109,7 +102,7 @@ func Kinds() []Kind {
 	return []Kind{KindRawDataPackage, KindDataTransferPackage, KindTransfer, KindUnpack, KindLongTermArchive, KindStaging}
 }
 
-// Status is an operation's status (DESIGN §6).
+// Status is an operation's status.
 type Status string
 
 // Operation statuses. SCHEDULED is part of the original system's enum and accepted in the
@@ -128,10 +121,15 @@ func Statuses() []Status {
 	return []Status{StatusPending, StatusScheduled, StatusInProgress, StatusCompleted, StatusFailed}
 }
 
-// PackageState is a raw data package's lifecycle state, derived from its operation chain.
+// PackageState is a raw data package's lifecycle state, derived from its operation chain. The
+// rule deriving it is written once, in SQL: the function transfer_derived_state
+// (migrations/00010_transfer_fast_complete.sql), because every change derives the states of the
+// packages it touches inside its own statement (transfer_complete_batch, transfer_make_dtp) or
+// transaction (postgres refreshPackages) and the sweep derives thousands at a time. Go never
+// derives a state itself; it stores what that function answers.
 type PackageState string
 
-// Package lifecycle states (DESIGN §6).
+// Package lifecycle states.
 const (
 	StateWaiting      PackageState = "WAITING"
 	StateTransferring PackageState = "TRANSFERRING"
@@ -144,17 +142,25 @@ func PackageStates() []PackageState {
 	return []PackageState{StateWaiting, StateTransferring, StateArchived, StateFailed}
 }
 
-// DTP states: BUILDING until its data_transfer_package operation completes, then BUILT,
-// TRANSFERRED once every transfer completed, UNPACKED once every unpack completed.
-var DTPStates = []string{"BUILDING", "BUILT", "TRANSFERRED", "UNPACKED"}
+// DTPState is a data transfer package's state; DTPStateAfter (policy.go) says which completion
+// moves it on.
+type DTPState string
+
+// DTP states, in order.
+const (
+	DTPBuilding    DTPState = "BUILDING"
+	DTPBuilt       DTPState = "BUILT"
+	DTPTransferred DTPState = "TRANSFERRED"
+	DTPUnpacked    DTPState = "UNPACKED"
+)
+
+// DTPStates lists every DTP state in order.
+func DTPStates() []string {
+	return []string{string(DTPBuilding), string(DTPBuilt), string(DTPTransferred), string(DTPUnpacked)}
+}
 
 // ErrorTypeStalled is the error_type of a failure recorded because a lease expired.
 const ErrorTypeStalled = "stalled"
-
-// Errors of the domain, mapped to problems by the HTTP layer.
-var (
-	ErrNotFound = errors.New("not found")
-)
 
 // StatusConflictError says an operation is not in the status an action needs (answered 409,
 // naming the current status).
@@ -169,6 +175,9 @@ func (e *StatusConflictError) Error() string {
 	return fmt.Sprintf("%s operation %d is %s; %s", e.Kind, e.ID, e.Current, e.Want)
 }
 
+// ProblemKind makes it a 409 whose detail is its text.
+func (e *StatusConflictError) ProblemKind() problem.Kind { return problem.Conflict }
+
 // LeaseConflictError says a mover acted on an operation leased to another mover.
 type LeaseConflictError struct {
 	ID     int64
@@ -179,14 +188,24 @@ func (e *LeaseConflictError) Error() string {
 	return fmt.Sprintf("operation %d is leased to %q, not to you", e.ID, e.Holder)
 }
 
-// InputError is invalid input naming the field.
-type InputError struct {
-	Field   string
-	Message string
-	Value   any
-}
+// ProblemKind makes it a 409 whose detail is its text.
+func (e *LeaseConflictError) ProblemKind() problem.Kind { return problem.Conflict }
 
-func (e *InputError) Error() string { return e.Field + ": " + e.Message }
+// AdminRequiredError says an action is for admins only (403). The access table refuses
+// non-admins before a handler runs; the use cases check again, so no wiring mistake can open a
+// reset or reconcile.
+type AdminRequiredError struct{}
+
+func (AdminRequiredError) Error() string { return "requires role admin" }
+
+// ProblemKind makes it a 403.
+func (AdminRequiredError) ProblemKind() problem.Kind { return problem.Forbidden }
+
+// NotFound returns the error for a missing object: problem.ErrNotFound wrapped with what was
+// looked for, which is the 404's detail ("staging job 7: not found").
+func NotFound(what string, id any) error {
+	return fmt.Errorf("%s %v: %w", what, id, problem.ErrNotFound)
+}
 
 // Operation is one operation row as the API shows it.
 type Operation struct {
@@ -214,6 +233,16 @@ type Operation struct {
 	CreatedAt                 time.Time  `json:"created_at" db:"created_at"`
 	UpdatedAt                 time.Time  `json:"updated_at" db:"updated_at"`
 	CompletedAt               *time.Time `json:"completed_at" db:"completed_at"`
+}
+
+// OverviewChannel is the Redis channel the active planner publishes every overview update on,
+// to the hub of every replica.
+const OverviewChannel = contract.TransferOverviewChannel
+
+// Message is a WebSocket message: {type: snapshot|update|heartbeat, seq, ...overview}.
+type Message struct {
+	Type string `json:"type"`
+	*Overview
 }
 
 // Overview is the body of GET /overview and of every WebSocket snapshot/update.
@@ -246,7 +275,7 @@ func (o *Overview) SameCounts(p *Overview) bool {
 	if o == nil || p == nil || o.Funnel != p.Funnel {
 		return false
 	}
-	for _, s := range DTPStates {
+	for _, s := range DTPStates() {
 		if o.DTPs[s] != p.DTPs[s] {
 			return false
 		}
@@ -276,7 +305,7 @@ func BuildOverview(counts map[string]int64, seq int64, now time.Time) *Overview 
 		o.Packages[s] = counts["pkg:"+string(s)]
 		pkgs += o.Packages[s]
 	}
-	for _, s := range DTPStates {
+	for _, s := range DTPStates() {
 		o.DTPs[s] = counts["dtp:"+s]
 	}
 	o.Funnel = Funnel{

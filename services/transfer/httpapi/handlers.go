@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"time"
 
@@ -10,8 +9,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/obsops/obsops/pkg/authn"
+	"github.com/obsops/obsops/pkg/problem"
 	"github.com/obsops/obsops/services/transfer"
-	"github.com/obsops/obsops/services/transfer/postgres"
 )
 
 type bodyOutput[T any] struct {
@@ -20,52 +19,18 @@ type bodyOutput[T any] struct {
 
 func out[T any](v T) *bodyOutput[T] { return &bodyOutput[T]{Body: v} }
 
-// problemOf maps a domain error to its problem; unexpected errors are logged and answered 500
-// without their text.
-func (h *Handlers) problemOf(ctx context.Context, op string, err error) error {
-	var input *transfer.InputError
-	var status *transfer.StatusConflictError
-	var lease *transfer.LeaseConflictError
-	switch {
-	case errors.As(err, &input):
-		return huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: input.Field, Message: input.Message, Value: input.Value})
-	case errors.Is(err, transfer.ErrNotFound):
-		return huma.Error404NotFound("no such " + op)
-	case errors.As(err, &status):
-		return huma.Error409Conflict(status.Error())
-	case errors.As(err, &lease):
-		return huma.Error409Conflict(lease.Error())
-	}
-	if h.Log != nil {
-		h.Log.ErrorContext(ctx, "transfer request failed", "op", op, "error", err)
-	}
-	return huma.Error500InternalServerError("internal error; see the transfer log")
-}
-
-// caller returns the authenticated principal.
-func caller(ctx context.Context) (*authn.Principal, error) {
+// caller returns the authenticated caller (401 without one: the access table lets no
+// anonymous request through, so this only guards the wiring).
+func caller(ctx context.Context) (transfer.Caller, error) {
 	p := authn.PrincipalFrom(ctx)
 	if p == nil {
-		return nil, huma.Error401Unauthorized("a credential is required")
+		return transfer.Caller{}, huma.Error401Unauthorized("a credential is required")
 	}
-	return p, nil
-}
-
-// admin returns the caller if it is an admin: checked here as well as by the access table, so
-// no wiring mistake can open a reset or reconcile.
-func admin(ctx context.Context) (*authn.Principal, error) {
-	p, err := caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if !p.IsAdmin() {
-		return nil, huma.Error403Forbidden("requires role admin")
-	}
-	return p, nil
+	return transfer.CallerOf(p), nil
 }
 
 // kindParam is an OperationKind in a path; its schema's enum makes huma answer 422 for any
-// other value (SPEC §4.1 rule).
+// other value.
 type kindParam string
 
 // Schema implements huma.SchemaProvider.
@@ -78,11 +43,11 @@ func (kindParam) Schema(huma.Registry) *huma.Schema {
 }
 
 func (h *Handlers) overview(ctx context.Context, _ *struct{}) (*bodyOutput[*transfer.Overview], error) {
-	counts, seq, err := h.Store.Counts(ctx)
+	o, err := h.Service.Overview(ctx)
 	if err != nil {
-		return nil, h.problemOf(ctx, "overview", err)
+		return nil, err
 	}
-	return out(transfer.BuildOverview(counts, seq, time.Now())), nil
+	return out(o), nil
 }
 
 // listParams are the paging and filter parameters both lists share.
@@ -92,27 +57,16 @@ type listParams struct {
 	From, To      time.Time
 }
 
-func (h *Handlers) listQuery(ctx context.Context, in listParams, state string) (postgres.ListQuery, error) {
-	q := postgres.ListQuery{State: state, Site: in.Site, Limit: in.Limit, Offset: in.Offset}
+// query is the ListQuery of the list parameters (the zero time: no bound).
+func (in listParams) query(state string) transfer.ListQuery {
+	q := transfer.ListQuery{State: state, Site: in.Site, Limit: in.Limit, Offset: in.Offset}
 	if !in.From.IsZero() {
 		q.From = &in.From
 	}
 	if !in.To.IsZero() {
 		q.To = &in.To
 	}
-	if q.From != nil && q.To != nil && !q.To.After(*q.From) {
-		return q, huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: "query.to", Message: "must be after from", Value: in.To})
-	}
-	if in.Site != "" {
-		ok, err := h.Store.SiteExists(ctx, in.Site)
-		if err != nil {
-			return q, h.problemOf(ctx, "site", err)
-		}
-		if !ok {
-			return q, huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: "query.site", Message: "no such site", Value: in.Site})
-		}
-	}
-	return q, nil
+	return q
 }
 
 type rawPackagesInput struct {
@@ -124,14 +78,10 @@ type rawPackagesInput struct {
 	State  string    `query:"state" enum:"WAITING,TRANSFERRING,ARCHIVED,FAILED" doc:"Only packages in this lifecycle state."`
 }
 
-func (h *Handlers) rawPackages(ctx context.Context, in *rawPackagesInput) (*bodyOutput[postgres.Page[postgres.RawPackage]], error) {
-	q, err := h.listQuery(ctx, listParams{in.Limit, in.Offset, in.Site, in.From, in.To}, in.State)
+func (h *Handlers) rawPackages(ctx context.Context, in *rawPackagesInput) (*bodyOutput[transfer.Page[transfer.RawPackage]], error) {
+	page, err := h.Service.RawPackages(ctx, listParams{in.Limit, in.Offset, in.Site, in.From, in.To}.query(in.State))
 	if err != nil {
 		return nil, err
-	}
-	page, err := h.Store.RawPackages(ctx, q)
-	if err != nil {
-		return nil, h.problemOf(ctx, "raw packages", err)
 	}
 	return out(page), nil
 }
@@ -145,14 +95,10 @@ type transferPackagesInput struct {
 	State  string    `query:"state" enum:"BUILDING,BUILT,TRANSFERRED,UNPACKED" doc:"Only DTPs in this state."`
 }
 
-func (h *Handlers) transferPackages(ctx context.Context, in *transferPackagesInput) (*bodyOutput[postgres.Page[postgres.TransferPackage]], error) {
-	q, err := h.listQuery(ctx, listParams{in.Limit, in.Offset, in.Site, in.From, in.To}, in.State)
+func (h *Handlers) transferPackages(ctx context.Context, in *transferPackagesInput) (*bodyOutput[transfer.Page[transfer.TransferPackage]], error) {
+	page, err := h.Service.TransferPackages(ctx, listParams{in.Limit, in.Offset, in.Site, in.From, in.To}.query(in.State))
 	if err != nil {
 		return nil, err
-	}
-	page, err := h.Store.TransferPackages(ctx, q)
-	if err != nil {
-		return nil, h.problemOf(ctx, "transfer packages", err)
 	}
 	return out(page), nil
 }
@@ -162,10 +108,10 @@ type historyInput struct {
 	ID   int64     `path:"operation_id" minimum:"1"`
 }
 
-func (h *Handlers) failureHistory(ctx context.Context, in *historyInput) (*bodyOutput[postgres.FailureHistory], error) {
-	hist, err := h.Store.FailureHistory(ctx, transfer.Kind(in.Type), in.ID)
+func (h *Handlers) failureHistory(ctx context.Context, in *historyInput) (*bodyOutput[transfer.FailureHistory], error) {
+	hist, err := h.Service.FailureHistory(ctx, transfer.Kind(in.Type), in.ID)
 	if err != nil {
-		return nil, h.problemOf(ctx, string(in.Type)+" operation", err)
+		return nil, err
 	}
 	return out(hist), nil
 }
@@ -183,16 +129,13 @@ type resetInput struct {
 }
 
 func (h *Handlers) resetOperation(ctx context.Context, in *resetInput) (*bodyOutput[transfer.Operation], error) {
-	p, err := admin(ctx)
+	c, err := caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	op, err := h.Store.Reset(ctx, transfer.Kind(in.Kind), in.ID, p.Username, in.Reason, in.DryRun)
+	op, err := h.Service.Reset(ctx, c, transfer.Kind(in.Kind), in.ID, in.Reason, in.DryRun)
 	if err != nil {
-		return nil, h.problemOf(ctx, string(in.Kind)+" operation", err)
-	}
-	if !in.DryRun {
-		h.Waker.Wake()
+		return nil, err
 	}
 	return out(op), nil
 }
@@ -211,13 +154,13 @@ type resetAllInput struct {
 }
 
 func (h *Handlers) resetAllFailed(ctx context.Context, in *resetAllInput) (*bodyOutput[ResetAll], error) {
-	p, err := admin(ctx)
+	c, err := caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	ids, err := h.Store.ResetAllFailed(ctx, transfer.Kind(in.Kind), p.Username, in.Reason, in.DryRun)
+	ids, err := h.Service.ResetAllFailed(ctx, c, transfer.Kind(in.Kind), in.Reason, in.DryRun)
 	if err != nil {
-		return nil, h.problemOf(ctx, "reset", err)
+		return nil, err
 	}
 	return out(ResetAll{IDs: ids, Count: len(ids), DryRun: in.DryRun}), nil
 }
@@ -228,29 +171,29 @@ type legacyResetInput struct {
 	Reason string `query:"reason" maxLength:"1000" doc:"Why; kept in the history with the caller's username."`
 }
 
-func (h *Handlers) resetLegacy(kind postgres.LegacyKind) func(context.Context, *legacyResetInput) (*bodyOutput[postgres.LegacyReset], error) {
-	return func(ctx context.Context, in *legacyResetInput) (*bodyOutput[postgres.LegacyReset], error) {
-		p, err := admin(ctx)
+func (h *Handlers) resetLegacy(kind transfer.LegacyKind) func(context.Context, *legacyResetInput) (*bodyOutput[transfer.LegacyReset], error) {
+	return func(ctx context.Context, in *legacyResetInput) (*bodyOutput[transfer.LegacyReset], error) {
+		c, err := caller(ctx)
 		if err != nil {
 			return nil, err
 		}
-		res, err := h.Store.ResetLegacy(ctx, kind, in.ID, p.Username, in.Reason, in.DryRun)
+		res, err := h.Service.ResetLegacy(ctx, c, kind, in.ID, in.Reason, in.DryRun)
 		if err != nil {
-			return nil, h.problemOf(ctx, string(kind)+" row", err)
+			return nil, err
 		}
 		return out(res), nil
 	}
 }
 
-func (h *Handlers) resetAllLegacy(kind postgres.LegacyKind) func(context.Context, *resetParams) (*bodyOutput[postgres.LegacyResetAll], error) {
-	return func(ctx context.Context, in *resetParams) (*bodyOutput[postgres.LegacyResetAll], error) {
-		p, err := admin(ctx)
+func (h *Handlers) resetAllLegacy(kind transfer.LegacyKind) func(context.Context, *resetParams) (*bodyOutput[transfer.LegacyResetAll], error) {
+	return func(ctx context.Context, in *resetParams) (*bodyOutput[transfer.LegacyResetAll], error) {
+		c, err := caller(ctx)
 		if err != nil {
 			return nil, err
 		}
-		res, err := h.Store.ResetAllLegacy(ctx, kind, p.Username, in.Reason, in.DryRun)
+		res, err := h.Service.ResetAllLegacy(ctx, c, kind, in.Reason, in.DryRun)
 		if err != nil {
-			return nil, h.problemOf(ctx, "reset", err)
+			return nil, err
 		}
 		return out(res), nil
 	}
@@ -258,7 +201,7 @@ func (h *Handlers) resetAllLegacy(kind postgres.LegacyKind) func(context.Context
 
 // Reconciled is the body of the reconcile routes.
 type Reconciled struct {
-	Changes []postgres.StateChange `json:"changes" doc:"Each package whose stored state changed: {package_id, from, to}."`
+	Changes []transfer.StateChange `json:"changes" doc:"Each package whose stored state changed: {package_id, from, to}."`
 	Count   int                    `json:"count"`
 }
 
@@ -267,27 +210,29 @@ type packageIDInput struct {
 }
 
 func (h *Handlers) reconcileOne(ctx context.Context, in *packageIDInput) (*bodyOutput[Reconciled], error) {
-	if _, err := admin(ctx); err != nil {
+	c, err := caller(ctx)
+	if err != nil {
 		return nil, err
 	}
 	id, err := uuid.Parse(in.ID)
 	if err != nil {
-		return nil, huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: "path.id", Message: "not a UUID", Value: in.ID})
+		return nil, problem.Field("path.id", "not a UUID", in.ID)
 	}
-	changes, err := h.Reconciler.ReconcileOne(ctx, id)
+	changes, err := h.Service.Reconcile(ctx, c, id)
 	if err != nil {
-		return nil, h.problemOf(ctx, "raw data package in the transfer pipeline", err)
+		return nil, err
 	}
 	return out(Reconciled{Changes: changes, Count: len(changes)}), nil
 }
 
 func (h *Handlers) reconcileInconsistent(ctx context.Context, _ *struct{}) (*bodyOutput[Reconciled], error) {
-	if _, err := admin(ctx); err != nil {
+	c, err := caller(ctx)
+	if err != nil {
 		return nil, err
 	}
-	changes, err := h.Reconciler.ReconcileInconsistent(ctx)
+	changes, err := h.Service.ReconcileInconsistent(ctx, c)
 	if err != nil {
-		return nil, h.problemOf(ctx, "reconcile", err)
+		return nil, err
 	}
 	return out(Reconciled{Changes: changes, Count: len(changes)}), nil
 }
@@ -301,29 +246,29 @@ type stagingBody struct {
 // stagingCreated is the answer of a staging request: 201 with the job's path in Location.
 type stagingCreated struct {
 	Location string `header:"Location" doc:"The created staging job: /api/transfer/staging/{id}."`
-	Body     postgres.StagingJob
+	Body     transfer.StagingJob
 }
 
 func (h *Handlers) requestStaging(ctx context.Context, in *struct{ Body stagingBody }) (*stagingCreated, error) {
-	p, err := caller(ctx)
+	c, err := caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	job, err := h.Store.CreateStaging(ctx, p.Username, in.Body.RawDataPackageIDs, in.Body.Destination, in.Body.Reason)
+	job, err := h.Service.RequestStaging(ctx, c, transfer.StagingRequest{Packages: in.Body.RawDataPackageIDs, Destination: in.Body.Destination, Reason: in.Body.Reason})
 	if err != nil {
-		return nil, h.problemOf(ctx, "staging", err)
+		return nil, err
 	}
 	return &stagingCreated{Location: "/api/transfer/staging/" + strconv.FormatInt(job.ID, 10), Body: job}, nil
 }
 
 func (h *Handlers) getStaging(ctx context.Context, in *struct {
 	ID int64 `path:"id" minimum:"1" doc:"The staging job's id (from the Location of its request)."`
-}) (*struct{ Body postgres.StagingJob }, error) {
-	job, err := h.Store.StagingJobByID(ctx, in.ID)
+}) (*struct{ Body transfer.StagingJob }, error) {
+	job, err := h.Service.GetStaging(ctx, in.ID)
 	if err != nil {
-		return nil, h.problemOf(ctx, "staging job", err)
+		return nil, err
 	}
-	return &struct{ Body postgres.StagingJob }{Body: job}, nil
+	return &struct{ Body transfer.StagingJob }{Body: job}, nil
 }
 
 // ---- agent API ----
@@ -346,34 +291,18 @@ type Claimed struct {
 	Items []transfer.Operation `json:"items"`
 }
 
-// holder is the lease holder name of an agent request.
-func holder(p *authn.Principal, agent string) string {
-	if agent == "" {
-		return p.Username
-	}
-	return p.Username + "/" + agent
-}
-
 func (h *Handlers) claim(ctx context.Context, in *struct{ Body claimBody }) (*bodyOutput[Claimed], error) {
-	p, err := caller(ctx)
+	c, err := caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	kinds := make([]transfer.Kind, 0, len(in.Body.Kinds))
-	seen := map[kindName]bool{}
-	for _, k := range in.Body.Kinds {
-		if !seen[k] {
-			seen[k] = true
-			kinds = append(kinds, transfer.Kind(k))
-		}
+	kinds := make([]transfer.Kind, len(in.Body.Kinds))
+	for i, k := range in.Body.Kinds {
+		kinds[i] = transfer.Kind(k)
 	}
-	max := in.Body.Max
-	if max == 0 {
-		max = 1
-	}
-	ops, err := h.Claimer.Claim(ctx, postgres.ClaimRequest{Holder: holder(p, in.Body.Agent), Kinds: kinds, Site: in.Body.Site, Max: max})
+	ops, err := h.Service.Claim(ctx, transfer.ClaimRequest{Holder: transfer.Holder(c.Name, in.Body.Agent), Kinds: kinds, Site: in.Body.Site, Max: in.Body.Max})
 	if err != nil {
-		return nil, h.problemOf(ctx, "claim", err)
+		return nil, err
 	}
 	return out(Claimed{Items: ops}), nil
 }
@@ -388,7 +317,7 @@ type heartbeatInput struct {
 }
 
 func (h *Handlers) heartbeat(ctx context.Context, in *heartbeatInput) (*bodyOutput[transfer.Operation], error) {
-	p, err := caller(ctx)
+	c, err := caller(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -396,9 +325,9 @@ func (h *Handlers) heartbeat(ctx context.Context, in *heartbeatInput) (*bodyOutp
 	if in.Body != nil {
 		agent = in.Body.Agent
 	}
-	op, err := h.Store.Heartbeat(ctx, in.ID, holder(p, agent))
+	op, err := h.Service.Heartbeat(ctx, in.ID, transfer.Holder(c.Name, agent))
 	if err != nil {
-		return nil, h.problemOf(ctx, "operation", err)
+		return nil, err
 	}
 	return out(op), nil
 }
@@ -421,19 +350,18 @@ type completeInput struct {
 }
 
 func (h *Handlers) complete(ctx context.Context, in *completeInput) (*bodyOutput[transfer.Operation], error) {
-	p, err := caller(ctx)
+	c, err := caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	copies := make([]postgres.Copy, len(in.Body.PhysicalCopies))
-	for i, c := range in.Body.PhysicalCopies {
-		copies[i] = postgres.Copy{Location: c.Location, Path: c.Path}
+	copies := make([]transfer.Copy, len(in.Body.PhysicalCopies))
+	for i, pc := range in.Body.PhysicalCopies {
+		copies[i] = transfer.Copy{Location: pc.Location, Path: pc.Path}
 	}
-	op, err := h.Completer.Complete(ctx, postgres.CompleteRequest{ID: in.ID, Holder: holder(p, in.Body.Agent), Bytes: in.Body.Bytes, Checksum: in.Body.Checksum, Copies: copies})
+	op, err := h.Service.Complete(ctx, transfer.CompleteRequest{ID: in.ID, Holder: transfer.Holder(c.Name, in.Body.Agent), Bytes: in.Body.Bytes, Checksum: in.Body.Checksum, Copies: copies})
 	if err != nil {
-		return nil, h.problemOf(ctx, "operation", err)
+		return nil, err
 	}
-	h.Waker.Wake()
 	return out(op), nil
 }
 
@@ -451,15 +379,15 @@ type failInput struct {
 }
 
 func (h *Handlers) fail(ctx context.Context, in *failInput) (*bodyOutput[transfer.Operation], error) {
-	p, err := caller(ctx)
+	c, err := caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	op, err := h.Store.Fail(ctx, in.ID, holder(p, in.Body.Agent), postgres.Failure{
+	op, err := h.Service.Fail(ctx, in.ID, transfer.Holder(c.Name, in.Body.Agent), transfer.Failure{
 		ErrorType: in.Body.ErrorType, Message: in.Body.Message, Retryable: in.Body.Retryable, LogPath: in.Body.LogPath,
 	})
 	if err != nil {
-		return nil, h.problemOf(ctx, "operation", err)
+		return nil, err
 	}
 	return out(op), nil
 }

@@ -1,37 +1,32 @@
-// Package httpapi is the transfer service's HTTP surface: SPEC §4.1 under /api/transfer, the
-// movers' agent API and staging requests.
+// Package httpapi is the transfer service's HTTP surface under /api/transfer (docs/api.md): the
+// reads, resets and reconcile, staging requests, the movers' agent API and the overview
+// WebSocket. Each handler decodes its request, calls one use case of transfer.Service and
+// encodes the answer; the errors the use cases return are problems as they are.
 package httpapi
 
 import (
-	"log/slog"
 	"net/http"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/obsops/obsops/pkg/authn"
-	"github.com/obsops/obsops/services/transfer/engine"
+	"github.com/obsops/obsops/services/transfer"
 	"github.com/obsops/obsops/services/transfer/live"
-	"github.com/obsops/obsops/services/transfer/postgres"
 )
 
 // Handlers serves the transfer routes.
 type Handlers struct {
-	Auth       *authn.Authenticator // rules come from the access table, pkg/authn/access.go
-	Store      *postgres.Store
-	Claimer    *postgres.Claimer   // serves concurrent agent claims together
-	Completer  *postgres.Completer // completes concurrent agent completes together
-	Reconciler *engine.Reconciler
-	Waker      *engine.Waker // asks the planner for a round after a complete or reset
-	Hub        *live.Hub
-	Log        *slog.Logger
+	Auth    *authn.Authenticator // rules come from the access table, pkg/authn/access.go
+	Service *transfer.Service    // the use cases
+	Hub     *live.Hub            // the overview WebSocket
 }
 
 // Register adds every route of the transfer service: the huma operations on api, the WebSocket
 // on app.
 func Register(api huma.API, app *fiber.App, h *Handlers) {
 	tags := []string{"Transfer"}
-	// ---- Reads (SPEC §4.1) ----
+	// ---- Reads ----
 	huma.Register(api, h.Auth.Op(huma.Operation{
 		OperationID: "transfer-overview", Method: http.MethodGet, Path: "/api/transfer/overview",
 		Summary: "Transfer statistics", Tags: tags,
@@ -58,7 +53,7 @@ func Register(api huma.API, app *fiber.App, h *Handlers) {
 			"when, reason), oldest first. 422 for an unknown operation type, 404 for an unknown id.",
 	}), h.failureHistory)
 
-	// ---- Resets and reconcile (admin; SPEC §3) ----
+	// ---- Resets and reconcile (admin) ----
 	huma.Register(api, h.Auth.Op(huma.Operation{
 		OperationID: "reset-operation", Method: http.MethodPost, Path: "/api/transfer/operation/{kind}/{id}/reset",
 		Summary: "Reset a failed operation", Tags: tags, Errors: []int{404, 409, 422},
@@ -87,23 +82,23 @@ func Register(api huma.API, app *fiber.App, h *Handlers) {
 		Summary: "Reset a failed transfer (legacy shim)", Tags: tags, Errors: []int{404, 409, 422},
 		Description: "Resets the FAILED operation rows behind the legacy data_transfer row (its transfer and unpack " +
 			"operations, found by foreign key). The legacy row's own status and counters are not touched. 409 when none is FAILED.",
-	}), h.resetLegacy(postgres.LegacyDataTransfer))
+	}), h.resetLegacy(transfer.LegacyDataTransfer))
 	huma.Register(api, h.Auth.Op(huma.Operation{
 		OperationID: "reset-long-term-archive", Method: http.MethodPost, Path: "/api/transfer/long-term-archive/{id}/reset",
 		Summary: "Reset a failed archive transfer (legacy shim)", Tags: tags, Errors: []int{404, 409, 422},
 		Description: "Resets the FAILED long_term_archive operation behind the legacy long_term_archive_transfer row. " +
 			"The legacy row's own status and counters are not touched.",
-	}), h.resetLegacy(postgres.LegacyLongTermArchive))
+	}), h.resetLegacy(transfer.LegacyLongTermArchive))
 	huma.Register(api, h.Auth.Op(huma.Operation{
 		OperationID: "reset-all-data-transfers", Method: http.MethodPost, Path: "/api/transfer/data-transfer/reset-all-failed",
 		Summary: "Reset all failed transfers (legacy shim)", Tags: tags,
 		Description: "Resets the FAILED operations behind every legacy data_transfer row; answers the legacy ids.",
-	}), h.resetAllLegacy(postgres.LegacyDataTransfer))
+	}), h.resetAllLegacy(transfer.LegacyDataTransfer))
 	huma.Register(api, h.Auth.Op(huma.Operation{
 		OperationID: "reset-all-long-term-archives", Method: http.MethodPost, Path: "/api/transfer/long-term-archive/reset-all-failed",
 		Summary: "Reset all failed archive transfers (legacy shim)", Tags: tags,
 		Description: "Resets the FAILED operations behind every legacy long_term_archive_transfer row; answers the legacy ids.",
-	}), h.resetAllLegacy(postgres.LegacyLongTermArchive))
+	}), h.resetAllLegacy(transfer.LegacyLongTermArchive))
 
 	// ---- Staging requests (any user) ----
 	huma.Register(api, h.Auth.Op(huma.Operation{

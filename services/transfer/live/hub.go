@@ -23,8 +23,6 @@ import (
 	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/pkg/problem"
 	"github.com/obsops/obsops/services/transfer"
-	"github.com/obsops/obsops/services/transfer/engine"
-	"github.com/obsops/obsops/services/transfer/postgres"
 )
 
 // sendBuffer is how many messages may wait for a slow client before it is dropped.
@@ -33,9 +31,14 @@ const sendBuffer = 16
 // writeTimeout bounds one write to a client.
 const writeTimeout = 10 * time.Second
 
+// OverviewSource answers the overview a new client's snapshot shows (transfer.Service).
+type OverviewSource interface {
+	Overview(ctx context.Context) (*transfer.Overview, error)
+}
+
 // Hub tracks this replica's overview WebSocket clients.
 type Hub struct {
-	Store      *postgres.Store
+	Overviews  OverviewSource
 	Redis      *redis.Client
 	Log        *slog.Logger
 	Heartbeat  time.Duration
@@ -65,8 +68,8 @@ type client struct {
 func (c *client) close() { c.once.Do(func() { close(c.closed) }) }
 
 // NewHub returns a hub registering its metrics with reg.
-func NewHub(store *postgres.Store, rdb *redis.Client, log *slog.Logger, heartbeat time.Duration, maxPerUser int, reg prometheus.Registerer) *Hub {
-	h := &Hub{Store: store, Redis: rdb, Log: log, Heartbeat: heartbeat, MaxPerUser: maxPerUser,
+func NewHub(overviews OverviewSource, rdb *redis.Client, log *slog.Logger, heartbeat time.Duration, maxPerUser int, reg prometheus.Registerer) *Hub {
+	h := &Hub{Overviews: overviews, Redis: rdb, Log: log, Heartbeat: heartbeat, MaxPerUser: maxPerUser,
 		clients: map[*client]struct{}{}, perUser: map[string]int{},
 		open:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "obsops_transfer_ws_clients", Help: "Open overview WebSocket connections."}),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "obsops_transfer_ws_dropped_total", Help: "Overview WebSocket clients dropped for not reading."}),
@@ -80,7 +83,7 @@ func NewHub(store *postgres.Store, rdb *redis.Client, log *slog.Logger, heartbea
 // Run receives updates from Redis and fans them out until ctx ends (resubscribing after errors).
 func (h *Hub) Run(ctx context.Context) {
 	for ctx.Err() == nil {
-		sub := h.Redis.Subscribe(ctx, engine.OverviewChannel)
+		sub := h.Redis.Subscribe(ctx, transfer.OverviewChannel)
 		ch := sub.Channel(redis.WithChannelSize(1024))
 	recv:
 		for {
@@ -260,14 +263,15 @@ func appendHeartbeat(b []byte, seq int64, at time.Time) []byte {
 func (h *Hub) snapshot(c *client) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	counts, seq, err := h.Store.Counts(ctx)
+	o, err := h.Overviews.Overview(ctx)
 	if err != nil {
 		return err
 	}
-	if s := h.lastSeq.Load(); s > seq {
-		seq = s
+	if s := h.lastSeq.Load(); s > o.Seq {
+		o.Seq = s
 	}
-	b, err := json.Marshal(engine.Message{Type: "snapshot", Overview: transfer.BuildOverview(counts, seq, time.Now())})
+	seq := o.Seq
+	b, err := json.Marshal(transfer.Message{Type: "snapshot", Overview: o})
 	if err != nil {
 		return err
 	}

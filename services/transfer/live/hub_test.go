@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/obsops/obsops/pkg/authn"
-	"github.com/obsops/obsops/services/transfer/engine"
+	"github.com/obsops/obsops/services/transfer"
 	"github.com/obsops/obsops/services/transfer/internal/transfertest"
 	"github.com/obsops/obsops/services/transfer/live"
 )
@@ -26,7 +26,7 @@ import (
 func TestSlowReaderDroppedOthersUnaffected(t *testing.T) {
 	e := transfertest.New(t)
 	reg := prometheus.NewRegistry()
-	hub := live.NewHub(e.Store, e.RDB, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Hour, 8, reg)
+	hub := live.NewHub(e.Service, e.RDB, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Hour, 8, reg)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go hub.Run(ctx)
@@ -86,7 +86,7 @@ func TestSlowReaderDroppedOthersUnaffected(t *testing.T) {
 	pad := strings.Repeat("x", 16<<10)
 	for i := 1; i <= n; i++ {
 		b, _ := json.Marshal(map[string]any{"type": "update", "seq": i, "pad": pad})
-		require.NoError(t, e.RDB.Publish(ctx, engine.OverviewChannel, b).Err())
+		require.NoError(t, e.RDB.Publish(ctx, transfer.OverviewChannel, b).Err())
 		if i%10 == 0 {
 			time.Sleep(10 * time.Millisecond)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/obsops/obsops/pkg/groupcommit"
+	"github.com/obsops/obsops/pkg/problem"
 	"github.com/obsops/obsops/services/transfer"
 )
 
@@ -48,17 +49,9 @@ const claimSQL = `
 	  LEFT JOIN data_locations dst ON dst.id = o.destination_location_id
 	 ORDER BY o.k, o.id`
 
-// ClaimRequest is one mover's claim: up to Max due PENDING operations of Kinds (served in that
-// order) at Site (any site when empty), leased to Holder.
-type ClaimRequest struct {
-	Holder string
-	Kinds  []transfer.Kind
-	Site   string
-	Max    int
-}
-
-// key says which claims can share a statement: the same kinds in the same order at the same site.
-func (r ClaimRequest) key() string {
+// claimGroup says which claims can share a statement: the same kinds in the same order at the
+// same site.
+func claimGroup(r transfer.ClaimRequest) string {
 	var b strings.Builder
 	b.WriteString(r.Site)
 	for _, k := range r.Kinds {
@@ -74,7 +67,7 @@ func (r ClaimRequest) key() string {
 // round trip) that leases, appends the history entries and answers the leased operations, sorted
 // by id.
 func (s *Store) Claim(ctx context.Context, holder string, kinds []transfer.Kind, site string, max int) ([]transfer.Operation, error) {
-	res, err := s.ClaimAll(ctx, kinds, site, []ClaimRequest{{Holder: holder, Kinds: kinds, Site: site, Max: max}})
+	res, err := s.ClaimAll(ctx, kinds, site, []transfer.ClaimRequest{{Holder: holder, Kinds: kinds, Site: site, Max: max}})
 	if err != nil {
 		return nil, err
 	}
@@ -85,13 +78,13 @@ func (s *Store) Claim(ctx context.Context, holder string, kinds []transfer.Kind,
 // other (claim 1 first): each kind is one statement for all of them (claimSQL), a claim of several
 // kinds taking from the next kind only what the ones before could not give it (all kinds in one
 // transaction). Each claim gets at most its Max, its own lease holder and history entries, and its
-// operations sorted by id. An unknown site is an InputError. On an error nothing was leased.
-func (s *Store) ClaimAll(ctx context.Context, kinds []transfer.Kind, site string, reqs []ClaimRequest) ([][]transfer.Operation, error) {
+// operations sorted by id. An unknown site is a problem.FieldError (body.site). On an error nothing was leased.
+func (s *Store) ClaimAll(ctx context.Context, kinds []transfer.Kind, site string, reqs []transfer.ClaimRequest) ([][]transfer.Operation, error) {
 	return s.claimAll(ctx, kinds, site, reqs, nil)
 }
 
 // claimAll is ClaimAll; with marks, a claim of one kind starts its scan where marks say.
-func (s *Store) claimAll(ctx context.Context, kinds []transfer.Kind, site string, reqs []ClaimRequest, marks *claimMarks) ([][]transfer.Operation, error) {
+func (s *Store) claimAll(ctx context.Context, kinds []transfer.Kind, site string, reqs []transfer.ClaimRequest, marks *claimMarks) ([][]transfer.Operation, error) {
 	st, err := s.prepared(ctx, claimSQL)
 	if err != nil {
 		return nil, err
@@ -176,14 +169,14 @@ func (s *Store) claimAll(ctx context.Context, kinds []transfer.Kind, site string
 	return out, nil
 }
 
-// checkSite returns an InputError unless site names a site.
+// checkSite returns a problem.FieldError (body.site) unless site names a site.
 func (s *Store) checkSite(ctx context.Context, q queryer, site string) error {
 	var ok bool
 	if err := sqlx.GetContext(ctx, q, &ok, `SELECT EXISTS (SELECT 1 FROM sites WHERE name = $1)`, site); err != nil {
 		return err
 	}
 	if !ok {
-		return &transfer.InputError{Field: "body.site", Message: "no such site", Value: site}
+		return problem.Field("body.site", "no such site", site)
 	}
 	return nil
 }
@@ -284,7 +277,7 @@ type claimRound struct {
 
 type pendingClaim struct {
 	ctx context.Context
-	req ClaimRequest
+	req transfer.ClaimRequest
 	ops []transfer.Operation
 	err error
 }
@@ -294,7 +287,7 @@ const claimTimeout = 30 * time.Second
 
 // Claim leases up to req.Max operations to req.Holder, in a round with the claims waiting at the
 // same time (Store.Claim has the semantics).
-func (c *Claimer) Claim(ctx context.Context, req ClaimRequest) ([]transfer.Operation, error) {
+func (c *Claimer) Claim(ctx context.Context, req transfer.ClaimRequest) ([]transfer.Operation, error) {
 	p := &pendingClaim{ctx: ctx, req: req}
 	if _, err := c.rounds.Join(ctx, func(r *claimRound) { r.claims = append(r.claims, p) }, c.run); err != nil {
 		return nil, err
@@ -316,7 +309,7 @@ func (c *Claimer) run(r *claimRound) error {
 			p.err = err
 			continue
 		}
-		k := p.req.key()
+		k := claimGroup(p.req)
 		if byKey[k] == nil {
 			order = append(order, k)
 		}
@@ -324,12 +317,12 @@ func (c *Claimer) run(r *claimRound) error {
 	}
 	for _, k := range order {
 		ps := byKey[k]
-		reqs := make([]ClaimRequest, len(ps))
+		reqs := make([]transfer.ClaimRequest, len(ps))
 		for i, p := range ps {
 			reqs[i] = p.req
 		}
 		res, err := c.Store.claimAll(ctx, reqs[0].Kinds, reqs[0].Site, reqs, &c.marks)
-		var input *transfer.InputError
+		var input *problem.FieldError
 		if err != nil && len(ps) > 1 && !errors.As(err, &input) {
 			for _, p := range ps {
 				p.ops, p.err = c.Store.Claim(ctx, p.req.Holder, p.req.Kinds, p.req.Site, p.req.Max)

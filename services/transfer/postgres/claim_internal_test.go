@@ -30,7 +30,7 @@ func TestClaimRoundFailureAndGoneCallers(t *testing.T) {
 	gone, cancel := context.WithCancel(context.Background())
 	cancel()
 	claim := func(ctx context.Context, holder string) *pendingClaim {
-		return &pendingClaim{ctx: ctx, req: ClaimRequest{Holder: holder, Kinds: kinds, Max: 3}}
+		return &pendingClaim{ctx: ctx, req: transfer.ClaimRequest{Holder: holder, Kinds: kinds, Max: 3}}
 	}
 	good, bad, left, late := claim(context.Background(), "a"), claim(context.Background(), "b\x00"), claim(gone, "c"), claim(context.Background(), "d")
 	require.NoError(t, c.run(&claimRound{claims: []*pendingClaim{good, bad, left, late}}))

@@ -10,9 +10,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/obsops/obsops/pkg/problem"
 	"github.com/obsops/obsops/services/transfer"
 	"github.com/obsops/obsops/services/transfer/internal/transfertest"
-	"github.com/obsops/obsops/services/transfer/postgres"
 )
 
 // seedOps inserts n PENDING operations of kind at site (ids of sites and locations as seeded by
@@ -45,7 +45,7 @@ func TestClaimerNeverDoubleLeases(t *testing.T) {
 			holder := "mover/" + strconv.Itoa(w)
 			max := 3 + w // claims of different sizes share rounds
 			for {
-				ops, err := e.Claimer.Claim(ctx, postgres.ClaimRequest{Holder: holder, Kinds: kinds, Max: max})
+				ops, err := e.Claimer.Claim(ctx, transfer.ClaimRequest{Holder: holder, Kinds: kinds, Max: max})
 				if err != nil {
 					t.Error(err)
 					return
@@ -104,7 +104,7 @@ func TestClaimerKindsOrderAndSite(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				res[i], errs[i] = e.Claimer.Claim(ctx, postgres.ClaimRequest{Holder: "m" + strconv.Itoa(i), Kinds: kinds, Site: site, Max: max})
+				res[i], errs[i] = e.Claimer.Claim(ctx, transfer.ClaimRequest{Holder: "m" + strconv.Itoa(i), Kinds: kinds, Site: site, Max: max})
 			}()
 		}
 		wg.Wait()
@@ -113,9 +113,9 @@ func TestClaimerKindsOrderAndSite(t *testing.T) {
 
 	res, errs := claimAll("nowhere", 3, 2)
 	for i := range res {
-		var input *transfer.InputError
+		var input *problem.FieldError
 		require.ErrorAs(t, errs[i], &input)
-		require.Equal(t, "body.site", input.Field)
+		require.Equal(t, "body.site", input.Location)
 	}
 
 	// 4 claims of 2 = 8 of the 10: the five raw_data_package operations and three others.
@@ -157,7 +157,7 @@ func TestClaimerLeasesWhatWasCommittedLate(t *testing.T) {
 	seedOps(t, e, transfer.KindRawDataPackage, 1, 200)
 	kinds := []transfer.Kind{transfer.KindRawDataPackage}
 	claim := func() []transfer.Operation {
-		ops, err := e.Claimer.Claim(ctx, postgres.ClaimRequest{Holder: "m", Kinds: kinds, Max: 5})
+		ops, err := e.Claimer.Claim(ctx, transfer.ClaimRequest{Holder: "m", Kinds: kinds, Max: 5})
 		require.NoError(t, err)
 		return ops
 	}

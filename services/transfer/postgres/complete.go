@@ -11,27 +11,13 @@ import (
 
 	"github.com/lib/pq"
 
+	"github.com/obsops/obsops/pkg/problem"
 	"github.com/obsops/obsops/services/transfer"
 )
 
-// Copy is a physical copy a mover reports having made.
-type Copy struct {
-	Location string
-	Path     string
-}
-
-// CompleteRequest is one mover's report of success: operation ID, leased to Holder, moved Bytes
-// with Checksum and made Copies.
-type CompleteRequest struct {
-	ID       int64
-	Holder   string
-	Bytes    int64
-	Checksum string
-	Copies   []Copy
-}
-
-// completeSQL completes a batch in one statement: transfer_complete_batch (migration 00011), which
-// locks the operations, checks each lease, and writes the ok ones set-based (COMPLETED, history,
+// completeSQL completes a batch in one statement: transfer_complete_batch (migration 00011,
+// replaced in 00012), which locks the operations, checks each report as transfer.CheckReport
+// does (its outcome conflict), and writes the ok ones set-based (COMPLETED, history,
 // copies, legacy mirror, the package states their chains decide); joined to each operation as
 // the statement's snapshot saw it (before the call), which CompleteAll then updates as the call
 // updated it; an unknown operation has no row in the answer. $5 holds each request's copies as a
@@ -45,15 +31,15 @@ const completeSQL = `
 	 ORDER BY r.i`
 
 // CompleteResult is the answer to one CompleteRequest: the operation as it is now, or the
-// error (transfer.ErrNotFound, a conflict, an input error naming the copy).
+// error (problem.ErrNotFound, a conflict, a problem.FieldError naming the copy).
 type CompleteResult struct {
 	Op  transfer.Operation
 	Err error
 }
 
 // Complete records holder's successful end of operation id in one round trip.
-func (s *Store) Complete(ctx context.Context, id int64, holder string, bytes int64, checksum string, copies []Copy) (transfer.Operation, error) {
-	res, err := s.CompleteAll(ctx, []CompleteRequest{{ID: id, Holder: holder, Bytes: bytes, Checksum: checksum, Copies: copies}})
+func (s *Store) Complete(ctx context.Context, id int64, holder string, bytes int64, checksum string, copies []transfer.Copy) (transfer.Operation, error) {
+	res, err := s.CompleteAll(ctx, []transfer.CompleteRequest{{ID: id, Holder: holder, Bytes: bytes, Checksum: checksum, Copies: copies}})
 	if err != nil {
 		return transfer.Operation{}, err
 	}
@@ -65,7 +51,7 @@ func (s *Store) Complete(ctx context.Context, id int64, holder string, bytes int
 // ids must be distinct. They are locked in id order, so concurrent batches wait for each other
 // instead of deadlocking on operation rows; a deadlock on package rows (overlapping DTPs) is
 // retried.
-func (s *Store) CompleteAll(ctx context.Context, reqs []CompleteRequest) ([]CompleteResult, error) {
+func (s *Store) CompleteAll(ctx context.Context, reqs []transfer.CompleteRequest) ([]CompleteResult, error) {
 	order := make([]int, len(reqs))
 	for i := range order {
 		order[i] = i
@@ -108,17 +94,13 @@ func (s *Store) CompleteAll(ctx context.Context, reqs []CompleteRequest) ([]Comp
 		return nil, err
 	}
 	out := make([]CompleteResult, len(reqs))
-	for i := range out {
-		out[i].Err = transfer.ErrNotFound // unless answered below
-	}
 	for _, row := range rows {
 		i := order[row.I-1]
 		r := reqs[i]
-		out[i].Err = nil
 		switch row.Outcome {
 		case "ok":
 		case "not_found":
-			out[i].Err = transfer.ErrNotFound
+			out[i].Err = notFound("", r.ID)
 			continue
 		case "conflict":
 			// Status and holder as the call saw them under the lock.
@@ -127,11 +109,11 @@ func (s *Store) CompleteAll(ctx context.Context, reqs []CompleteRequest) ([]Comp
 			if row.Holder.Valid {
 				op.LeaseHolder = &row.Holder.String
 			}
-			out[i].Err = checkLease(op, r.Holder)
+			out[i].Err = transfer.CheckReport(op, r.Holder)
 			continue
 		case "location":
 			c := int(row.Bad.Int64)
-			out[i].Err = &transfer.InputError{Field: fmt.Sprintf("body.physical_copies[%d].location", c), Message: "no such data location", Value: r.Copies[c].Location}
+			out[i].Err = problem.Field(fmt.Sprintf("body.physical_copies[%d].location", c), "no such data location", r.Copies[c].Location)
 			continue
 		default:
 			out[i].Err = fmt.Errorf("transfer_complete_batch: unexpected outcome %q", row.Outcome)
@@ -150,6 +132,11 @@ func (s *Store) CompleteAll(ctx context.Context, reqs []CompleteRequest) ([]Comp
 			op.Checksum = &r.Checksum
 		}
 		out[i].Op = op
+	}
+	for i := range out {
+		if out[i].Err == nil && out[i].Op.ID == 0 { // no row: the operation does not exist
+			out[i].Err = notFound("", reqs[i].ID)
+		}
 	}
 	return out, nil
 }
@@ -177,13 +164,13 @@ type Completer struct {
 const maxBatch = 64
 
 type pendingComplete struct {
-	req  CompleteRequest
+	req  transfer.CompleteRequest
 	res  CompleteResult
 	done chan struct{}
 }
 
 // Complete completes one request, in a batch with whatever else is waiting.
-func (c *Completer) Complete(ctx context.Context, req CompleteRequest) (transfer.Operation, error) {
+func (c *Completer) Complete(ctx context.Context, req transfer.CompleteRequest) (transfer.Operation, error) {
 	p := &pendingComplete{req: req, done: make(chan struct{})}
 	workers := c.Workers
 	if workers <= 0 {
@@ -228,7 +215,7 @@ func (c *Completer) run(ctx context.Context) {
 
 	if len(batch) > 0 {
 		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		reqs := make([]CompleteRequest, len(batch))
+		reqs := make([]transfer.CompleteRequest, len(batch))
 		for i, p := range batch {
 			reqs[i] = p.req
 		}

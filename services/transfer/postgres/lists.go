@@ -4,7 +4,6 @@ import (
 	"context"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/lib/pq"
@@ -12,66 +11,9 @@ import (
 	"github.com/obsops/obsops/services/transfer"
 )
 
-// Page is one page of a list (DESIGN §8).
-type Page[T any] struct {
-	Items  []T `json:"items"`
-	Total  int `json:"total"`
-	Limit  int `json:"limit"`
-	Offset int `json:"offset"`
-}
-
-// ListQuery filters and pages a list.
-type ListQuery struct {
-	State  string     // package state or DTP state; "" any
-	Site   string     // only those with an operation at this site; "" any
-	From   *time.Time // created at or after
-	To     *time.Time // created before
-	Limit  int
-	Offset int
-}
-
-// ChainStep is one operation of a package's chain as lists show it.
-type ChainStep struct {
-	ID          int64           `json:"id" db:"id"`
-	Kind        transfer.Kind   `json:"kind" db:"kind"`
-	Status      transfer.Status `json:"status" db:"status"`
-	RetryCount  int             `json:"retry_count" db:"retry_count"`
-	Site        string          `json:"site" db:"site"`
-	Destination *string         `json:"destination_location" db:"destination_location"`
-	UpdatedAt   time.Time       `json:"updated_at" db:"updated_at"`
-	Owner       string          `json:"-" db:"owner"`
-}
-
-// RawPackage is a row of GET /raw-packages.
-type RawPackage struct {
-	ID                    uuid.UUID             `json:"id" db:"raw_data_package_id"`
-	Name                  string                `json:"name" db:"name"`
-	State                 transfer.PackageState `json:"state" db:"state"`
-	SizeBytes             int64                 `json:"size_bytes" db:"size_bytes"`
-	InstrumentModuleID    *int64                `json:"instrument_module_id" db:"instrument_module_id"`
-	DataTransferPackageID *int64                `json:"data_transfer_package_id" db:"data_transfer_package_id"`
-	FinalizedAt           time.Time             `json:"finalized_at" db:"finalized_at"`
-	StateChangedAt        time.Time             `json:"state_changed_at" db:"state_changed_at"`
-	CreatedAt             time.Time             `json:"created_at" db:"created_at"`
-	Chain                 []ChainStep           `json:"chain" doc:"Its operations: raw_data_package, its DTP's data_transfer_package, transfer and unpack, its long_term_archive and staging, in creation order."`
-}
-
-// TransferPackage is a row of GET /transfer-packages.
-type TransferPackage struct {
-	ID           int64       `json:"id" db:"id"`
-	Name         string      `json:"name" db:"name"`
-	State        string      `json:"state" db:"state"`
-	PackageCount int         `json:"package_count" db:"package_count"`
-	SizeBytes    int64       `json:"size_bytes" db:"size_bytes"`
-	Location     string      `json:"location" db:"location"`
-	CreatedAt    time.Time   `json:"created_at" db:"created_at"`
-	UpdatedAt    time.Time   `json:"updated_at" db:"updated_at"`
-	Chain        []ChainStep `json:"chain" doc:"Its data_transfer_package, transfer and unpack operations, in creation order."`
-}
-
-// where builds the filter shared by both lists; siteExists is the EXISTS clause for a site
+// listFilter builds the filter of q shared by both lists; siteExists is the EXISTS clause for a site
 // filter with $N standing for the site id's placeholder.
-func (q ListQuery) where(args *[]any, siteExists string) string {
+func listFilter(q transfer.ListQuery, args *[]any, siteExists string) string {
 	var conds []string
 	add := func(v any) string {
 		*args = append(*args, v)
@@ -105,10 +47,10 @@ func (s *Store) SiteExists(ctx context.Context, name string) (bool, error) {
 const chainColumns = `o.id, o.kind, o.status, o.retry_count, s.name AS site, dst.name AS destination_location, o.updated_at`
 
 // RawPackages lists packages in the pipeline, newest first, each with its chain.
-func (s *Store) RawPackages(ctx context.Context, q ListQuery) (Page[RawPackage], error) {
-	page := Page[RawPackage]{Items: []RawPackage{}, Limit: q.Limit, Offset: q.Offset}
+func (s *Store) RawPackages(ctx context.Context, q transfer.ListQuery) (transfer.Page[transfer.RawPackage], error) {
+	page := transfer.Page[transfer.RawPackage]{Items: []transfer.RawPackage{}, Limit: q.Limit, Offset: q.Offset}
 	var args []any
-	where := q.where(&args, `EXISTS (SELECT 1 FROM operations o WHERE o.site_id = $N AND
+	where := listFilter(q, &args, `EXISTS (SELECT 1 FROM operations o WHERE o.site_id = $N AND
 		(o.raw_data_package_id = x.raw_data_package_id OR o.data_transfer_package_id = x.data_transfer_package_id))`)
 	if err := s.DB.GetContext(ctx, &page.Total, `SELECT count(*) FROM package_states x WHERE `+where, args...); err != nil {
 		return page, err
@@ -127,7 +69,7 @@ func (s *Store) RawPackages(ctx context.Context, q ListQuery) (Page[RawPackage],
 	for i, p := range page.Items {
 		ids[i] = p.ID
 	}
-	var steps []ChainStep
+	var steps []transfer.ChainStep
 	if err := s.DB.SelectContext(ctx, &steps, `
 		SELECT `+chainColumns+`, x.raw_data_package_id::text AS owner FROM package_states x
 		  JOIN operations o ON o.raw_data_package_id = x.raw_data_package_id
@@ -141,24 +83,24 @@ func (s *Store) RawPackages(ctx context.Context, q ListQuery) (Page[RawPackage],
 		ORDER BY id`, uuids(ids)); err != nil {
 		return page, err
 	}
-	byOwner := map[string][]ChainStep{}
+	byOwner := map[string][]transfer.ChainStep{}
 	for _, st := range steps {
 		byOwner[st.Owner] = append(byOwner[st.Owner], st)
 	}
 	for i := range page.Items {
 		page.Items[i].Chain = byOwner[page.Items[i].ID.String()]
 		if page.Items[i].Chain == nil {
-			page.Items[i].Chain = []ChainStep{}
+			page.Items[i].Chain = []transfer.ChainStep{}
 		}
 	}
 	return page, nil
 }
 
 // TransferPackages lists data transfer packages, newest first, each with its chain.
-func (s *Store) TransferPackages(ctx context.Context, q ListQuery) (Page[TransferPackage], error) {
-	page := Page[TransferPackage]{Items: []TransferPackage{}, Limit: q.Limit, Offset: q.Offset}
+func (s *Store) TransferPackages(ctx context.Context, q transfer.ListQuery) (transfer.Page[transfer.TransferPackage], error) {
+	page := transfer.Page[transfer.TransferPackage]{Items: []transfer.TransferPackage{}, Limit: q.Limit, Offset: q.Offset}
 	var args []any
-	where := q.where(&args, `EXISTS (SELECT 1 FROM operations o WHERE o.site_id = $N AND o.data_transfer_package_id = x.id)`)
+	where := listFilter(q, &args, `EXISTS (SELECT 1 FROM operations o WHERE o.site_id = $N AND o.data_transfer_package_id = x.id)`)
 	if err := s.DB.GetContext(ctx, &page.Total, `SELECT count(*) FROM data_transfer_packages x WHERE `+where, args...); err != nil {
 		return page, err
 	}
@@ -176,21 +118,21 @@ func (s *Store) TransferPackages(ctx context.Context, q ListQuery) (Page[Transfe
 	for i, p := range page.Items {
 		ids[i] = p.ID
 	}
-	var steps []ChainStep
+	var steps []transfer.ChainStep
 	if err := s.DB.SelectContext(ctx, &steps, `
 		SELECT `+chainColumns+`, o.data_transfer_package_id::text AS owner FROM operations o
 		  JOIN sites s ON s.id = o.site_id LEFT JOIN data_locations dst ON dst.id = o.destination_location_id
 		 WHERE o.data_transfer_package_id = ANY($1) ORDER BY o.id`, pq.Array(ids)); err != nil {
 		return page, err
 	}
-	byOwner := map[string][]ChainStep{}
+	byOwner := map[string][]transfer.ChainStep{}
 	for _, st := range steps {
 		byOwner[st.Owner] = append(byOwner[st.Owner], st)
 	}
 	for i := range page.Items {
 		page.Items[i].Chain = byOwner[strconv.FormatInt(page.Items[i].ID, 10)]
 		if page.Items[i].Chain == nil {
-			page.Items[i].Chain = []ChainStep{}
+			page.Items[i].Chain = []transfer.ChainStep{}
 		}
 	}
 	return page, nil

@@ -27,8 +27,8 @@ type Store struct {
 	Lease time.Duration
 	// MaxRetries is max_retries of new operations.
 	MaxRetries int
-	// Backoff and BackoffMax shape the wait after retryable failures (transfer.Backoff).
-	Backoff, BackoffMax time.Duration
+	// Retry decides what a failed attempt does to an operation (failLocked applies it).
+	Retry transfer.RetryPolicy
 
 	stmtMu sync.Mutex
 	stmts  map[string]*sqlx.Stmt // the agent API's statements, prepared once (see prepared)
@@ -98,9 +98,17 @@ func (s *Store) operation(ctx context.Context, q queryer, kind transfer.Kind, id
 	var op transfer.Operation
 	err := sqlx.GetContext(ctx, q, &op, `SELECT `+opColumns+opFrom+` WHERE o.id = $1 AND ($2 = '' OR o.kind = $2)`, id, string(kind))
 	if errors.Is(err, sql.ErrNoRows) {
-		return op, transfer.ErrNotFound
+		return op, notFound(kind, id)
 	}
 	return op, err
+}
+
+// notFound is the error for an unknown operation (kind "": of any kind).
+func notFound(kind transfer.Kind, id int64) error {
+	if kind == "" {
+		return transfer.NotFound("operation", id)
+	}
+	return transfer.NotFound(string(kind)+" operation", id)
 }
 
 // lockOperation locks one operation row for a change and returns its current state.
@@ -108,7 +116,7 @@ func (s *Store) lockOperation(ctx context.Context, tx *sqlx.Tx, kind transfer.Ki
 	var op transfer.Operation
 	err := tx.GetContext(ctx, &op, `SELECT `+opColumns+opFrom+` WHERE o.id = $1 AND ($2 = '' OR o.kind = $2) FOR UPDATE OF o`, id, string(kind))
 	if errors.Is(err, sql.ErrNoRows) {
-		return op, transfer.ErrNotFound
+		return op, notFound(kind, id)
 	}
 	return op, err
 }
@@ -137,21 +145,6 @@ func retryable(err error) bool {
 
 func seconds(d time.Duration) float64 { return d.Seconds() }
 
-// checkLease returns an error unless op is IN_PROGRESS and leased to holder.
-func checkLease(op transfer.Operation, holder string) error {
-	if op.Status != transfer.StatusInProgress {
-		return &transfer.StatusConflictError{ID: op.ID, Kind: op.Kind, Current: op.Status, Want: "only an IN_PROGRESS operation can be reported on (claim it first)"}
-	}
-	if op.LeaseHolder == nil || *op.LeaseHolder != holder {
-		h := ""
-		if op.LeaseHolder != nil {
-			h = *op.LeaseHolder
-		}
-		return &transfer.LeaseConflictError{ID: op.ID, Holder: h}
-	}
-	return nil
-}
-
 // Heartbeat extends holder's lease of operation id: one statement that updates the row only
 // while it is IN_PROGRESS and leased to holder and answers it. Only when it updated nothing is
 // the operation read again, to say why (not found, not IN_PROGRESS, leased to another).
@@ -179,7 +172,7 @@ func (s *Store) Heartbeat(ctx context.Context, id int64, holder string) (transfe
 		if err != nil {
 			return transfer.Operation{}, err
 		}
-		if err := checkLease(cur, holder); err != nil {
+		if err := transfer.CheckReport(cur, holder); err != nil {
 			return transfer.Operation{}, err
 		}
 		// Leased to holder again between the two statements (expired and claimed anew): again.
@@ -187,24 +180,16 @@ func (s *Store) Heartbeat(ctx context.Context, id int64, holder string) (transfe
 	return transfer.Operation{}, errors.New("heartbeat: the operation kept changing; try again")
 }
 
-// Failure is a failed attempt as a mover reports it.
-type Failure struct {
-	ErrorType string
-	Message   string
-	Retryable bool
-	LogPath   string
-}
-
-// Fail records holder's failed attempt at operation id: back to PENDING with backoff while
-// retries remain and the failure is retryable, else FAILED.
-func (s *Store) Fail(ctx context.Context, id int64, holder string, f Failure) (transfer.Operation, error) {
+// Fail records holder's failed attempt at operation id; s.Retry decides what it leads to
+// (transfer.RetryPolicy.NextAfterFailure).
+func (s *Store) Fail(ctx context.Context, id int64, holder string, f transfer.Failure) (transfer.Operation, error) {
 	var op transfer.Operation
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		cur, err := s.lockOperation(ctx, tx, "", id)
 		if err != nil {
 			return err
 		}
-		if err := checkLease(cur, holder); err != nil {
+		if err := transfer.CheckReport(cur, holder); err != nil {
 			return err
 		}
 		if err := s.failLocked(ctx, tx, cur, f, holder); err != nil {
@@ -216,17 +201,12 @@ func (s *Store) Fail(ctx context.Context, id int64, holder string, f Failure) (t
 	return op, err
 }
 
-// failLocked applies a failure to a locked IN_PROGRESS operation.
-func (s *Store) failLocked(ctx context.Context, tx *sqlx.Tx, cur transfer.Operation, f Failure, actor string) error {
-	to, event, retry := transfer.StatusFailed, "failed", cur.RetryCount
-	var wait time.Duration
-	if f.Retryable && cur.RetryCount < cur.MaxRetries {
-		to, event, retry = transfer.StatusPending, "retry", cur.RetryCount+1
-		wait = transfer.Backoff(s.Backoff, s.BackoffMax, retry)
-	}
-	if f.ErrorType == transfer.ErrorTypeStalled {
-		event = "stalled"
-	}
+// failLocked writes failure f of a locked IN_PROGRESS operation as s.Retry decides it
+// (transfer.RetryPolicy.NextAfterFailure): the operation's new status, retry count and next
+// attempt, its history entry and failure record, the legacy mirror of a final failure and the
+// package states it affects.
+func (s *Store) failLocked(ctx context.Context, tx *sqlx.Tx, cur transfer.Operation, f transfer.Failure, actor string) error {
+	next := s.Retry.NextAfterFailure(cur, f)
 	var historyID int64
 	err := tx.GetContext(ctx, &historyID, `
 		WITH u AS (
@@ -235,7 +215,7 @@ func (s *Store) failLocked(ctx context.Context, tx *sqlx.Tx, cur transfer.Operat
 			 WHERE id = $1 RETURNING id, attempt, retry_count)
 		INSERT INTO operation_history (operation_id, event, from_status, to_status, actor, error, attempt, retry_count)
 		SELECT id, $7, 'IN_PROGRESS', $2, $8, $5 || ': ' || $6, attempt, retry_count FROM u RETURNING id`,
-		cur.ID, string(to), retry, seconds(wait), f.ErrorType, f.Message, event, actor)
+		cur.ID, string(next.Status), next.RetryCount, seconds(next.Wait), f.ErrorType, f.Message, next.Event, actor)
 	if err != nil {
 		return err
 	}
@@ -245,7 +225,7 @@ func (s *Store) failLocked(ctx context.Context, tx *sqlx.Tx, cur transfer.Operat
 		cur.ID, historyID, cur.Attempt, f.ErrorType, f.Message, f.Retryable, f.LogPath, actor); err != nil {
 		return err
 	}
-	if to == transfer.StatusFailed {
+	if next.Status == transfer.StatusFailed {
 		if err := mirrorLegacy(ctx, tx, cur, "failed"); err != nil {
 			return err
 		}
@@ -273,8 +253,9 @@ func mirrorLegacy(ctx context.Context, tx *sqlx.Tx, op transfer.Operation, statu
 	return err
 }
 
-// ExpireLeases turns IN_PROGRESS operations whose lease expired into failures of type stalled
-// (retryable: they go back to PENDING while retries remain). It returns how many it expired.
+// ExpireLeases turns IN_PROGRESS operations whose lease expired into their
+// transfer.StalledFailure (retryable: they go back to PENDING while retries remain). It returns
+// how many it expired.
 func (s *Store) ExpireLeases(ctx context.Context, limit int) (int, error) {
 	n := 0
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
@@ -289,12 +270,7 @@ func (s *Store) ExpireLeases(ctx context.Context, limit int) (int, error) {
 			return err
 		}
 		for _, op := range ops {
-			holder := ""
-			if op.LeaseHolder != nil {
-				holder = *op.LeaseHolder
-			}
-			msg := fmt.Sprintf("lease of %s expired at %s without a heartbeat", holder, op.LeaseExpiresAt.UTC().Format(time.RFC3339))
-			if err := s.failLocked(ctx, tx, op, Failure{ErrorType: transfer.ErrorTypeStalled, Message: msg, Retryable: true}, "planner"); err != nil {
+			if err := s.failLocked(ctx, tx, op, transfer.StalledFailure(op), "planner"); err != nil {
 				return err
 			}
 		}
@@ -304,9 +280,9 @@ func (s *Store) ExpireLeases(ctx context.Context, limit int) (int, error) {
 	return n, err
 }
 
-// Reset turns FAILED operation (kind, id) back into PENDING with retry_count + 1, its lease and
-// error cleared and a history entry naming actor and reason. dryRun changes nothing and answers
-// what the operation would become.
+// Reset turns FAILED operation (kind, id) into transfer.AfterReset of it (transfer.CheckReset
+// says which can be), with a history entry naming actor and reason. dryRun changes nothing and
+// answers what the operation would become.
 func (s *Store) Reset(ctx context.Context, kind transfer.Kind, id int64, actor, reason string, dryRun bool) (transfer.Operation, error) {
 	var op transfer.Operation
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
@@ -314,11 +290,11 @@ func (s *Store) Reset(ctx context.Context, kind transfer.Kind, id int64, actor, 
 		if err != nil {
 			return err
 		}
-		if cur.Status != transfer.StatusFailed {
-			return &transfer.StatusConflictError{ID: id, Kind: cur.Kind, Current: cur.Status, Want: "only a FAILED operation can be reset"}
+		if err := transfer.CheckReset(cur); err != nil {
+			return err
 		}
 		if dryRun {
-			op = wouldReset(cur)
+			op = transfer.AfterReset(cur)
 			return nil
 		}
 		if _, err := s.resetIDs(ctx, tx, []int64{id}, actor, reason); err != nil {
@@ -330,15 +306,8 @@ func (s *Store) Reset(ctx context.Context, kind transfer.Kind, id int64, actor, 
 	return op, err
 }
 
-func wouldReset(op transfer.Operation) transfer.Operation {
-	op.Status = transfer.StatusPending
-	op.RetryCount++
-	op.LeaseHolder, op.LeaseExpiresAt, op.LastError, op.LastErrorType = nil, nil, nil, nil
-	return op
-}
-
-// resetIDs resets the FAILED operations among ids (locked by the caller) and refreshes the
-// packages they belong to; it returns the ids it reset.
+// resetIDs resets the FAILED operations among ids (locked by the caller) as transfer.AfterReset
+// says, in one statement, and refreshes the packages they belong to; it returns the ids it reset.
 func (s *Store) resetIDs(ctx context.Context, tx *sqlx.Tx, ids []int64, actor, reason string) ([]int64, error) {
 	var done []int64
 	if err := tx.SelectContext(ctx, &done, `
@@ -377,27 +346,11 @@ func (s *Store) ResetAllFailed(ctx context.Context, kind transfer.Kind, actor, r
 	return ids, err
 }
 
-// LegacyKind names the two legacy row types with reset shims.
-type LegacyKind string
-
-// Legacy row types.
-const (
-	LegacyDataTransfer    LegacyKind = "data_transfer"
-	LegacyLongTermArchive LegacyKind = "long_term_archive"
-)
-
-// LegacyReset is the answer of a legacy shim reset of one row.
-type LegacyReset struct {
-	ID         int64                `json:"id" doc:"The legacy row's id."`
-	DryRun     bool                 `json:"dry_run"`
-	Operations []transfer.Operation `json:"operations" doc:"The operation rows behind the legacy row that were reset (or would be, with dry_run)."`
-}
-
 // legacyOps returns the operation ids behind a legacy row (locked), or ErrNotFound.
-func legacyOps(ctx context.Context, tx *sqlx.Tx, kind LegacyKind, id int64) ([]int64, error) {
+func legacyOps(ctx context.Context, tx *sqlx.Tx, kind transfer.LegacyKind, id int64) ([]int64, error) {
 	var ids []int64
 	var err error
-	if kind == LegacyDataTransfer {
+	if kind == transfer.LegacyDataTransfer {
 		var row struct {
 			T int64         `db:"transfer_operation_id"`
 			U sql.NullInt64 `db:"unpack_operation_id"`
@@ -413,7 +366,7 @@ func legacyOps(ctx context.Context, tx *sqlx.Tx, kind LegacyKind, id int64) ([]i
 		ids = append(ids, op)
 	}
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, transfer.ErrNotFound
+		return nil, transfer.NotFound(string(kind)+" row", id)
 	}
 	if err != nil {
 		return nil, err
@@ -425,8 +378,8 @@ func legacyOps(ctx context.Context, tx *sqlx.Tx, kind LegacyKind, id int64) ([]i
 // ResetLegacy resets the FAILED operation rows behind legacy row (kind, id), found by foreign
 // key; the legacy row's own columns are left as they are. 409 (StatusConflictError) when none of
 // them is FAILED.
-func (s *Store) ResetLegacy(ctx context.Context, kind LegacyKind, id int64, actor, reason string, dryRun bool) (LegacyReset, error) {
-	res := LegacyReset{ID: id, DryRun: dryRun, Operations: []transfer.Operation{}}
+func (s *Store) ResetLegacy(ctx context.Context, kind transfer.LegacyKind, id int64, actor, reason string, dryRun bool) (transfer.LegacyReset, error) {
+	res := transfer.LegacyReset{ID: id, DryRun: dryRun, Operations: []transfer.Operation{}}
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		ids, err := legacyOps(ctx, tx, kind, id)
 		if err != nil {
@@ -441,7 +394,7 @@ func (s *Store) ResetLegacy(ctx context.Context, kind LegacyKind, id int64, acto
 			if op.Status == transfer.StatusFailed {
 				failed = append(failed, op.ID)
 				if dryRun {
-					res.Operations = append(res.Operations, wouldReset(op))
+					res.Operations = append(res.Operations, transfer.AfterReset(op))
 				}
 			}
 		}
@@ -472,17 +425,9 @@ func statusList(ops []transfer.Operation) string {
 	return out
 }
 
-// LegacyResetAll is the answer of a legacy reset-all-failed shim.
-type LegacyResetAll struct {
-	IDs          []int64 `json:"ids" doc:"Legacy rows whose operations were reset (or would be, with dry_run)."`
-	Count        int     `json:"count"`
-	DryRun       bool    `json:"dry_run"`
-	OperationIDs []int64 `json:"operation_ids" doc:"The operation rows reset."`
-}
-
 // ResetAllLegacy resets the FAILED operations behind every legacy row of kind.
-func (s *Store) ResetAllLegacy(ctx context.Context, kind LegacyKind, actor, reason string, dryRun bool) (LegacyResetAll, error) {
-	res := LegacyResetAll{IDs: []int64{}, OperationIDs: []int64{}, DryRun: dryRun}
+func (s *Store) ResetAllLegacy(ctx context.Context, kind transfer.LegacyKind, actor, reason string, dryRun bool) (transfer.LegacyResetAll, error) {
+	res := transfer.LegacyResetAll{IDs: []int64{}, OperationIDs: []int64{}, DryRun: dryRun}
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		var rows []struct {
 			ID int64 `db:"id"`
@@ -490,7 +435,7 @@ func (s *Store) ResetAllLegacy(ctx context.Context, kind LegacyKind, actor, reas
 		}
 		q := `SELECT l.id, o.id AS op FROM long_term_archive_transfers l JOIN operations o ON o.id = l.operation_id
 		       WHERE o.status = 'FAILED' ORDER BY o.id FOR UPDATE OF o`
-		if kind == LegacyDataTransfer {
+		if kind == transfer.LegacyDataTransfer {
 			q = `SELECT d.id, o.id AS op FROM data_transfers d JOIN operations o ON o.id IN (d.transfer_operation_id, d.unpack_operation_id)
 			      WHERE o.status = 'FAILED' ORDER BY o.id FOR UPDATE OF o`
 		}
@@ -515,40 +460,13 @@ func (s *Store) ResetAllLegacy(ctx context.Context, kind LegacyKind, actor, reas
 	return res, err
 }
 
-// HistoryEvent is one entry of an operation's failure history: an attempt, a failure, a reset.
-type HistoryEvent struct {
-	At         time.Time `json:"at" db:"at"`
-	Event      string    `json:"event" db:"event" doc:"created, claimed, completed, failed, retry, stalled or reset."`
-	From       *string   `json:"from" db:"from_status"`
-	To         string    `json:"to" db:"to_status"`
-	Actor      string    `json:"actor" db:"actor" doc:"Username of an admin (reset), the mover's lease holder, or planner."`
-	Reason     *string   `json:"reason,omitempty" db:"reason"`
-	Attempt    int       `json:"attempt" db:"attempt"`
-	RetryCount int       `json:"retry_count" db:"retry_count"`
-	ErrorType  *string   `json:"error_type,omitempty" db:"error_type"`
-	Message    *string   `json:"message,omitempty" db:"message"`
-	Retryable  *bool     `json:"retryable,omitempty" db:"retryable"`
-	LogPath    *string   `json:"log_path,omitempty" db:"log_path"`
-}
-
-// FailureHistory is the durable failure trail of one operation.
-type FailureHistory struct {
-	OperationID   int64           `json:"operation_id"`
-	OperationType transfer.Kind   `json:"operation_type"`
-	CurrentStatus transfer.Status `json:"current_status"`
-	RetryCount    int             `json:"retry_count"`
-	MaxRetries    int             `json:"max_retries"`
-	Failures      int             `json:"failures" doc:"Failed attempts recorded (mover reports and stalls)."`
-	Events        []HistoryEvent  `json:"events" doc:"Every attempt, failure and reset, oldest first."`
-}
-
 // FailureHistory returns the history of operation (kind, id).
-func (s *Store) FailureHistory(ctx context.Context, kind transfer.Kind, id int64) (FailureHistory, error) {
+func (s *Store) FailureHistory(ctx context.Context, kind transfer.Kind, id int64) (transfer.FailureHistory, error) {
 	op, err := s.Operation(ctx, kind, id)
 	if err != nil {
-		return FailureHistory{}, err
+		return transfer.FailureHistory{}, err
 	}
-	h := FailureHistory{OperationID: op.ID, OperationType: op.Kind, CurrentStatus: op.Status, RetryCount: op.RetryCount, MaxRetries: op.MaxRetries, Events: []HistoryEvent{}}
+	h := transfer.FailureHistory{OperationID: op.ID, OperationType: op.Kind, CurrentStatus: op.Status, RetryCount: op.RetryCount, MaxRetries: op.MaxRetries, Events: []transfer.HistoryEvent{}}
 	err = s.DB.SelectContext(ctx, &h.Events, `
 		SELECT h.at, h.event, h.from_status, h.to_status,
 		       h.actor, h.reason, h.attempt, h.retry_count, f.error_type, f.message, f.retryable, f.log_path

@@ -11,27 +11,21 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
+	"github.com/obsops/obsops/pkg/problem"
 	"github.com/obsops/obsops/services/transfer"
 )
 
-// deriveSQL computes each package's lifecycle state from its operation chain (DESIGN §6) with
-// transfer_derived_state (migration 00010, the one definition of the rules: ARCHIVED, else FAILED,
-// else TRANSFERRING, else WAITING). %s is the WHERE clause choosing the packages (alias p).
+// deriveSQL computes each package's lifecycle state from its operation chain with
+// transfer_derived_state (migration 00010, the one definition of the rule; see
+// transfer.PackageState). %s is the WHERE clause choosing the packages (alias p).
 const deriveSQL = `
 SELECT p.raw_data_package_id AS id, p.state AS current,
   transfer_derived_state(p.raw_data_package_id, p.data_transfer_package_id) AS derived
 FROM package_states p WHERE %s`
 
-// StateChange is one package whose stored state was recomputed: {package_id, from, to}.
-type StateChange struct {
-	PackageID uuid.UUID             `json:"package_id" db:"id"`
-	From      transfer.PackageState `json:"from" db:"current"`
-	To        transfer.PackageState `json:"to" db:"derived"`
-}
-
 // refreshPackages stores the derived state of the packages chosen by where (with args) and
 // returns the ones that changed.
-func refreshPackages(ctx context.Context, q queryer, where string, args ...any) ([]StateChange, error) {
+func refreshPackages(ctx context.Context, q queryer, where string, args ...any) ([]transfer.StateChange, error) {
 	// Lock the rows first, in one order, in a statement of their own: concurrent refreshes of
 	// overlapping packages (a DTP's members) then wait for each other instead of deadlocking.
 	if _, err := q.ExecContext(ctx, `SELECT 1 FROM package_states p WHERE `+where+
@@ -42,8 +36,8 @@ func refreshPackages(ctx context.Context, q queryer, where string, args ...any) 
 }
 
 // deriveAndStore stores the derived states (the rows are locked by the caller, or it is one row).
-func deriveAndStore(ctx context.Context, q queryer, where string, args ...any) ([]StateChange, error) {
-	changes := []StateChange{}
+func deriveAndStore(ctx context.Context, q queryer, where string, args ...any) ([]transfer.StateChange, error) {
+	changes := []transfer.StateChange{}
 	err := sqlx.SelectContext(ctx, q, &changes, `
 		WITH d AS MATERIALIZED (`+fmt.Sprintf(deriveSQL, where)+`)
 		UPDATE package_states p SET state = d.derived, state_changed_at = now(), updated_at = now()
@@ -53,7 +47,7 @@ func deriveAndStore(ctx context.Context, q queryer, where string, args ...any) (
 }
 
 // refreshForOperation refreshes the packages whose chain includes op.
-func refreshForOperation(ctx context.Context, q queryer, op transfer.Operation) ([]StateChange, error) {
+func refreshForOperation(ctx context.Context, q queryer, op transfer.Operation) ([]transfer.StateChange, error) {
 	if op.RawDataPackageID != nil && op.DataTransferPackageID == nil {
 		return deriveAndStore(ctx, q, `p.raw_data_package_id = $1`, *op.RawDataPackageID) // one row: no lock order to keep
 	}
@@ -61,7 +55,7 @@ func refreshForOperation(ctx context.Context, q queryer, op transfer.Operation) 
 }
 
 // refreshForOperations refreshes the packages whose chains include the operations ids.
-func refreshForOperations(ctx context.Context, q queryer, ids []int64) ([]StateChange, error) {
+func refreshForOperations(ctx context.Context, q queryer, ids []int64) ([]transfer.StateChange, error) {
 	return refreshPackages(ctx, q, `p.raw_data_package_id IN (
 		SELECT o.raw_data_package_id FROM operations o WHERE o.id = ANY($1) AND o.raw_data_package_id IS NOT NULL
 		UNION
@@ -71,8 +65,8 @@ func refreshForOperations(ctx context.Context, q queryer, ids []int64) ([]StateC
 
 // Reconcile recomputes the stored state of the packages ids and returns those that changed.
 // Unknown ids are ignored.
-func (s *Store) Reconcile(ctx context.Context, ids []uuid.UUID) ([]StateChange, error) {
-	var changes []StateChange
+func (s *Store) Reconcile(ctx context.Context, ids []uuid.UUID) ([]transfer.StateChange, error) {
+	var changes []transfer.StateChange
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		var err error
 		changes, err = refreshPackages(ctx, tx, `p.raw_data_package_id = ANY($1::uuid[])`, uuids(ids))
@@ -185,25 +179,22 @@ func (s *Store) EnterWatermark(ctx context.Context, margin time.Duration) (*time
 	return t, err
 }
 
-type readyPackage struct {
-	ID    uuid.UUID `db:"id"`
-	Op    int64     `db:"op"` // its raw_data_package operation
-	Size  int64     `db:"size_bytes"`
-	Ready time.Time `db:"completed_at"`
-	Now   time.Time `db:"now"` // the database's clock, for the age rule
+// readyRow is a transfer.ReadyPackage as Group reads it, with the database's clock.
+type readyRow struct {
+	transfer.ReadyPackage
+	Now time.Time `db:"now"` // for the age rule
 }
 
 // Group puts packages whose raw_data_package operation completed and that belong to no DTP yet
-// into data transfer packages: a DTP is made whenever the oldest ones add up to targetBytes,
-// and the rest become one DTP once the oldest of them has waited maxWait. Each DTP gets its
+// into data transfer packages as g decides (transfer.Grouping.Groups), each with its
 // data_transfer_package operation. It returns the number of DTPs made. The ready packages are
 // the completed raw_data_package operations not yet advanced (grouped), read in completion order
 // from their partial index (migration 00011): the read costs what is waiting, not what was done.
-func (s *Store) Group(ctx context.Context, targetBytes int64, maxWait time.Duration, limit int) (int, error) {
-	var ready []readyPackage
+func (s *Store) Group(ctx context.Context, g transfer.Grouping, limit int) (int, error) {
+	var rows []readyRow
 	// The package's size by primary key per ready operation (a subquery, so PostgreSQL cannot
 	// turn it into a hash join over every package without a DTP).
-	if err := s.DB.SelectContext(ctx, &ready, `
+	if err := s.DB.SelectContext(ctx, &rows, `
 		SELECT r.id, r.op, r.size_bytes, r.completed_at, r.now FROM (
 			SELECT o.raw_data_package_id AS id, o.completed_at, o.id AS op, now() AS now,
 			       (SELECT p.size_bytes FROM package_states p
@@ -214,22 +205,16 @@ func (s *Store) Group(ctx context.Context, targetBytes int64, maxWait time.Durat
 		 WHERE r.size_bytes IS NOT NULL ORDER BY r.completed_at, r.op`, limit); err != nil {
 		return 0, err
 	}
-	made := 0
-	var group []readyPackage
-	var size int64
-	for _, p := range ready {
-		group = append(group, p)
-		size += p.Size
-		if size >= targetBytes {
-			if err := s.makeDTP(ctx, group, size); err != nil {
-				return made, err
-			}
-			made++
-			group, size = nil, 0
-		}
+	if len(rows) == 0 {
+		return 0, nil
 	}
-	if len(group) > 0 && group[0].Now.Sub(group[0].Ready) >= maxWait {
-		if err := s.makeDTP(ctx, group, size); err != nil {
+	ready := make([]transfer.ReadyPackage, len(rows))
+	for i, r := range rows {
+		ready[i] = r.ReadyPackage
+	}
+	made := 0
+	for _, group := range g.Groups(ready, rows[0].Now) {
+		if err := s.makeDTP(ctx, group); err != nil {
 			return made, err
 		}
 		made++
@@ -239,10 +224,12 @@ func (s *Store) Group(ctx context.Context, targetBytes int64, maxWait time.Durat
 
 // makeDTP makes one DTP of group (transfer_make_dtp, migration 00013: one call, the package
 // rows locked in one order and written once, rows found by key).
-func (s *Store) makeDTP(ctx context.Context, group []readyPackage, size int64) error {
+func (s *Store) makeDTP(ctx context.Context, group []transfer.ReadyPackage) error {
 	ids, ops := make([]uuid.UUID, len(group)), make([]int64, len(group))
+	var size int64
 	for i, p := range group {
 		ids[i], ops[i] = p.ID, p.Op
+		size += p.Size
 	}
 	buf, err := firstLocation(ctx, s.DB, "buffer")
 	if err != nil {
@@ -294,6 +281,9 @@ func (s *Store) advance(ctx context.Context, tx *sqlx.Tx, id int64) error {
 	if err != nil {
 		return err
 	}
+	// The DTP state change this completion may make (transfer.DTPStateAfter); the statements
+	// below ask the rows whether it is the last of its kind.
+	from, to, _ := transfer.DTPStateAfter(transfer.Kind(op.Kind))
 	switch transfer.Kind(op.Kind) {
 	case transfer.KindDataTransferPackage:
 		archives, err := locationsByRole(ctx, tx, "long_term_archive")
@@ -312,7 +302,7 @@ func (s *Store) advance(ctx context.Context, tx *sqlx.Tx, id int64) error {
 				return err
 			}
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE data_transfer_packages SET state = 'BUILT', updated_at = now() WHERE id = $1 AND state = 'BUILDING'`, op.DTP); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE data_transfer_packages SET state = $3, updated_at = now() WHERE id = $1 AND state = $2`, op.DTP, string(from), string(to)); err != nil {
 			return err
 		}
 	case transfer.KindTransfer:
@@ -326,9 +316,9 @@ func (s *Store) advance(ctx context.Context, tx *sqlx.Tx, id int64) error {
 			 WHERE d.data_transfer_package_id = $1 AND d.destination_location_id = $2`, op.DTP, op.Dest, s.MaxRetries); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE data_transfer_packages SET state = 'TRANSFERRED', updated_at = now()
-			WHERE id = $1 AND state = 'BUILT'
-			  AND NOT EXISTS (SELECT 1 FROM operations o WHERE o.data_transfer_package_id = $1 AND o.kind = 'transfer' AND o.status <> 'COMPLETED')`, op.DTP); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE data_transfer_packages SET state = $3, updated_at = now()
+			WHERE id = $1 AND state = $2
+			  AND NOT EXISTS (SELECT 1 FROM operations o WHERE o.data_transfer_package_id = $1 AND o.kind = 'transfer' AND o.status <> 'COMPLETED')`, op.DTP, string(from), string(to)); err != nil {
 			return err
 		}
 	case transfer.KindUnpack:
@@ -344,11 +334,11 @@ func (s *Store) advance(ctx context.Context, tx *sqlx.Tx, id int64) error {
 			SELECT raw_data_package_id, $2, id FROM op`, op.DTP, op.Dest, s.MaxRetries); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE data_transfer_packages SET state = 'UNPACKED', updated_at = now()
-			WHERE id = $1 AND state = 'TRANSFERRED'
+		if _, err := tx.ExecContext(ctx, `UPDATE data_transfer_packages SET state = $3, updated_at = now()
+			WHERE id = $1 AND state = $2
 			  AND NOT EXISTS (SELECT 1 FROM operations o WHERE o.data_transfer_package_id = $1 AND o.kind IN ('transfer', 'unpack') AND o.status <> 'COMPLETED')
 			  AND (SELECT count(*) FROM operations o WHERE o.data_transfer_package_id = $1 AND o.kind = 'unpack')
-			    = (SELECT count(*) FROM operations o WHERE o.data_transfer_package_id = $1 AND o.kind = 'transfer')`, op.DTP); err != nil {
+			    = (SELECT count(*) FROM operations o WHERE o.data_transfer_package_id = $1 AND o.kind = 'transfer')`, op.DTP, string(from), string(to)); err != nil {
 			return err
 		}
 	}
@@ -359,24 +349,16 @@ func (s *Store) advance(ctx context.Context, tx *sqlx.Tx, id int64) error {
 	return err
 }
 
-// StagingJob is a staging request and its operations.
-type StagingJob struct {
-	ID          int64                `json:"id"`
-	RequestedBy string               `json:"requested_by"`
-	Destination string               `json:"destination_location"`
-	Operations  []transfer.Operation `json:"operations"`
-}
-
-// StagingJobByID reads a staging job with its operations; transfer.ErrNotFound if there is none.
-func (s *Store) StagingJobByID(ctx context.Context, id int64) (StagingJob, error) {
-	job := StagingJob{ID: id}
+// StagingJobByID reads a staging job with its operations (not found: problem.ErrNotFound).
+func (s *Store) StagingJobByID(ctx context.Context, id int64) (transfer.StagingJob, error) {
+	job := transfer.StagingJob{ID: id}
 	var ids pq.Int64Array
 	err := s.DB.QueryRowContext(ctx, `
 		SELECT j.requested_by, l.name, ARRAY(SELECT o.id FROM operations o WHERE o.staging_job_id = j.id ORDER BY o.id)
 		  FROM staging_jobs j JOIN data_locations l ON l.id = j.destination_location_id WHERE j.id = $1`, id).
 		Scan(&job.RequestedBy, &job.Destination, &ids)
 	if errors.Is(err, sql.ErrNoRows) {
-		return job, transfer.ErrNotFound
+		return job, transfer.NotFound("staging job", id)
 	}
 	if err != nil {
 		return job, err
@@ -388,8 +370,8 @@ func (s *Store) StagingJobByID(ctx context.Context, id int64) (StagingJob, error
 // CreateStaging requests staging of archived packages to a processing location (the first
 // active one when destination is empty): one staging operation per package, from an archive
 // location holding it.
-func (s *Store) CreateStaging(ctx context.Context, actor string, packages []uuid.UUID, destination, reason string) (StagingJob, error) {
-	job := StagingJob{RequestedBy: actor}
+func (s *Store) CreateStaging(ctx context.Context, actor string, packages []uuid.UUID, destination, reason string) (transfer.StagingJob, error) {
+	job := transfer.StagingJob{RequestedBy: actor}
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		var dest location
 		var err error
@@ -399,7 +381,7 @@ func (s *Store) CreateStaging(ctx context.Context, actor string, packages []uuid
 				return err
 			}
 		} else if err = tx.GetContext(ctx, &dest, `SELECT id, site_id, name FROM data_locations WHERE name = $1 AND role = 'processing' AND active`, destination); errors.Is(err, sql.ErrNoRows) {
-			return &transfer.InputError{Field: "body.destination_location", Message: "no active processing location of this name", Value: destination}
+			return problem.Field("body.destination_location", "no active processing location of this name", destination)
 		} else if err != nil {
 			return err
 		}
@@ -415,13 +397,13 @@ func (s *Store) CreateStaging(ctx context.Context, actor string, packages []uuid
 				                   AND o.kind = 'long_term_archive' AND o.status = 'COMPLETED' ORDER BY o.completed_at LIMIT 1) AS src
 				  FROM package_states p WHERE p.raw_data_package_id = $1`, p)
 			if errors.Is(err, sql.ErrNoRows) {
-				return &transfer.InputError{Field: fmt.Sprintf("body.raw_data_package_ids[%d]", i), Message: "no such package in the transfer pipeline", Value: p.String()}
+				return problem.Field(fmt.Sprintf("body.raw_data_package_ids[%d]", i), "no such package in the transfer pipeline", p.String())
 			}
 			if err != nil {
 				return err
 			}
 			if st.State != string(transfer.StateArchived) {
-				return &transfer.InputError{Field: fmt.Sprintf("body.raw_data_package_ids[%d]", i), Message: "package is " + st.State + "; only ARCHIVED packages can be staged", Value: p.String()}
+				return problem.Field(fmt.Sprintf("body.raw_data_package_ids[%d]", i), "package is "+st.State+"; only ARCHIVED packages can be staged", p.String())
 			}
 			if st.Src.Valid {
 				sources[i] = st.Src.Int64

@@ -11,6 +11,7 @@ import (
 	"github.com/lib/pq"
 	"github.com/stretchr/testify/require"
 
+	"github.com/obsops/obsops/pkg/problem"
 	"github.com/obsops/obsops/services/transfer"
 	"github.com/obsops/obsops/services/transfer/internal/transfertest"
 	"github.com/obsops/obsops/services/transfer/postgres"
@@ -96,9 +97,9 @@ func TestPlannerChainIsIdempotent(t *testing.T) {
 
 	// Staging: archived packages only.
 	_, err = e.Store.CreateStaging(ctx, "bob", []uuid.UUID{uuid.New()}, "", "")
-	var input *transfer.InputError
+	var input *problem.FieldError
 	require.ErrorAs(t, err, &input)
-	require.Equal(t, "body.raw_data_package_ids[0]", input.Field)
+	require.Equal(t, "body.raw_data_package_ids[0]", input.Location)
 	job, err := e.Store.CreateStaging(ctx, "bob", ids[:2], "", "analysis")
 	require.NoError(t, err)
 	require.Len(t, job.Operations, 2)
@@ -113,12 +114,12 @@ func TestGroupingByAge(t *testing.T) {
 	transfertest.AddPackages(t, e.DB, 2, 10, "complete")
 	e.Round(t)
 	e.DriveAll(t, "m", transfer.KindRawDataPackage)
-	n, err := e.Store.Group(ctx, 1<<40, time.Hour, 100)
+	n, err := e.Store.Group(ctx, transfer.Grouping{TargetBytes: 1 << 40, MaxWait: time.Hour}, 100)
 	require.NoError(t, err)
 	require.Zero(t, n)
 	_, err = e.DB.Exec(`UPDATE operations SET completed_at = now() - interval '2 hours'`)
 	require.NoError(t, err)
-	n, err = e.Store.Group(ctx, 1<<40, time.Hour, 100)
+	n, err = e.Store.Group(ctx, transfer.Grouping{TargetBytes: 1 << 40, MaxWait: time.Hour}, 100)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	require.Equal(t, 2, count(t, e, `SELECT package_count FROM data_transfer_packages`))
@@ -141,12 +142,12 @@ func TestRetriesBackoffMaxRetriesAndStall(t *testing.T) {
 	require.Equal(t, 1, ops[0].Attempt)
 
 	// Another mover cannot report on it.
-	_, err = e.Store.Fail(ctx, id, "other", postgres.Failure{ErrorType: "x", Message: "y", Retryable: true})
+	_, err = e.Store.Fail(ctx, id, "other", transfer.Failure{ErrorType: "x", Message: "y", Retryable: true})
 	var lease *transfer.LeaseConflictError
 	require.ErrorAs(t, err, &lease)
 
 	for i := 1; i <= 3; i++ {
-		op, err := e.Store.Fail(ctx, id, "m", postgres.Failure{ErrorType: "network", Message: "link down", Retryable: true, LogPath: "/logs/a"})
+		op, err := e.Store.Fail(ctx, id, "m", transfer.Failure{ErrorType: "network", Message: "link down", Retryable: true, LogPath: "/logs/a"})
 		require.NoError(t, err)
 		require.Equal(t, transfer.StatusPending, op.Status)
 		require.Equal(t, i, op.RetryCount)
@@ -157,7 +158,7 @@ func TestRetriesBackoffMaxRetriesAndStall(t *testing.T) {
 		require.NoError(t, err)
 		for _, g := range got {
 			require.NotEqual(t, id, g.ID, "claimed during its backoff")
-			_, err = e.Store.Fail(ctx, g.ID, "m", postgres.Failure{ErrorType: "disk_full", Message: "no space", Retryable: false})
+			_, err = e.Store.Fail(ctx, g.ID, "m", transfer.Failure{ErrorType: "disk_full", Message: "no space", Retryable: false})
 			require.NoError(t, err)
 		}
 		require.Eventually(t, func() bool {
@@ -166,7 +167,7 @@ func TestRetriesBackoffMaxRetriesAndStall(t *testing.T) {
 			return len(got) == 1 && got[0].ID == id
 		}, 5*time.Second, 20*time.Millisecond)
 	}
-	op, err := e.Store.Fail(ctx, id, "m", postgres.Failure{ErrorType: "network", Message: "still down", Retryable: true})
+	op, err := e.Store.Fail(ctx, id, "m", transfer.Failure{ErrorType: "network", Message: "still down", Retryable: true})
 	require.NoError(t, err)
 	require.Equal(t, transfer.StatusFailed, op.Status, "max_retries reached")
 	require.Equal(t, 3, op.RetryCount)
@@ -297,21 +298,21 @@ func TestCompleteRefusalsWriteNothing(t *testing.T) {
 	}
 	before := writes()
 
-	_, err := e.Store.Complete(ctx, id, "m", 1, "", []postgres.Copy{{Location: "cologne-buffer", Path: "a"}, {Location: "nowhere", Path: "b"}})
-	var in *transfer.InputError
+	_, err := e.Store.Complete(ctx, id, "m", 1, "", []transfer.Copy{{Location: "cologne-buffer", Path: "a"}, {Location: "nowhere", Path: "b"}})
+	var in *problem.FieldError
 	require.ErrorAs(t, err, &in)
-	require.Equal(t, "body.physical_copies[1].location", in.Field)
+	require.Equal(t, "body.physical_copies[1].location", in.Location)
 	_, err = e.Store.Complete(ctx, id, "other", 1, "", nil)
 	var lease *transfer.LeaseConflictError
 	require.ErrorAs(t, err, &lease)
 	require.Equal(t, "m", lease.Holder)
 	_, err = e.Store.Complete(ctx, id+1000, "m", 1, "", nil)
-	require.ErrorIs(t, err, transfer.ErrNotFound)
+	require.ErrorIs(t, err, problem.ErrNotFound)
 	require.Equal(t, before, writes())
 	require.Equal(t, "IN_PROGRESS", opStatus(t, e, id))
 
 	// A copy at a long-term archive location archives the package, in the same call.
-	op, err := e.Store.Complete(ctx, id, "m", 7, "sha256:ab", []postgres.Copy{{Location: "cologne-archive", Path: "a"}})
+	op, err := e.Store.Complete(ctx, id, "m", 7, "sha256:ab", []transfer.Copy{{Location: "cologne-archive", Path: "a"}})
 	require.NoError(t, err)
 	require.Equal(t, transfer.StatusCompleted, op.Status)
 	require.Nil(t, op.LeaseHolder)
@@ -428,23 +429,23 @@ func TestCompleterAnswersEachRequest(t *testing.T) {
 	var lease *transfer.LeaseConflictError
 	require.ErrorAs(t, err, &lease)
 	_, err = e.Store.Heartbeat(ctx, ops[len(ops)-1].ID+1000, "m")
-	require.ErrorIs(t, err, transfer.ErrNotFound)
+	require.ErrorIs(t, err, problem.ErrNotFound)
 
 	c := &postgres.Completer{Store: e.Store}
 	type answer struct {
-		req postgres.CompleteRequest
+		req transfer.CompleteRequest
 		op  transfer.Operation
 		err error
 	}
-	var reqs []postgres.CompleteRequest
+	var reqs []transfer.CompleteRequest
 	for i, op := range ops {
-		reqs = append(reqs, postgres.CompleteRequest{ID: op.ID, Holder: "m", Bytes: int64(i), Checksum: "sha256:ab"})
+		reqs = append(reqs, transfer.CompleteRequest{ID: op.ID, Holder: "m", Bytes: int64(i), Checksum: "sha256:ab"})
 	}
 	reqs = append(reqs,
-		postgres.CompleteRequest{ID: ops[0].ID, Holder: "m"},         // twice: one of the two is refused
-		postgres.CompleteRequest{ID: ops[1].ID, Holder: "other"},     // not the holder
-		postgres.CompleteRequest{ID: ops[39].ID + 1000, Holder: "m"}, // unknown
-		postgres.CompleteRequest{ID: ops[2].ID, Holder: "m", Copies: []postgres.Copy{{Location: "nowhere", Path: "x"}}},
+		transfer.CompleteRequest{ID: ops[0].ID, Holder: "m"},         // twice: one of the two is refused
+		transfer.CompleteRequest{ID: ops[1].ID, Holder: "other"},     // not the holder
+		transfer.CompleteRequest{ID: ops[39].ID + 1000, Holder: "m"}, // unknown
+		transfer.CompleteRequest{ID: ops[2].ID, Holder: "m", Copies: []transfer.Copy{{Location: "nowhere", Path: "x"}}},
 	)
 	answers := make([]answer, len(reqs))
 	var wg sync.WaitGroup
@@ -461,7 +462,7 @@ func TestCompleterAnswersEachRequest(t *testing.T) {
 	var conflicts, leases, notFound, inputs int
 	for _, a := range answers {
 		var status *transfer.StatusConflictError
-		var input *transfer.InputError
+		var input *problem.FieldError
 		switch {
 		case a.err == nil:
 			okByID[a.op.ID]++
@@ -472,11 +473,11 @@ func TestCompleterAnswersEachRequest(t *testing.T) {
 			conflicts++
 		case errors.As(a.err, &lease):
 			leases++
-		case errors.Is(a.err, transfer.ErrNotFound):
+		case errors.Is(a.err, problem.ErrNotFound):
 			notFound++
 		case errors.As(a.err, &input):
 			inputs++
-			require.Equal(t, "body.physical_copies[0].location", input.Field)
+			require.Equal(t, "body.physical_copies[0].location", input.Location)
 		default:
 			t.Fatalf("unexpected error %v", a.err)
 		}
@@ -515,19 +516,31 @@ func TestCompleteTouchesPackageStatesOnlyWhenTheyCanChange(t *testing.T) {
 
 	quick, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	op, err := e.Completer.Complete(quick, postgres.CompleteRequest{ID: ops[0].ID, Holder: "m", Bytes: 1})
+	op, err := e.Completer.Complete(quick, transfer.CompleteRequest{ID: ops[0].ID, Holder: "m", Bytes: 1})
 	require.NoError(t, err, "not held up by the package row")
 	require.Equal(t, transfer.StatusCompleted, op.Status)
 
 	done := make(chan error, 1)
 	go func() {
-		_, err := e.Store.Complete(ctx, ops[1].ID, "m", 1, "", []postgres.Copy{{Location: "cologne-archive", Path: "p"}})
+		_, err := e.Store.Complete(ctx, ops[1].ID, "m", 1, "", []transfer.Copy{{Location: "cologne-archive", Path: "p"}})
 		done <- err
 	}()
+	// It waits for the package row: polled until its backend shows up waiting on a lock, and it
+	// must not end before.
+	deadline := time.Now().Add(10 * time.Second)
+	for count(t, e, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) == 0 {
+		select {
+		case err := <-done:
+			t.Fatalf("a complete that archives its package did not wait for the package row: %v", err)
+		default:
+		}
+		require.True(t, time.Now().Before(deadline), "the complete neither ended nor waited on a lock")
+		time.Sleep(10 * time.Millisecond)
+	}
 	select {
 	case err := <-done:
 		t.Fatalf("a complete that archives its package did not wait for the package row: %v", err)
-	case <-time.After(300 * time.Millisecond):
+	default:
 	}
 	require.NoError(t, tx.Rollback())
 	require.NoError(t, <-done)

@@ -1,6 +1,6 @@
 // Package transfertest sets up the real parts transfer tests run against: a fresh migrated
-// PostgreSQL database, a private Redis, the store and engine built on them as cmd/transfer
-// builds them, and finalized raw data packages as ingest leaves them.
+// PostgreSQL database, a private Redis, the service's parts built on them by app.NewCore (as
+// cmd/transfer builds them), and finalized raw data packages as ingest leaves them.
 package transfertest
 
 import (
@@ -18,22 +18,17 @@ import (
 	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/pkg/testenv"
 	"github.com/obsops/obsops/services/transfer"
-	"github.com/obsops/obsops/services/transfer/engine"
-	"github.com/obsops/obsops/services/transfer/postgres"
+	"github.com/obsops/obsops/services/transfer/app"
 )
 
-// Env is one test's database, Redis, store and engine.
+// Env is one test's database and Redis with the service's parts on them (Store, Claimer,
+// Completer, Reconciler, Planner, Waker, Hub, Service, Config: see app.Core).
 type Env struct {
 	DatabaseURL string
 	DB          *sqlx.DB
 	Redis       *testenv.RedisServer
 	RDB         *redis.Client
-	Store       *postgres.Store
-	Claimer     *postgres.Claimer   // on Store, as cmd/transfer builds it
-	Completer   *postgres.Completer // on Store, as cmd/transfer builds it
-	Reconciler  *engine.Reconciler
-	Planner     *engine.Planner
-	Config      *transfer.Config
+	*app.Core
 }
 
 // Config is the configuration tests run with: quick retries, small DTPs, short intervals.
@@ -51,10 +46,10 @@ func New(t testing.TB) *Env {
 	return NewOn(t, testenv.Database(t), testenv.Redis(t))
 }
 
-// NewOn builds the store and engine on an existing database and Redis (e.g. a suite's).
+// NewOn builds the service's parts on an existing database and Redis (e.g. a suite's).
 func NewOn(t testing.TB, databaseURL string, rs *testenv.RedisServer) *Env {
 	t.Helper()
-	e := &Env{DatabaseURL: databaseURL, Redis: rs, Config: Config()}
+	e := &Env{DatabaseURL: databaseURL, Redis: rs}
 	db, err := database.Open(e.DatabaseURL, 20)
 	if err != nil {
 		t.Fatal(err)
@@ -62,11 +57,7 @@ func NewOn(t testing.TB, databaseURL string, rs *testenv.RedisServer) *Env {
 	t.Cleanup(func() { _ = db.Close() })
 	e.DB = db
 	e.RDB = e.Redis.Client()
-	e.Store = &postgres.Store{DB: db, Lease: e.Config.OperationLease, MaxRetries: e.Config.MaxRetries, Backoff: e.Config.RetryBackoff, BackoffMax: e.Config.RetryBackoffMax}
-	e.Claimer = &postgres.Claimer{Store: e.Store}
-	e.Completer = &postgres.Completer{Store: e.Store}
-	e.Reconciler = &engine.Reconciler{Store: e.Store, Redis: e.RDB}
-	e.Planner = engine.NewPlanner(db, e.Store, e.RDB, e.Reconciler, e.Config, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	e.Core = app.NewCore(Config(), app.Parts{DB: db, Redis: e.RDB, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	return e
 }
 
@@ -118,9 +109,9 @@ func (e *Env) DriveAll(t testing.TB, mover string, kinds ...transfer.Kind) int {
 			t.Fatalf("claim: %v", err)
 		}
 		for _, op := range ops {
-			var copies []postgres.Copy
+			var copies []transfer.Copy
 			if op.Kind == transfer.KindLongTermArchive && op.Destination != nil {
-				copies = []postgres.Copy{{Location: *op.Destination, Path: fmt.Sprintf("%s/%d", op.Kind, op.ID)}}
+				copies = []transfer.Copy{{Location: *op.Destination, Path: fmt.Sprintf("%s/%d", op.Kind, op.ID)}}
 			}
 			if _, err := e.Store.Complete(ctx, op.ID, mover, 100, "sha256:ab", copies); err != nil {
 				t.Fatalf("complete %d: %v", op.ID, err)

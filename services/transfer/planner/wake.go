@@ -1,4 +1,4 @@
-package engine
+package planner
 
 import (
 	"context"
@@ -6,6 +6,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 )
+
+// WakeChannel wakes the active planner early (a mover completed an operation, an admin reset
+// one; ingest may publish here when it finalizes a package). The poll every
+// OPS_PLANNER_INTERVAL is the guarantee; a lost wake-up only delays.
+const WakeChannel = "ops:transfer:planner"
 
 // Waker asks the active planner (at whichever replica) for a round soon, on behalf of this
 // replica's requests. Wake never waits: the request that completed an operation does not pay a

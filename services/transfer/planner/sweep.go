@@ -1,4 +1,4 @@
-package engine
+package planner
 
 import (
 	"context"
@@ -9,6 +9,10 @@ import (
 	"github.com/obsops/obsops/services/transfer"
 	"github.com/obsops/obsops/services/transfer/postgres"
 )
+
+// InconsistentSet is the Redis set of the ids of packages whose stored state may differ from
+// their derivation, until reconciled.
+const InconsistentSet = "ops:transfer:inconsistent"
 
 // Reconciler owns the inconsistent set: package ids whose stored lifecycle state may differ from
 // the derivation from their operation chain. Every change the service makes recomputes the
@@ -62,14 +66,15 @@ func (r *Reconciler) Members(ctx context.Context) ([]string, error) {
 }
 
 // ReconcileOne recomputes one package's state and removes it from the set; it answers the
-// change (none when the stored state was right). ErrNotFound for a package not in the pipeline.
-func (r *Reconciler) ReconcileOne(ctx context.Context, id uuid.UUID) ([]postgres.StateChange, error) {
+// change (none when the stored state was right); problem.ErrNotFound for a package not in the
+// pipeline.
+func (r *Reconciler) ReconcileOne(ctx context.Context, id uuid.UUID) ([]transfer.StateChange, error) {
 	ok, err := r.Store.PackageExists(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
-		return nil, transfer.ErrNotFound
+		return nil, transfer.NotFound("raw data package in the transfer pipeline", id)
 	}
 	changes, err := r.Store.Reconcile(ctx, []uuid.UUID{id})
 	if err != nil {
@@ -80,8 +85,8 @@ func (r *Reconciler) ReconcileOne(ctx context.Context, id uuid.UUID) ([]postgres
 
 // ReconcileInconsistent recomputes every package in the set, in batches, removing each batch
 // once recomputed, until the set is empty; it answers the packages that changed.
-func (r *Reconciler) ReconcileInconsistent(ctx context.Context) ([]postgres.StateChange, error) {
-	all := []postgres.StateChange{}
+func (r *Reconciler) ReconcileInconsistent(ctx context.Context) ([]transfer.StateChange, error) {
+	all := []transfer.StateChange{}
 	var cursor uint64
 	for {
 		keys, next, err := r.Redis.SScan(ctx, InconsistentSet, cursor, "", 1000).Result()

@@ -1,11 +1,11 @@
-// Package engine runs the transfer pipeline on top of the store: the planner (one active replica
-// at a time, elected with a PostgreSQL advisory lock), the overview publisher, and the
-// inconsistent-package set in Redis with its sweep and reconcile.
-package engine
+// Package planner runs the transfer pipeline on top of the store: the planner (planner.go; one
+// active replica at a time, elected with a PostgreSQL advisory lock), its wake-ups (wake.go), the
+// overview publisher it runs (overview.go), and the inconsistent-package set in Redis with its
+// periodic sweep and reconcile (sweep.go).
+package planner
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 	"time"
 
@@ -13,22 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/obsops/obsops/pkg/contract"
 	"github.com/obsops/obsops/services/transfer"
 	"github.com/obsops/obsops/services/transfer/postgres"
-)
-
-// Redis names used by the transfer service.
-const (
-	// OverviewChannel carries every overview update to every replica (DESIGN §6).
-	OverviewChannel = contract.TransferOverviewChannel
-	// WakeChannel wakes the active planner early (a mover completed an operation; ingest may
-	// publish here when it finalizes a package). The poll every OPS_PLANNER_INTERVAL is the
-	// guarantee; a lost wake-up only delays.
-	WakeChannel = "ops:transfer:planner"
-	// InconsistentSet holds the ids of packages whose stored state may differ from their
-	// derivation, until reconciled.
-	InconsistentSet = "ops:transfer:inconsistent"
 )
 
 // PlannerLockID is the advisory-lock key held by the active planner ("transfer").
@@ -202,7 +188,7 @@ func (p *Planner) round(ctx context.Context) {
 	p.groupSkipped = time.Since(p.lastGroup) < groupEvery
 	if !p.groupSkipped {
 		p.lastGroup = time.Now()
-		step("group", func() (int, error) { return p.Store.Group(ctx, p.Config.DTPTargetBytes, p.Config.DTPMaxWait, 10*batch) })
+		step("group", func() (int, error) { return p.Store.Group(ctx, p.Config.Grouping(), 10*batch) })
 		step("advance", func() (int, error) { return p.Store.Advance(ctx, batch) })
 	}
 }
@@ -212,60 +198,4 @@ func (p *Planner) round(ctx context.Context) {
 func (p *Planner) RunOnce(ctx context.Context) {
 	p.lastGroup = time.Time{}
 	p.round(ctx)
-}
-
-// publisher folds the counters and publishes an overview update whenever the counts changed,
-// at most once per interval: the one source of seq numbers and of update messages.
-type publisher struct {
-	store *postgres.Store
-	redis *redis.Client
-	log   *slog.Logger
-	last  *transfer.Overview
-}
-
-// Message is a WebSocket message: {type: snapshot|update|heartbeat, seq, ...overview}.
-type Message struct {
-	Type string `json:"type"`
-	*transfer.Overview
-}
-
-func (pub *publisher) run(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		if err := pub.once(ctx); err != nil && ctx.Err() == nil {
-			pub.log.Warn("overview publisher", "error", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-func (pub *publisher) once(ctx context.Context) error {
-	if err := pub.store.FoldCounters(ctx); err != nil {
-		return err
-	}
-	counts, err := pub.store.Counters(ctx)
-	if err != nil {
-		return err
-	}
-	o := transfer.BuildOverview(counts, 0, time.Now())
-	if pub.last != nil && pub.last.SameCounts(o) {
-		return nil
-	}
-	if o.Seq, err = pub.store.NextSeq(ctx); err != nil {
-		return err
-	}
-	b, err := json.Marshal(Message{Type: "update", Overview: o})
-	if err != nil {
-		return err
-	}
-	if err := pub.redis.Publish(ctx, OverviewChannel, b).Err(); err != nil {
-		return err
-	}
-	pub.last = o
-	return nil
 }

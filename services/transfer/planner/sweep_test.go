@@ -1,4 +1,4 @@
-package engine_test
+package planner_test
 
 import (
 	"context"
@@ -7,9 +7,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/obsops/obsops/pkg/problem"
 	"github.com/obsops/obsops/services/transfer"
 	"github.com/obsops/obsops/services/transfer/internal/transfertest"
-	"github.com/obsops/obsops/services/transfer/postgres"
 )
 
 // opOf returns the id of the first operation of kind matching where (with arg).
@@ -29,7 +29,7 @@ func finish(t *testing.T, e *transfertest.Env, id int64, ok bool) {
 	if ok {
 		_, err = e.Store.Complete(ctx, id, "m", 1, "", nil)
 	} else {
-		_, err = e.Store.Fail(ctx, id, "m", postgres.Failure{ErrorType: "broken", Message: "no", Retryable: false})
+		_, err = e.Store.Fail(ctx, id, "m", transfer.Failure{ErrorType: "broken", Message: "no", Retryable: false})
 	}
 	require.NoError(t, err)
 }
@@ -54,7 +54,7 @@ func reconcileCase(t *testing.T, e *transfertest.Env, pkg uuid.UUID, want string
 	require.Equal(t, []string{pkg.String()}, members)
 	changes, err := e.Reconciler.ReconcileOne(ctx, pkg)
 	require.NoError(t, err)
-	require.Equal(t, []postgres.StateChange{{PackageID: pkg, From: transfer.PackageState(wrong), To: transfer.PackageState(want)}}, changes)
+	require.Equal(t, []transfer.StateChange{{PackageID: pkg, From: transfer.PackageState(wrong), To: transfer.PackageState(want)}}, changes)
 	require.Equal(t, want, e.State(t, pkg))
 	members, err = e.Reconciler.Members(ctx)
 	require.NoError(t, err)
@@ -129,12 +129,12 @@ func TestDerivationRulesAndReconcile(t *testing.T) {
 		require.Equal(t, 1, n)
 		changes, err := e.Reconciler.ReconcileInconsistent(ctx)
 		require.NoError(t, err)
-		require.Equal(t, []postgres.StateChange{{PackageID: pkgs[1], From: "WAITING", To: "ARCHIVED"}}, changes)
+		require.Equal(t, []transfer.StateChange{{PackageID: pkgs[1], From: "WAITING", To: "ARCHIVED"}}, changes)
 	})
 
 	t.Run("unknown package", func(t *testing.T) {
 		_, err := e.Reconciler.ReconcileOne(ctx, uuid.New())
-		require.ErrorIs(t, err, transfer.ErrNotFound)
+		require.ErrorIs(t, err, problem.ErrNotFound)
 	})
 }
 

@@ -1,4 +1,4 @@
-package engine_test
+package planner_test
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"github.com/obsops/obsops/services/transfer/engine"
 	"github.com/obsops/obsops/services/transfer/internal/transfertest"
+	"github.com/obsops/obsops/services/transfer/planner"
 )
 
 func gauge(t *testing.T, reg *prometheus.Registry) float64 {
@@ -32,8 +32,8 @@ func TestOnePlannerActiveAndTakeover(t *testing.T) {
 	e := transfertest.New(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	regA, regB := prometheus.NewRegistry(), prometheus.NewRegistry()
-	a := engine.NewPlanner(e.DB, e.Store, e.RDB, e.Reconciler, e.Config, log, regA)
-	b := engine.NewPlanner(e.DB, e.Store, e.RDB, e.Reconciler, e.Config, log, regB)
+	a := planner.NewPlanner(e.DB, e.Store, e.RDB, e.Reconciler, e.Config, log, regA)
+	b := planner.NewPlanner(e.DB, e.Store, e.RDB, e.Reconciler, e.Config, log, regB)
 	ctxA, stopA := context.WithCancel(context.Background())
 	ctxB, stopB := context.WithCancel(context.Background())
 	defer stopB()

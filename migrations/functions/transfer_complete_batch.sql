@@ -5,7 +5,8 @@
 -- Request k is operation op_ids[k] for holder holders[k] with n_bytes[k], sums[k] and the
 -- physical copies copies[k] (a JSON array of [location, path] pairs). Each request's outcome is
 -- its own: ok; not_found; conflict (not IN_PROGRESS or leased to another holder: locked_status
--- and locked_holder say which); location (copy bad_copy, 0-based, names no data location).
+-- and locked_holder say which — the rule of transfer.CheckReport in services/transfer/policy.go,
+-- applied here so that a batch is judged in its one round trip); location (copy bad_copy, 0-based, names no data location).
 -- Requests not ok write nothing. The ok ones are written set-based: operations COMPLETED, history
 -- entries, copies, legacy mirror, then the package states their chains decide (written only
 -- where they changed). locked_updated_at is each operation's updated_at when it was locked, so a

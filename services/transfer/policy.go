@@ -78,7 +78,7 @@ func StalledFailure(op Operation) Failure {
 
 // CheckReport returns the conflict that keeps holder from reporting on op (heartbeat, complete,
 // fail): op must be IN_PROGRESS and leased to holder. The batched complete applies the same rule
-// inside the SQL function transfer_complete_batch (migrations/00012_transfer_lean_complete.sql,
+// inside the SQL function transfer_complete_batch (migrations/functions/transfer_complete_batch.sql,
 // outcome conflict), which answers the locked status and holder so that the store can return
 // this error for it.
 func CheckReport(op Operation, holder string) error {

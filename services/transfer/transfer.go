@@ -123,7 +123,7 @@ func Statuses() []Status {
 
 // PackageState is a raw data package's lifecycle state, derived from its operation chain. The
 // rule deriving it is written once, in SQL: the function transfer_derived_state
-// (migrations/00010_transfer_fast_complete.sql), because every change derives the states of the
+// (migrations/functions/transfer_derived_state.sql), because every change derives the states of the
 // packages it touches inside its own statement (transfer_complete_batch, transfer_make_dtp) or
 // transaction (postgres refreshPackages) and the sweep derives thousands at a time. Go never
 // derives a state itself; it stores what that function answers.

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/obsops/obsops/pkg/problem"
 )
 
 // Executed obs unit statuses: running → completed | failed | aborted.
@@ -287,7 +289,7 @@ func DecodeBulkFiles(body []byte) ([]File, error) {
 		return nil, e.err()
 	}
 	reqs := make([]FileRequest, len(r.Files))
-	undecoded := map[int]FieldError{}
+	undecoded := map[int]problem.FieldError{}
 	for i, raw := range r.Files {
 		if fe := decodeStrict(raw, &reqs[i], "body.files["+strconv.Itoa(i)+"]"); fe != nil {
 			undecoded[i] = *fe
@@ -298,7 +300,7 @@ func DecodeBulkFiles(body []byte) ([]File, error) {
 
 // validateFiles validates decoded bulk files: every one valid, no id twice; the files in
 // undecoded report their decoding error instead. Errors name body.files[i].field, capped at 100.
-func validateFiles(reqs []FileRequest, undecoded map[int]FieldError) ([]File, error) {
+func validateFiles(reqs []FileRequest, undecoded map[int]problem.FieldError) ([]File, error) {
 	var e errs
 	files := make([]File, len(reqs))
 	seen := make(map[string]int, len(reqs))

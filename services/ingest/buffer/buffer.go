@@ -39,14 +39,6 @@ const (
 	idemPrefix     = "ingest:idem:"     // + user id + ":" + key digest → JSON idemEntry
 )
 
-// Kinds of cached records.
-const (
-	KindStart   = "start"
-	KindFinish  = "finish"
-	KindFile    = "file"
-	KindPackage = "package"
-)
-
 // How long entries live. Cached records have no TTL: holdScript caches a write's records and
 // enqueues its task atomically, and they leave the cache when their rows are committed (Evict,
 // ReleaseReplicated) or their dead letter is dropped (Forget).
@@ -58,19 +50,6 @@ const (
 	inProgressTTL = 30 * time.Second
 	hashLen       = 32
 )
-
-// ErrUnavailable wraps every failure to reach Redis: the API answers 503 with Retry-After.
-var ErrUnavailable = errors.New("the buffer (Redis) cannot take the write")
-
-// ConflictError says a different record is already held under an id (409).
-type ConflictError struct {
-	Index int // which record of the request (bulk: files[Index])
-	ID    string
-}
-
-func (e *ConflictError) Error() string {
-	return "a different record with id " + e.ID + " is already buffered"
-}
 
 // Buffer is the Redis side of ingest.
 type Buffer struct {
@@ -91,40 +70,25 @@ func New(rdb redis.UniversalClient, timeout time.Duration) *Buffer {
 	}
 }
 
-// Item is one record of a write: its cache key parts, fingerprint, value and optional index.
-type Item struct {
-	Kind   string
-	ID     string
-	Hash   string
-	Record any    // cached as JSON; a json.RawMessage is taken as already encoded
-	Index  string // "" or an index set key (see OUIndex, PackageIndex)
-}
-
 // OUIndex is the index of buffered executions of obs unit id.
 func OUIndex(obsUnitID int64) string { return ouIndexPrefix + strconv.FormatInt(obsUnitID, 10) }
 
 // PackageIndex is the index of buffered files naming package id.
 func PackageIndex(id string) string { return pkgIndexPrefix + id }
 
+// OUIndex is OUIndex, for the use cases (ingest.Buffer).
+func (*Buffer) OUIndex(obsUnitID int64) string { return OUIndex(obsUnitID) }
+
+// PackageIndex is PackageIndex, for the use cases (ingest.Buffer).
+func (*Buffer) PackageIndex(id string) string { return PackageIndex(id) }
+
+// The buffer is what the use cases hold their writes in.
+var _ ingest.Buffer = (*Buffer)(nil)
+
 // recHash is the hash of the cached records of one kind (field: the record's id). One hash per
 // kind rather than one key per record: holdScript caches a 1,000-file write with one HSET instead
 // of 1,000 SETs with their TTLs, a third of the Redis CPU a bulk file cost.
 func recHash(kind string) string { return recPrefix + kind }
-
-// Write is one buffered write: its records and the task that applies them.
-type Write struct {
-	Tx       string
-	Items    []Item
-	TaskType string
-	TaskID   string
-	Payload  func(tx string) ([]byte, error) // built with the transaction that ends up owning it
-}
-
-// Result is how a write was held.
-type Result struct {
-	Tx       string // the transaction: new, or the original one of an identical earlier write
-	Replayed bool   // every record was already held, identical: the original transaction answers
-}
 
 // holdScript holds the writes of one round and enqueues the one task that applies those it
 // accepts. Per write, in order: it refuses the write if a different record is held under one of
@@ -288,7 +252,7 @@ func messageParts(typ, id, queue string, retry int, timeout time.Duration) (head
 }
 
 // receiptIDs are the record ids a receipt lists: the first 100 of its write.
-func receiptIDs(items []Item) []string {
+func receiptIDs(items []ingest.Item) []string {
 	ids := make([]string, min(len(items), 100))
 	for i := range ids {
 		ids[i] = items[i].ID
@@ -326,7 +290,7 @@ type holdRound struct{ writes []*heldWrite }
 
 // heldWrite is one write in a round and how it was held.
 type heldWrite struct {
-	w       Write
+	w       ingest.Write
 	outcome string // holdScript's: new, replay, unqueued, conflict
 	detail  string
 	err     error
@@ -334,10 +298,10 @@ type heldWrite struct {
 
 // Hold caches the write's records and enqueues its task, in one round trip (holdScript), shared
 // with the writes that arrive at the same moment. It returns only once Redis has taken both
-// (appendfsync always: the write is on disk), or an error: ErrUnavailable (the
+// (appendfsync always: the write is on disk), or an error: ingest.ErrBufferUnavailable (the
 // write is not known to be held: answer 503) or *ConflictError. A caller that gives up while
 // its round is in flight may find its write held later (a retry then replays it).
-func (b *Buffer) Hold(ctx context.Context, w Write) (Result, error) {
+func (b *Buffer) Hold(ctx context.Context, w ingest.Write) (ingest.HoldResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
 	hw := &heldWrite{w: w}
@@ -347,30 +311,30 @@ func (b *Buffer) Hold(ctx context.Context, w Write) (Result, error) {
 		b.holdRound(r)
 		return nil
 	}); err != nil {
-		return Result{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return ingest.HoldResult{}, fmt.Errorf("%w: %v", ingest.ErrBufferUnavailable, err)
 	}
 	if hw.err != nil {
-		return Result{}, hw.err
+		return ingest.HoldResult{}, hw.err
 	}
 	switch hw.outcome {
 	case "conflict":
 		i, _ := strconv.Atoi(hw.detail)
-		return Result{}, &ConflictError{Index: i - 1, ID: w.Items[i-1].ID}
+		return ingest.HoldResult{}, &ingest.BufferConflictError{Index: i - 1, ID: w.Items[i-1].ID}
 	case "replay":
-		return Result{Tx: hw.detail, Replayed: true}, nil
+		return ingest.HoldResult{Tx: hw.detail, Replayed: true}, nil
 	case "unqueued":
 		// Every record is held already but the original task is gone (deleted by hand while
 		// its records stayed cached): enqueue it again, with the original transaction.
 		payload, err := w.Payload(hw.detail)
 		if err != nil {
-			return Result{}, fmt.Errorf("encode task: %w", err)
+			return ingest.HoldResult{}, fmt.Errorf("encode task: %w", err)
 		}
 		if err := b.RequeueEach(ctx, []Requeue{{Tx: hw.detail, TaskType: w.TaskType, TaskID: w.TaskID, Payload: payload}}); err != nil {
-			return Result{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+			return ingest.HoldResult{}, fmt.Errorf("%w: %v", ingest.ErrBufferUnavailable, err)
 		}
-		return Result{Tx: hw.detail, Replayed: true}, nil
+		return ingest.HoldResult{Tx: hw.detail, Replayed: true}, nil
 	}
-	return Result{Tx: w.Tx}, nil
+	return ingest.HoldResult{Tx: w.Tx}, nil
 }
 
 // holdRound holds the writes of r, roundItems records per script call, the calls pipelined, and
@@ -436,7 +400,7 @@ func (b *Buffer) holdRound(r *holdRound) {
 			if err == nil {
 				err = cerr
 			}
-			fail(c.ws, fmt.Errorf("%w: %v", ErrUnavailable, err))
+			fail(c.ws, fmt.Errorf("%w: %v", ingest.ErrBufferUnavailable, err))
 			continue
 		}
 		for j, hw := range c.ws {
@@ -446,7 +410,7 @@ func (b *Buffer) holdRound(r *holdRound) {
 				hw.detail, _ = o[1].(string)
 			}
 			if hw.outcome == "" {
-				hw.err = fmt.Errorf("%w: unreadable hold outcome %v", ErrUnavailable, res[j])
+				hw.err = fmt.Errorf("%w: unreadable hold outcome %v", ingest.ErrBufferUnavailable, res[j])
 			}
 		}
 	}
@@ -561,23 +525,16 @@ const MaxRetry = 25
 // the task retried).
 const TaskTimeout = time.Minute
 
-// Cached is a record read from the cache.
-type Cached struct {
-	Tx     string
-	Hash   string
-	Record json.RawMessage
-}
-
-func parseCached(v string) (Cached, bool) {
+func parseCached(v string) (ingest.Cached, bool) {
 	if len(v) < hashLen+38 || v[hashLen] != '|' || v[hashLen+37] != '|' {
-		return Cached{}, false
+		return ingest.Cached{}, false
 	}
-	return Cached{Hash: v[:hashLen], Tx: v[hashLen+1 : hashLen+37], Record: json.RawMessage(v[hashLen+38:])}, true
+	return ingest.Cached{Hash: v[:hashLen], Tx: v[hashLen+1 : hashLen+37], Record: json.RawMessage(v[hashLen+38:])}, true
 }
 
 // Get reads cached records of one kind by id; missing ones are absent from the map.
-func (b *Buffer) Get(ctx context.Context, kind string, ids ...string) (map[string]Cached, error) {
-	out := make(map[string]Cached, len(ids))
+func (b *Buffer) Get(ctx context.Context, kind string, ids ...string) (map[string]ingest.Cached, error) {
+	out := make(map[string]ingest.Cached, len(ids))
 	if len(ids) == 0 {
 		return out, nil
 	}
@@ -585,7 +542,7 @@ func (b *Buffer) Get(ctx context.Context, kind string, ids ...string) (map[strin
 		end := min(start+1000, len(ids))
 		vals, err := b.rdb.HMGet(ctx, recHash(kind), ids[start:end]...).Result()
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+			return nil, fmt.Errorf("%w: %v", ingest.ErrBufferUnavailable, err)
 		}
 		for i, v := range vals {
 			if s, ok := v.(string); ok {
@@ -602,7 +559,7 @@ func (b *Buffer) Get(ctx context.Context, kind string, ids ...string) (map[strin
 func (b *Buffer) Members(ctx context.Context, index string) ([]string, error) {
 	m, err := b.rdb.SMembers(ctx, index).Result()
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: %v", ingest.ErrBufferUnavailable, err)
 	}
 	return m, nil
 }
@@ -620,7 +577,7 @@ func (b *Buffer) Exists(ctx context.Context, kind string, ids ...string) (map[st
 		found[i] = pipe.HExists(ctx, recHash(kind), id)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: %v", ingest.ErrBufferUnavailable, err)
 	}
 	for i, f := range found {
 		if f.Val() {
@@ -633,7 +590,7 @@ func (b *Buffer) Exists(ctx context.Context, kind string, ids ...string) (map[st
 // Applied is one write whose rows committed: its transaction and its records.
 type Applied struct {
 	Tx    string
-	Items []Item
+	Items []ingest.Item
 }
 
 // Evict removes committed records from the cache and records each commit in its transaction's
@@ -651,7 +608,7 @@ func (b *Buffer) Evict(ctx context.Context, applied []Applied, lsn string, commi
 
 // Forget removes records from the cache without a commit: those of a dead letter an operator
 // dropped, whose write will never apply (the reads stop showing it as buffered).
-func (b *Buffer) Forget(ctx context.Context, items []Item) error {
+func (b *Buffer) Forget(ctx context.Context, items []ingest.Item) error {
 	pipe := b.rdb.Pipeline()
 	queueRemoval(ctx, pipe, items)
 	_, err := pipe.Exec(ctx)
@@ -689,9 +646,6 @@ func (b *Buffer) RecordFailure(ctx context.Context, err error, txs ...string) {
 	_, _ = pipe.Exec(ctx)
 }
 
-// ErrNoTransaction is answered 404 by the receipts route.
-var ErrNoTransaction = errors.New("no such transaction (unknown, or older than 7 days)")
-
 // Receipt tells where a buffered transaction is: committed once the worker recorded its commit,
 // else the state of its task in the queue.
 func (b *Buffer) Receipt(ctx context.Context, tx string) (ingest.Receipt, error) {
@@ -699,7 +653,7 @@ func (b *Buffer) Receipt(ctx context.Context, tx string) (ingest.Receipt, error)
 	infoCmd := pipe.Get(ctx, txPrefix+tx)
 	stCmd := pipe.HGetAll(ctx, txStatePrefix+tx)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return ingest.Receipt{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return ingest.Receipt{}, fmt.Errorf("%w: %v", ingest.ErrBufferUnavailable, err)
 	}
 	st := stCmd.Val()
 	r := ingest.Receipt{TransactionID: tx, State: ingest.TxBuffered, LastError: st["last_error"]}
@@ -709,7 +663,7 @@ func (b *Buffer) Receipt(ctx context.Context, tx string) (ingest.Receipt, error)
 		_ = json.Unmarshal([]byte(s), &info)
 		r.Kind, r.RecordIDs = info.Kind, info.IDs
 	} else if len(st) == 0 {
-		return ingest.Receipt{}, ErrNoTransaction
+		return ingest.Receipt{}, ingest.ErrNoTransaction
 	}
 	if at, ok := st["committed_at"]; ok {
 		t, _ := time.Parse(time.RFC3339Nano, at)
@@ -728,7 +682,7 @@ func (b *Buffer) Receipt(ctx context.Context, tx string) (ingest.Receipt, error)
 		}
 		return r, nil
 	case err != nil:
-		return ingest.Receipt{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return ingest.Receipt{}, fmt.Errorf("%w: %v", ingest.ErrBufferUnavailable, err)
 	}
 	switch ti.State {
 	case asynq.TaskStatePending, asynq.TaskStateScheduled, asynq.TaskStateAggregating:
@@ -750,15 +704,6 @@ func (b *Buffer) Receipt(ctx context.Context, tx string) (ingest.Receipt, error)
 
 // Idempotency-Key answers.
 
-// IdemEntry is the stored answer of a request made with an Idempotency-Key.
-type IdemEntry struct {
-	Hash     string          `json:"hash"` // of method, path and body
-	Done     bool            `json:"done"` // false while the first request is in progress
-	Status   int             `json:"status,omitempty"`
-	Location string          `json:"location,omitempty"`
-	Body     json.RawMessage `json:"body,omitempty"`
-}
-
 func idemKey(user int64, keyDigest string) string {
 	return idemPrefix + strconv.FormatInt(user, 10) + ":" + keyDigest
 }
@@ -766,15 +711,15 @@ func idemKey(user int64, keyDigest string) string {
 // BeginIdempotent claims an Idempotency-Key for a request with fingerprint hash. It returns the
 // stored entry when the key was used before (the caller replays or refuses), or nil when this
 // request now owns the key and must call FinishIdempotent or AbortIdempotent.
-func (b *Buffer) BeginIdempotent(ctx context.Context, user int64, keyDigest, hash string) (*IdemEntry, error) {
+func (b *Buffer) BeginIdempotent(ctx context.Context, user int64, keyDigest, hash string) (*ingest.IdemEntry, error) {
 	ctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
-	v, _ := json.Marshal(IdemEntry{Hash: hash})
+	v, _ := json.Marshal(ingest.IdemEntry{Hash: hash})
 	k := idemKey(user, keyDigest)
 	for range 3 {
 		ok, err := b.rdb.SetNX(ctx, k, v, inProgressTTL).Result()
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+			return nil, fmt.Errorf("%w: %v", ingest.ErrBufferUnavailable, err)
 		}
 		if ok {
 			return nil, nil
@@ -784,19 +729,19 @@ func (b *Buffer) BeginIdempotent(ctx context.Context, user int64, keyDigest, has
 			continue // expired in between
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+			return nil, fmt.Errorf("%w: %v", ingest.ErrBufferUnavailable, err)
 		}
-		var e IdemEntry
+		var e ingest.IdemEntry
 		if json.Unmarshal([]byte(s), &e) != nil {
-			return nil, fmt.Errorf("%w: unreadable idempotency entry", ErrUnavailable)
+			return nil, fmt.Errorf("%w: unreadable idempotency entry", ingest.ErrBufferUnavailable)
 		}
 		return &e, nil
 	}
-	return nil, fmt.Errorf("%w: idempotency key contended", ErrUnavailable)
+	return nil, fmt.Errorf("%w: idempotency key contended", ingest.ErrBufferUnavailable)
 }
 
 // FinishIdempotent stores the answer of the request owning the key, for ttl.
-func (b *Buffer) FinishIdempotent(ctx context.Context, user int64, keyDigest string, e IdemEntry, ttl time.Duration) error {
+func (b *Buffer) FinishIdempotent(ctx context.Context, user int64, keyDigest string, e ingest.IdemEntry, ttl time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
 	e.Done = true
@@ -811,12 +756,9 @@ func (b *Buffer) AbortIdempotent(ctx context.Context, user int64, keyDigest stri
 	_ = b.rdb.Del(ctx, idemKey(user, keyDigest)).Err()
 }
 
-// IsUnavailable reports whether err means Redis could not be reached.
-func IsUnavailable(err error) bool { return errors.Is(err, ErrUnavailable) }
-
 // RecordDirect records the receipt of a write applied without buffering (committed at once);
 // best effort: the write is in the database whatever Redis says.
-func (b *Buffer) RecordDirect(ctx context.Context, w Write, lsn string, committedAt time.Time) {
+func (b *Buffer) RecordDirect(ctx context.Context, w ingest.Write, lsn string, committedAt time.Time) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.timeout)
 	defer cancel()
 	info, _ := json.Marshal(txInfo{TaskID: w.TaskID, Kind: ingest.KindOf(w.TaskType), IDs: receiptIDs(w.Items), At: committedAt})
@@ -896,7 +838,7 @@ func (b *Buffer) ReleaseReplicated(ctx context.Context, replay uint64) (int, err
 		if err != nil && !errors.Is(err, redis.Nil) {
 			return released, err
 		}
-		var items []Item
+		var items []ingest.Item
 		_ = json.Unmarshal(enc, &items)
 		pipe := b.rdb.TxPipeline()
 		queueRemoval(ctx, pipe, items)
@@ -924,7 +866,7 @@ func (b *Buffer) CommittedTxs(ctx context.Context, txs ...string) (map[string]bo
 		cmds[i] = pipe.HExists(ctx, txStatePrefix+tx, "committed_at")
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: %v", ingest.ErrBufferUnavailable, err)
 	}
 	for i, c := range cmds {
 		if c.Val() {
@@ -936,7 +878,7 @@ func (b *Buffer) CommittedTxs(ctx context.Context, txs ...string) (map[string]bo
 
 // queueRemoval adds to pipe the removal of items' cached records and index entries: one HDEL
 // per kind and 1,000 records.
-func queueRemoval(ctx context.Context, pipe redis.Pipeliner, items []Item) {
+func queueRemoval(ctx context.Context, pipe redis.Pipeliner, items []ingest.Item) {
 	byKind := map[string][]string{}
 	for _, it := range items {
 		byKind[it.Kind] = append(byKind[it.Kind], it.ID)

@@ -25,7 +25,7 @@ const (
 	RoleAll    = "all"    // both, for a single-machine install
 )
 
-// Limits of the request bodies (DESIGN §4).
+// Limits of the request bodies (docs/api.md), so one request cannot exhaust the API or the worker.
 const (
 	MaxBulkFiles    = 10000 // files in one POST /raw_data_files/bulk
 	MaxPathBytes    = 1024  // a raw data file's relative path
@@ -48,7 +48,8 @@ type Config struct {
 	// BulkBodyLimitBytes is the body limit of POST /raw_data_files/bulk, the one route whose
 	// bodies are larger than OPS_BODY_LIMIT_BYTES: 10,000 files with paths of a few hundred bytes.
 	BulkBodyLimitBytes int `env:"OPS_INGEST_BULK_BODY_LIMIT_BYTES" envDefault:"16777216"`
-	// IdempotencyTTL is how long an Idempotency-Key and its answer are kept (DESIGN §4: ≥ 24 h).
+	// IdempotencyTTL is how long an Idempotency-Key and its answer are kept: at least 24 h, the
+	// retry window clients are promised (docs/api.md).
 	IdempotencyTTL time.Duration `env:"OPS_INGEST_IDEMPOTENCY_TTL" envDefault:"24h"`
 	// RedisTimeout bounds every Redis round trip of a buffered write, so a write Redis cannot take
 	// is answered 503 quickly instead of hanging.

@@ -41,7 +41,7 @@ func (i *Int) UnmarshalJSON(b []byte) error { *i = append((*i)[:0], b...); retur
 // Schema documents Int as an integer.
 func (Int) Schema(huma.Registry) *huma.Schema { return &huma.Schema{Type: "integer", Format: "int64"} }
 
-// StartRequest is the body of POST /executed_obs_units/start as sent (DESIGN §4). Fields are
+// StartRequest is the body of POST /executed_obs_units/start as sent (docs/api.md). Fields are
 // pointers so that a missing field is told apart from a zero one.
 type StartRequest struct {
 	ID                 *string         `json:"id,omitempty" format:"uuid" doc:"Client-chosen id (UUID); a retry with the same id and body is answered like the first. Assigned (UUIDv7) when absent."`

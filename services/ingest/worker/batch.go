@@ -14,7 +14,8 @@ import (
 	"github.com/obsops/obsops/services/ingest/postgres"
 )
 
-// Batching and reachability (DESIGN §3: the WAN may be down for hours).
+// Batching and reachability (the WAN between a secondary site and the main database may be down
+// for hours).
 //
 // Every task handler hands its records to a small set of appliers and waits for the outcome. An
 // idle applier takes the first waiting task and, without waiting for more, every other task

@@ -121,8 +121,8 @@ type Handler struct {
 	Buffer  *buffer.Buffer
 	Log     *slog.Logger
 	Metrics *Metrics
-	// Secondary: this is a secondary site's worker (DESIGN §3): committed records stay cached
-	// until the local replica has replayed the commit (see WatchReplica).
+	// Secondary: this is a secondary site's worker (docs/architecture.md, two sites): committed
+	// records stay cached until the local replica has replayed the commit (see WatchReplica).
 	Secondary bool
 	// Probe is a pool on the main database of its own (OpenProbe), used only to test whether an
 	// unreachable main database is back; nil uses Apply's pool.

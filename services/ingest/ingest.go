@@ -2,8 +2,11 @@
 // data packages, whose critical writes are buffered through Redis (asynq queue "ingest") and
 // applied to the main database by workers.
 //
-// The root package holds what every role shares: configuration, the records and the request
-// bodies with their decoders and validators, and the tasks the API enqueues for the worker.
+// The root package is the domain: configuration, the records and the request bodies with their
+// decoders and validators, the tasks the API enqueues for the worker, and the use cases with their
+// rules (Service: writes.go, references.go, reads.go) over the interfaces it declares (Store,
+// Buffer, Direct), which postgres and buffer implement. httpapi decodes, calls Service and
+// encodes; app wires a process.
 package ingest
 
 import (

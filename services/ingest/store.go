@@ -12,7 +12,9 @@ import (
 // writes. A missing row of a direct write is an error wrapping problem.ErrNotFound; a change the
 // row's state forbids, a *ConflictError.
 type Store interface {
+	// ObsUnitExists reports whether a planned obs unit exists.
 	ObsUnitExists(ctx context.Context, id int64) (bool, error)
+	// ModuleExists reports whether an instrument module exists.
 	ModuleExists(ctx context.Context, id int64) (bool, error)
 	// ExistingIDs reports which ids have a row in table.
 	ExistingIDs(ctx context.Context, table string, ids []string) (map[string]bool, error)
@@ -24,8 +26,11 @@ type Store interface {
 	ExecutionsOf(ctx context.Context, obsUnitID int64, max int) ([]ExecutedObsUnit, map[string]bool, error)
 	// FinishedExecutions returns those of ids whose finish is applied.
 	FinishedExecutions(ctx context.Context, ids []string) (map[string]ExecutedObsUnit, error)
+	// File returns a registered file, or nil.
 	File(ctx context.Context, id string) (*RawDataFile, error)
+	// Files returns the registered files among ids, by id.
 	Files(ctx context.Context, ids []string) (map[string]RawDataFile, error)
+	// Package returns a package row, or nil.
 	Package(ctx context.Context, id string) (*PackageRow, error)
 	// PackageFiles returns the committed files of a package ordered as SortFiles, at most max.
 	PackageFiles(ctx context.Context, id string, max int) ([]RawDataFile, error)
@@ -38,6 +43,8 @@ type Store interface {
 // Direct applies the critical writes to the database at once (buffering disabled), with the
 // worker's statements (postgres.Applier).
 type Direct interface {
+	// ApplyStart, ApplyFinish, ApplyFiles and ApplyPackage apply one task each, in a transaction
+	// of its own; a write the database refuses for good is a *PermanentError.
 	ApplyStart(ctx context.Context, t StartTask) (Commit, error)
 	ApplyFinish(ctx context.Context, t FinishTask) (Commit, error)
 	ApplyFiles(ctx context.Context, t FilesTask) (Commit, error)

@@ -11,7 +11,7 @@ require (
 	github.com/Shopify/toxiproxy/v2 v2.12.0
 	github.com/danielgtaylor/huma/v2 v2.39.1
 	github.com/google/uuid v1.6.0
-	github.com/hibiken/asynq v0.26.0
+	github.com/hibiken/asynq v0.26.0 // pinned: buffer/asynq.go writes its private Redis layout (TestHoldEnqueuesLikeAsynq)
 	github.com/jmoiron/sqlx v1.4.0
 	github.com/lib/pq v1.12.3
 	github.com/obsops/obsops/migrations v0.0.0-00010101000000-000000000000

@@ -2,8 +2,11 @@
 // data packages, whose critical writes are buffered through Redis (asynq queue "ingest") and
 // applied to the main database by workers.
 //
-// The root package holds what every role shares: configuration, the records and the request
-// bodies with their decoders and validators, and the tasks the API enqueues for the worker.
+// The root package is the domain: configuration, the records and the request bodies with their
+// decoders and validators, the tasks the API enqueues for the worker, and the use cases with their
+// rules (Service: writes.go, references.go, reads.go) over the interfaces it declares (Store,
+// Buffer, Direct), which postgres and buffer implement. httpapi decodes, calls Service and
+// encodes; app wires a process.
 package ingest
 
 import (
@@ -25,7 +28,7 @@ const (
 	RoleAll    = "all"    // both, for a single-machine install
 )
 
-// Limits of the request bodies (DESIGN §4).
+// Limits of the request bodies (docs/api.md), so one request cannot exhaust the API or the worker.
 const (
 	MaxBulkFiles    = 10000 // files in one POST /raw_data_files/bulk
 	MaxPathBytes    = 1024  // a raw data file's relative path
@@ -48,7 +51,8 @@ type Config struct {
 	// BulkBodyLimitBytes is the body limit of POST /raw_data_files/bulk, the one route whose
 	// bodies are larger than OPS_BODY_LIMIT_BYTES: 10,000 files with paths of a few hundred bytes.
 	BulkBodyLimitBytes int `env:"OPS_INGEST_BULK_BODY_LIMIT_BYTES" envDefault:"16777216"`
-	// IdempotencyTTL is how long an Idempotency-Key and its answer are kept (DESIGN §4: ≥ 24 h).
+	// IdempotencyTTL is how long an Idempotency-Key and its answer are kept: at least 24 h, the
+	// retry window clients are promised (docs/api.md).
 	IdempotencyTTL time.Duration `env:"OPS_INGEST_IDEMPOTENCY_TTL" envDefault:"24h"`
 	// RedisTimeout bounds every Redis round trip of a buffered write, so a write Redis cannot take
 	// is answered 503 quickly instead of hanging.

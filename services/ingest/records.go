@@ -10,7 +10,7 @@ import (
 	segjson "github.com/segmentio/encoding/json"
 )
 
-// Where a record read through the smart query comes from (DESIGN §4).
+// Where a record read through the smart query comes from (docs/architecture.md, the buffer).
 const (
 	Buffered   = "buffered"   // held in the Redis buffer, not yet in the database
 	Committed  = "committed"  // a row in the (main) database
@@ -182,7 +182,7 @@ func FilesTaskID(files []File) string {
 	return "files:" + hex.EncodeToString(h.Sum(nil)[:16])
 }
 
-// Receipt states (DESIGN §4).
+// Receipt states: where a buffered write is on its way to the main database (docs/api.md).
 const (
 	TxBuffered   = "buffered"
 	TxApplying   = "applying"

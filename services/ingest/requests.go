@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/obsops/obsops/pkg/problem"
 )
 
 // Executed obs unit statuses: running → completed | failed | aborted.
@@ -39,7 +41,7 @@ func (i *Int) UnmarshalJSON(b []byte) error { *i = append((*i)[:0], b...); retur
 // Schema documents Int as an integer.
 func (Int) Schema(huma.Registry) *huma.Schema { return &huma.Schema{Type: "integer", Format: "int64"} }
 
-// StartRequest is the body of POST /executed_obs_units/start as sent (DESIGN §4). Fields are
+// StartRequest is the body of POST /executed_obs_units/start as sent (docs/api.md). Fields are
 // pointers so that a missing field is told apart from a zero one.
 type StartRequest struct {
 	ID                 *string         `json:"id,omitempty" format:"uuid" doc:"Client-chosen id (UUID); a retry with the same id and body is answered like the first. Assigned (UUIDv7) when absent."`
@@ -287,7 +289,7 @@ func DecodeBulkFiles(body []byte) ([]File, error) {
 		return nil, e.err()
 	}
 	reqs := make([]FileRequest, len(r.Files))
-	undecoded := map[int]FieldError{}
+	undecoded := map[int]problem.FieldError{}
 	for i, raw := range r.Files {
 		if fe := decodeStrict(raw, &reqs[i], "body.files["+strconv.Itoa(i)+"]"); fe != nil {
 			undecoded[i] = *fe
@@ -298,7 +300,7 @@ func DecodeBulkFiles(body []byte) ([]File, error) {
 
 // validateFiles validates decoded bulk files: every one valid, no id twice; the files in
 // undecoded report their decoding error instead. Errors name body.files[i].field, capped at 100.
-func validateFiles(reqs []FileRequest, undecoded map[int]FieldError) ([]File, error) {
+func validateFiles(reqs []FileRequest, undecoded map[int]problem.FieldError) ([]File, error) {
 	var e errs
 	files := make([]File, len(reqs))
 	seen := make(map[string]int, len(reqs))

@@ -20,7 +20,7 @@ import (
 	"github.com/obsops/obsops/services/ingest"
 )
 
-// Two-site fault tests (DESIGN §3, issue 15). One scenario, run short in `make test`
+// Two-site fault tests (docs/architecture.md, two sites; issue 15). One scenario, run short in `make test`
 // (TestSitesFaults, about a minute and a half) and long in `make chaos` (TestChaosSites, about 25
 // minutes): an instrument simulator registers observations at the secondary at a steady rate —
 // start, files one by one, finish, a package of the files — while the faults follow one another:

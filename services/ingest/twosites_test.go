@@ -1,6 +1,6 @@
 package ingest_test
 
-// The two-site topology of DESIGN §3 for the ingest tests (TestTwoSitesWANCut, the site fault
+// The two-site topology (docs/architecture.md, two sites) for the ingest tests (TestTwoSitesWANCut, the site fault
 // tests, the replay benchmark): pkg/testenv/twosites builds it (needs root: the private
 // PostgreSQL clusters run as the postgres user); this file only adds what ingest runs on it — the
 // main site's test data and token, and the secondary's ingest API and worker as separate

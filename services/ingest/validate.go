@@ -13,18 +13,23 @@ import (
 
 	"github.com/google/uuid"
 	segjson "github.com/segmentio/encoding/json"
+
+	"github.com/obsops/obsops/pkg/problem"
 )
 
-// FieldError is one refused input, named by its location in huma's notation
-// ("body.files[3].path", "path.id"), so every 422 says which field is wrong.
-type FieldError struct {
-	Location string
-	Message  string
-	Value    any
-}
+// ValidationError is every refused field of one request (answered 422), each a
+// problem.FieldError named by its location ("body.files[3].path", "path.id"), so every 422 says
+// which field is wrong.
+type ValidationError []problem.FieldError
 
-// ValidationError is every refused field of one request (answered 422).
-type ValidationError []FieldError
+// Unwrap lists the field errors, so pkg/problem answers each in errors[].
+func (v ValidationError) Unwrap() []error {
+	out := make([]error, len(v))
+	for i := range v {
+		out[i] = &v[i]
+	}
+	return out
+}
 
 func (v ValidationError) Error() string {
 	parts := make([]string, len(v))
@@ -37,7 +42,9 @@ func (v ValidationError) Error() string {
 // errs collects field errors while validating one request.
 type errs struct{ list ValidationError }
 
-func (e *errs) add(loc, msg string, value any) { e.list = append(e.list, FieldError{loc, msg, value}) }
+func (e *errs) add(loc, msg string, value any) {
+	e.list = append(e.list, problem.FieldError{Location: loc, Message: msg, Value: value})
+}
 
 // err returns the collected errors, or nil when there are none.
 func (e *errs) err() error {
@@ -49,14 +56,14 @@ func (e *errs) err() error {
 
 // decodeStrict decodes one JSON object into v, refusing unknown fields, trailing data and wrong
 // types; a failure names the offending field under prefix (e.g. "body" or "body.files[2]").
-func decodeStrict(b []byte, v any, prefix string) *FieldError {
+func decodeStrict(b []byte, v any, prefix string) *problem.FieldError {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return jsonError(err, prefix)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return &FieldError{Location: prefix, Message: "unexpected data after the JSON object"}
+		return &problem.FieldError{Location: prefix, Message: "unexpected data after the JSON object"}
 	}
 	return nil
 }
@@ -74,25 +81,25 @@ func decodeFast(b []byte, v any) bool {
 }
 
 // jsonError turns an encoding/json error into a field error.
-func jsonError(err error, prefix string) *FieldError {
+func jsonError(err error, prefix string) *problem.FieldError {
 	var syn *json.SyntaxError
 	var typ *json.UnmarshalTypeError
 	switch {
 	case errors.Is(err, io.EOF):
-		return &FieldError{Location: prefix, Message: "a JSON object is required"}
+		return &problem.FieldError{Location: prefix, Message: "a JSON object is required"}
 	case errors.As(err, &syn):
-		return &FieldError{Location: prefix, Message: "malformed JSON at byte " + strconv.FormatInt(syn.Offset, 10) + ": " + syn.Error()}
+		return &problem.FieldError{Location: prefix, Message: "malformed JSON at byte " + strconv.FormatInt(syn.Offset, 10) + ": " + syn.Error()}
 	case errors.As(err, &typ):
 		loc := prefix
 		if typ.Field != "" {
 			loc += "." + typ.Field
 		}
-		return &FieldError{Location: loc, Message: "expected " + jsonTypeName(typ.Type.String()) + ", got " + typ.Value}
+		return &problem.FieldError{Location: loc, Message: "expected " + jsonTypeName(typ.Type.String()) + ", got " + typ.Value}
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		name, _ := strconv.Unquote(strings.TrimPrefix(err.Error(), "json: unknown field "))
-		return &FieldError{Location: prefix + "." + name, Message: "unknown field"}
+		return &problem.FieldError{Location: prefix + "." + name, Message: "unknown field"}
 	}
-	return &FieldError{Location: prefix, Message: "invalid JSON: " + err.Error()}
+	return &problem.FieldError{Location: prefix, Message: "invalid JSON: " + err.Error()}
 }
 
 func jsonTypeName(goType string) string {

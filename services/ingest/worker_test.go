@@ -110,17 +110,29 @@ func TestOutageRetriesAndDeadLetters(t *testing.T) {
 		s, attempts, lastErr := e.receipt(t, file.TransactionID)
 		return (s == "retrying" || s == "applying" || s == "buffered") && attempts >= 1 && lastErr != ""
 	}, 30*time.Second, 100*time.Millisecond, "the receipt shows the failed attempts")
-	// The worker does not retry task by task while the database is unreachable: the tasks wait
-	// for its probe (one attempt noted per wait of up to ~55 s; the first failure is retried
-	// within 2 s and then waits).
-	time.Sleep(3 * time.Second)
-	_, startAttempts, _ := e.receipt(t, st.TransactionID)
-	_, fileAttempts, _ := e.receipt(t, file.TransactionID)
-	time.Sleep(6 * time.Second)
-	_, startAfter, _ := e.receipt(t, st.TransactionID)
-	_, fileAfter, lastErr := e.receipt(t, file.TransactionID)
-	require.Equal(t, startAttempts, startAfter, "tasks must wait for the database, not retry one by one")
-	require.Equal(t, fileAttempts, fileAfter, "tasks must wait for the database, not retry one by one")
+	// The worker does not retry task by task while the database is unreachable: the first
+	// failure is retried within 2 s, then the tasks wait at the worker's gate for its probe —
+	// active in the queue (applying), the wait noted as one attempt (of up to ~55 s). Polled: both
+	// tasks reach that state, and their attempts then stay put while they wait.
+	atGate := func(state, lastErr string) bool {
+		return state == "applying" && strings.Contains(lastErr, "waiting for it to come back")
+	}
+	attempts := func() (startAttempts, fileAttempts int, waiting bool) {
+		ss, sa, se := e.receipt(t, st.TransactionID)
+		fs, fa, fe := e.receipt(t, file.TransactionID)
+		return sa, fa, atGate(ss, se) && atGate(fs, fe)
+	}
+	var startAttempts, fileAttempts int
+	require.Eventually(t, func() bool {
+		var waiting bool
+		startAttempts, fileAttempts, waiting = attempts()
+		return waiting
+	}, 30*time.Second, 100*time.Millisecond, "the tasks wait at the gate for the database")
+	require.Never(t, func() bool {
+		sa, fa, _ := attempts()
+		return sa != startAttempts || fa != fileAttempts
+	}, 2*time.Second, 100*time.Millisecond, "tasks must wait for the database, not retry one by one")
+	_, _, lastErr := e.receipt(t, file.TransactionID)
 	require.Contains(t, lastErr, "unreachable")
 	stats := e.bufferStats(t)
 	require.Zero(t, stats.Archived, "an outage never makes dead letters")

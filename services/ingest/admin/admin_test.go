@@ -26,8 +26,8 @@ func TestDropDeadLetter(t *testing.T) {
 	b := buffer.New(rdb, 5*time.Second)
 	id, ou := ingest.NewID(), int64(7)
 	task := ingest.StartTask{Envelope: ingest.Envelope{TxID: ingest.NewID()}, Start: ingest.Start{ID: id, ObsUnitID: ou}}
-	_, err := b.Hold(ctx, buffer.Write{Tx: task.TxID, TaskType: ingest.TaskStart, TaskID: ingest.StartTaskID(id),
-		Items:   []buffer.Item{{Kind: buffer.KindStart, ID: id, Hash: "0123456789abcdef0123456789abcdef", Record: task.Start, Index: buffer.OUIndex(ou)}},
+	_, err := b.Hold(ctx, ingest.Write{Tx: task.TxID, TaskType: ingest.TaskStart, TaskID: ingest.StartTaskID(id),
+		Items:   []ingest.Item{{Kind: ingest.KindStart, ID: id, Hash: "0123456789abcdef0123456789abcdef", Record: task.Start, Index: buffer.OUIndex(ou)}},
 		Payload: func(string) ([]byte, error) { return json.Marshal(task) }})
 	require.NoError(t, err)
 

@@ -28,10 +28,10 @@ import (
 func TestHoldEnqueuesLikeAsynq(t *testing.T) {
 	rdb, b, insp := newBuffer(t, time.Second)
 	ctx := context.Background()
-	write := func(tx, hash string) buffer.Write {
-		return buffer.Write{
+	write := func(tx, hash string) ingest.Write {
+		return ingest.Write{
 			Tx: tx, TaskType: ingest.TaskFiles, TaskID: "files:test-1",
-			Items: []buffer.Item{{Kind: buffer.KindFile, ID: "11111111-1111-4111-8111-111111111111", Hash: hash,
+			Items: []ingest.Item{{Kind: ingest.KindFile, ID: "11111111-1111-4111-8111-111111111111", Hash: hash,
 				Record: map[string]string{"path": "a.fits"}, Index: buffer.PackageIndex("p1")}},
 			Payload: func(tx string) ([]byte, error) { return json.Marshal(map[string]string{"tx": tx}) },
 		}
@@ -41,7 +41,7 @@ func TestHoldEnqueuesLikeAsynq(t *testing.T) {
 
 	res, err := b.Hold(ctx, write(tx1, h1))
 	require.NoError(t, err)
-	require.Equal(t, buffer.Result{Tx: tx1}, res)
+	require.Equal(t, ingest.HoldResult{Tx: tx1}, res)
 	info, err := insp.GetTaskInfo(ingest.Queue, "files:test-1")
 	require.NoError(t, err)
 	require.Equal(t, ingest.TaskFiles, info.Type)
@@ -55,7 +55,7 @@ func TestHoldEnqueuesLikeAsynq(t *testing.T) {
 	require.Contains(t, queues, ingest.Queue)
 	_, err = asynq.NewClientFromRedisClient(rdb).Enqueue(asynq.NewTask(ingest.TaskFiles, nil), asynq.Queue(ingest.Queue), asynq.TaskID("files:test-1"))
 	require.ErrorIs(t, err, asynq.ErrTaskIDConflict)
-	cached, err := b.Get(ctx, buffer.KindFile, "11111111-1111-4111-8111-111111111111")
+	cached, err := b.Get(ctx, ingest.KindFile, "11111111-1111-4111-8111-111111111111")
 	require.NoError(t, err)
 	require.Equal(t, tx1, cached["11111111-1111-4111-8111-111111111111"].Tx)
 	require.Equal(t, []string{"11111111-1111-4111-8111-111111111111"}, rdb.SMembers(ctx, buffer.PackageIndex("p1")).Val())
@@ -63,14 +63,14 @@ func TestHoldEnqueuesLikeAsynq(t *testing.T) {
 	// The same write again: the original transaction, no second task.
 	res, err = b.Hold(ctx, write(ingest.NewID(), h1))
 	require.NoError(t, err)
-	require.Equal(t, buffer.Result{Tx: tx1, Replayed: true}, res)
+	require.Equal(t, ingest.HoldResult{Tx: tx1, Replayed: true}, res)
 	q, err := insp.GetQueueInfo(ingest.Queue)
 	require.NoError(t, err)
 	require.Equal(t, 1, q.Pending)
 
 	// Another record under the same id.
 	_, err = b.Hold(ctx, write(ingest.NewID(), h2))
-	var ce *buffer.ConflictError
+	var ce *ingest.BufferConflictError
 	require.True(t, errors.As(err, &ce), "%v", err)
 
 	// asynq's server takes the task as its own client's.
@@ -99,7 +99,7 @@ func TestHoldEnqueuesLikeAsynq(t *testing.T) {
 	}, 10*time.Second, 20*time.Millisecond)
 	res, err = b.Hold(ctx, write(ingest.NewID(), h1))
 	require.NoError(t, err)
-	require.Equal(t, buffer.Result{Tx: tx1, Replayed: true}, res)
+	require.Equal(t, ingest.HoldResult{Tx: tx1, Replayed: true}, res)
 	select {
 	case p := <-got:
 		require.JSONEq(t, `{"tx":"`+tx1+`"}`, string(p))
@@ -118,10 +118,10 @@ func newBuffer(t *testing.T, timeout time.Duration) (*redis.Client, *buffer.Buff
 	return rdb, buffer.New(rdb, timeout), asynq.NewInspectorFromRedisClient(rdb)
 }
 
-func fileWrite(id, hash string) buffer.Write {
-	return buffer.Write{
+func fileWrite(id, hash string) ingest.Write {
+	return ingest.Write{
 		Tx: ingest.NewID(), TaskType: ingest.TaskFiles, TaskID: "file:" + id,
-		Items:   []buffer.Item{{Kind: buffer.KindFile, ID: id, Hash: hash, Record: map[string]string{"id": id}}},
+		Items:   []ingest.Item{{Kind: ingest.KindFile, ID: id, Hash: hash, Record: map[string]string{"id": id}}},
 		Payload: func(tx string) ([]byte, error) { return json.Marshal(map[string]string{"tx": tx, "id": id}) },
 	}
 }
@@ -141,7 +141,7 @@ func TestHoldCoalescesWrites(t *testing.T) {
 		ids[i] = ingest.NewID()
 	}
 	type answer struct {
-		res buffer.Result
+		res ingest.HoldResult
 		err error
 	}
 	answers := make([]answer, n+2)
@@ -163,7 +163,7 @@ func TestHoldCoalescesWrites(t *testing.T) {
 	wg.Wait()
 	conflicts := 0
 	for i, a := range answers {
-		var ce *buffer.ConflictError
+		var ce *ingest.BufferConflictError
 		if errors.As(a.err, &ce) {
 			conflicts++
 			require.Contains(t, []int{1, n + 1}, i)
@@ -223,10 +223,10 @@ func TestHoldCoalescesWrites(t *testing.T) {
 	require.Equal(t, ingest.TxBuffered, rc.State)
 
 	// A large write (more records than a round takes from one write) is held alone.
-	big := buffer.Write{Tx: ingest.NewID(), TaskType: ingest.TaskFiles, TaskID: "files:big",
+	big := ingest.Write{Tx: ingest.NewID(), TaskType: ingest.TaskFiles, TaskID: "files:big",
 		Payload: func(tx string) ([]byte, error) { return json.Marshal(map[string]string{"tx": tx}) }}
 	for range 100 {
-		big.Items = append(big.Items, buffer.Item{Kind: buffer.KindFile, ID: ingest.NewID(), Hash: h1, Record: map[string]string{}})
+		big.Items = append(big.Items, ingest.Item{Kind: ingest.KindFile, ID: ingest.NewID(), Hash: h1, Record: map[string]string{}})
 	}
 	_, err = b.Hold(ctx, big)
 	require.NoError(t, err)
@@ -322,11 +322,11 @@ func TestReclaimOrphans(t *testing.T) {
 
 // filesWrite is one write of files ids, each with its hash and, if pkg is set, in that
 // package's index.
-func filesWrite(pkg string, ids []string, hashes []string) buffer.Write {
-	w := buffer.Write{Tx: ingest.NewID(), TaskType: ingest.TaskFiles, TaskID: "files:" + ids[0],
+func filesWrite(pkg string, ids []string, hashes []string) ingest.Write {
+	w := ingest.Write{Tx: ingest.NewID(), TaskType: ingest.TaskFiles, TaskID: "files:" + ids[0],
 		Payload: func(tx string) ([]byte, error) { return json.Marshal(map[string]any{"tx": tx, "ids": ids}) }}
 	for i, id := range ids {
-		it := buffer.Item{Kind: buffer.KindFile, ID: id, Hash: hashes[i], Record: map[string]string{"id": id}}
+		it := ingest.Item{Kind: ingest.KindFile, ID: id, Hash: hashes[i], Record: map[string]string{"id": id}}
 		if pkg != "" {
 			it.Index = buffer.PackageIndex(pkg)
 		}
@@ -354,22 +354,22 @@ func TestHoldOverlappingWrites(t *testing.T) {
 	res, err := b.Hold(ctx, bw)
 	require.NoError(t, err)
 	require.False(t, res.Replayed, "a write with a new record is new")
-	got, err := b.Get(ctx, buffer.KindFile, f[0], f[1], f[2])
+	got, err := b.Get(ctx, ingest.KindFile, f[0], f[1], f[2])
 	require.NoError(t, err)
 	require.Equal(t, a.Tx, got[f[1]].Tx, "a record held already keeps its transaction")
 	require.Equal(t, bw.Tx, got[f[2]].Tx)
 
 	_, err = b.Hold(ctx, filesWrite("", []string{f[3], f[2]}, []string{h1, h2}))
-	var ce *buffer.ConflictError
+	var ce *ingest.BufferConflictError
 	require.ErrorAs(t, err, &ce)
 	require.Equal(t, 1, ce.Index)
-	held, err := b.Exists(ctx, buffer.KindFile, f[3])
+	held, err := b.Exists(ctx, ingest.KindFile, f[3])
 	require.NoError(t, err)
 	require.Empty(t, held, "a refused write caches nothing")
 
 	res, err = b.Hold(ctx, filesWrite("", f[0:2], []string{h1, h1}))
 	require.NoError(t, err)
-	require.Equal(t, buffer.Result{Tx: a.Tx, Replayed: true}, res)
+	require.Equal(t, ingest.HoldResult{Tx: a.Tx, Replayed: true}, res)
 
 	pkg := ingest.NewID()
 	big := make([]string, 2500)
@@ -384,12 +384,12 @@ func TestHoldOverlappingWrites(t *testing.T) {
 	require.EqualValues(t, len(big), rdb.SCard(ctx, buffer.PackageIndex(pkg)).Val())
 	res, err = b.Hold(ctx, filesWrite(pkg, big, hashes))
 	require.NoError(t, err)
-	require.Equal(t, buffer.Result{Tx: bigWrite.Tx, Replayed: true}, res, "the same 2,500 records again: a replay")
+	require.Equal(t, ingest.HoldResult{Tx: bigWrite.Tx, Replayed: true}, res, "the same 2,500 records again: a replay")
 	hashes[2400] = h2
 	_, err = b.Hold(ctx, filesWrite(pkg, append(big[:2499:2499], f[4]), hashes))
 	require.ErrorAs(t, err, &ce)
 	require.Equal(t, 2400, ce.Index, "a conflict past the first chunk is found")
-	got, err = b.Get(ctx, buffer.KindFile, big...)
+	got, err = b.Get(ctx, ingest.KindFile, big...)
 	require.NoError(t, err)
 	require.Len(t, got, len(big))
 

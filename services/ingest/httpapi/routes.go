@@ -5,64 +5,26 @@ import (
 	"context"
 	"net/http"
 	"reflect"
-	"time"
 
 	"github.com/danielgtaylor/huma/v2"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/services/ingest"
-	"github.com/obsops/obsops/services/ingest/buffer"
-	"github.com/obsops/obsops/services/ingest/postgres"
 )
 
-// Handlers serves the ingest routes.
+// Handlers serves the ingest routes: each decodes its input, calls the use case of Service and
+// encodes the answer.
 type Handlers struct {
-	Auth   *authn.Authenticator // rules come from the access table, pkg/authn/access.go
-	Buffer *buffer.Buffer
-	Store  *postgres.Store
-	// Site is this site's name, the default site of an execution.
-	Site string
-	// IdempotencyTTL is how long an Idempotency-Key's answer is kept.
-	IdempotencyTTL time.Duration
-	// RetryAfter is the Retry-After (seconds) of a 503 when the buffer cannot take a write.
-	RetryAfter int
+	Auth    *authn.Authenticator // rules come from the access table, pkg/authn/access.go
+	Service *ingest.Service
 	// BodyLimit is the body limit of every route but the bulk registration (OPS_BODY_LIMIT_BYTES);
 	// BulkBodyLimit that of POST /raw_data_files/bulk.
 	BodyLimit, BulkBodyLimit int64
-	Metrics                  *Metrics
-	// Direct, when set (OPS_BUFFERING_ENABLED=false), applies the critical writes to the database
-	// at once instead of buffering them; answers say "committed".
-	Direct *postgres.Applier
-	// known remembers referenced ids seen to exist (obs units, executed obs units): they are
-	// never deleted while referenced, so a running observation keeps registering files while
-	// the database is briefly unreachable.
-	known *knownIDs
-}
-
-// Metrics of the API role.
-type Metrics struct {
-	Enqueue *prometheus.HistogramVec
-	Writes  *prometheus.CounterVec
-}
-
-// NewMetrics registers the API's metrics on reg.
-func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{
-		Enqueue: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "obsops_ingest_enqueue_seconds",
-			Help:    "Time to hold a buffered write in Redis (cache entries and task), by kind.",
-			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}}, []string{"kind"}),
-		Writes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "obsops_ingest_buffered_writes_total",
-			Help: "Buffered write requests by kind and result (held, replayed, conflict, unavailable)."}, []string{"kind", "result"}),
-	}
-	reg.MustRegister(m.Enqueue, m.Writes)
-	return m
 }
 
 // Register adds every route of the ingest API role. Access rules come from the suite's access
 // table (pkg/authn/access.go) through Auth.Op.
 func Register(api huma.API, h *Handlers) {
-	h.known = newKnownIDs(100_000)
 	buffered := func(op huma.Operation, body any, handler func(context.Context, *writeInput) (*writeOutput, error)) {
 		op.Tags = append(op.Tags, "Buffered writes")
 		op.DefaultStatus = http.StatusCreated

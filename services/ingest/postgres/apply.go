@@ -33,13 +33,6 @@ type Applier struct {
 	lsn             groupcommit.Group[walPosition]
 }
 
-// PermanentError is a task that can never apply (e.g. its obs unit was deleted): it goes to the
-// dead letters with this error instead of being retried.
-type PermanentError struct{ Err error }
-
-func (e *PermanentError) Error() string { return "permanent: " + e.Err.Error() }
-func (e *PermanentError) Unwrap() error { return e.Err }
-
 // classify marks integrity and data errors (which no retry can fix) as permanent; everything
 // else (connection failures, shutdowns, serialization failures) stays transient.
 func classify(err error) error {
@@ -47,21 +40,15 @@ func classify(err error) error {
 	if errors.As(err, &pe) {
 		switch pe.Code.Class() {
 		case "22", "23": // data exception, integrity constraint violation
-			return &PermanentError{Err: fmt.Errorf("%s (SQLSTATE %s)", pe.Message, pe.Code)}
+			return &ingest.PermanentError{Err: fmt.Errorf("%s (SQLSTATE %s)", pe.Message, pe.Code)}
 		}
 	}
 	return err
 }
 
-// Commit is the outcome of an applied task.
-type Commit struct {
-	LSN string    // WAL position after the commit
-	At  time.Time // when COMMIT returned (the worker's clock)
-}
-
-func (a *Applier) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) (Commit, error) {
+func (a *Applier) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) (ingest.Commit, error) {
 	if err := database.InTx(ctx, a.DB, fn); err != nil {
-		return Commit{}, classify(err)
+		return ingest.Commit{}, classify(err)
 	}
 	return a.committed(ctx), nil
 }
@@ -70,19 +57,19 @@ func (a *Applier) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) (Commit,
 // (PostgreSQL commits a single statement atomically): the same outcome as inTx in one round trip
 // instead of three (BEGIN, the statement, COMMIT) — most tasks are one statement, a single file's
 // registration.
-func (a *Applier) alone(ctx context.Context, fn func() error) (Commit, error) {
+func (a *Applier) alone(ctx context.Context, fn func() error) (ingest.Commit, error) {
 	if err := fn(); err != nil {
-		return Commit{}, classify(err)
+		return ingest.Commit{}, classify(err)
 	}
 	return a.committed(ctx), nil
 }
 
 // committed is the Commit of a transaction that just committed.
-func (a *Applier) committed(ctx context.Context) Commit {
+func (a *Applier) committed(ctx context.Context) ingest.Commit {
 	// After COMMIT returned, the commit record is flushed: the WAL position read now is at or
 	// beyond it (what a replica must have replayed before the cache entry may go). "" if the read
 	// failed: committed all the same, the receipt just lacks the position.
-	return Commit{At: time.Now().UTC(), LSN: a.lsnAfter(ctx)}
+	return ingest.Commit{At: time.Now().UTC(), LSN: a.lsnAfter(ctx)}
 }
 
 // walPosition is one read of the WAL position ("" if it failed), shared as a group commit
@@ -114,7 +101,7 @@ const lsnTimeout = 10 * time.Second
 
 // ApplyStart records the start of an execution. A finish applied earlier keeps its status; a
 // start applied twice changes nothing.
-func (a *Applier) ApplyStart(ctx context.Context, t ingest.StartTask) (Commit, error) {
+func (a *Applier) ApplyStart(ctx context.Context, t ingest.StartTask) (ingest.Commit, error) {
 	return a.ApplyBatch(ctx, []Work{{Start: &t}})
 }
 
@@ -131,7 +118,7 @@ WHERE executed_obs_units.start_tx IS NULL`,
 }
 
 // ApplyFinish records the end of an execution, before or after its start.
-func (a *Applier) ApplyFinish(ctx context.Context, t ingest.FinishTask) (Commit, error) {
+func (a *Applier) ApplyFinish(ctx context.Context, t ingest.FinishTask) (ingest.Commit, error) {
 	return a.ApplyBatch(ctx, []Work{{Finish: &t}})
 }
 
@@ -174,7 +161,7 @@ var errFileExists = errors.New("a file of the batch is already registered")
 
 // ApplyFiles registers files in batches of BatchRows rows, all in one transaction; files
 // already registered are left as they are.
-func (a *Applier) ApplyFiles(ctx context.Context, t ingest.FilesTask) (Commit, error) {
+func (a *Applier) ApplyFiles(ctx context.Context, t ingest.FilesTask) (ingest.Commit, error) {
 	return a.ApplyBatch(ctx, []Work{{Files: &t}})
 }
 
@@ -291,7 +278,7 @@ func (r *fileRows) insert(ctx context.Context, exec filesExec) error {
 }
 
 // ApplyPackage creates a package; created twice (or first by a finalize) it stays as it is.
-func (a *Applier) ApplyPackage(ctx context.Context, t ingest.PackageTask) (Commit, error) {
+func (a *Applier) ApplyPackage(ctx context.Context, t ingest.PackageTask) (ingest.Commit, error) {
 	return a.ApplyBatch(ctx, []Work{{Package: &t}})
 }
 

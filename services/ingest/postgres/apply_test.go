@@ -177,7 +177,7 @@ func TestApplyClassifiesErrors(t *testing.T) {
 	a := &postgres.Applier{DB: db}
 	_, err := a.ApplyStart(t.Context(), ingest.StartTask{Envelope: ingest.Envelope{TxID: ingest.NewID()}, Start: ingest.Start{
 		ID: ingest.NewID(), ObsUnitID: 424242, StartTime: time.Now(), Site: "x", Meta: json.RawMessage(`{}`)}})
-	var pe *postgres.PermanentError
+	var pe *ingest.PermanentError
 	require.ErrorAs(t, err, &pe)
 	require.Contains(t, err.Error(), "23503")
 

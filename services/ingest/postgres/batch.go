@@ -31,7 +31,7 @@ func (w Work) Rows() int {
 // instead of one commit — and over a WAN several round trips — per task. The statements are the
 // same upserts as the single-task Apply* methods, so a batch applied twice, or tasks of one batch
 // applied again in another, change nothing.
-func (a *Applier) ApplyBatch(ctx context.Context, works []Work) (Commit, error) {
+func (a *Applier) ApplyBatch(ctx context.Context, works []Work) (ingest.Commit, error) {
 	c, err := a.applyBatch(ctx, works, false)
 	if errors.Is(err, errFileExists) {
 		// Rolled back as a whole (or one statement that wrote nothing): again, as upserts.
@@ -41,7 +41,7 @@ func (a *Applier) ApplyBatch(ctx context.Context, works []Work) (Commit, error) 
 }
 
 // applyBatch is ApplyBatch with files inserted as new (errFileExists if one is not) or upserted.
-func (a *Applier) applyBatch(ctx context.Context, works []Work, upsert bool) (Commit, error) {
+func (a *Applier) applyBatch(ctx context.Context, works []Work, upsert bool) (ingest.Commit, error) {
 	if oneStatement(works, a.batchRows()) {
 		// One statement commits by itself: one round trip instead of three (BEGIN, the statement,
 		// COMMIT) — what a worker that keeps up applies most: a single file's registration, or

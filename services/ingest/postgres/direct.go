@@ -2,23 +2,15 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"slices"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
 	"github.com/obsops/obsops/pkg/database"
+	"github.com/obsops/obsops/pkg/problem"
 	"github.com/obsops/obsops/services/ingest"
 )
-
-// ErrNotFound: no such record.
-var ErrNotFound = errors.New("not found")
-
-// ConflictError is a direct write the record's state forbids (409).
-type ConflictError struct{ Msg string }
-
-func (e *ConflictError) Error() string { return e.Msg }
 
 // FinalizeHash fingerprints a finalize request (file ids in any order are the same request).
 func FinalizeHash(f ingest.Finalize) string {
@@ -28,11 +20,11 @@ func FinalizeHash(f ingest.Finalize) string {
 	return ingest.Hash(f)
 }
 
-// Finalize marks a package complete (immutable). buffered is the package's create still held in
+// Finalize marks a package complete (immutable); a missing package is problem.ErrNotFound. buffered is the package's create still held in
 // the buffer, applied first when the row does not exist yet (the worker's later apply is then a
 // no-op). Finalizing a complete package again with the same request changes nothing (changed is
-// false); with another, it is a *ConflictError.
-func (s *Store) Finalize(ctx context.Context, id string, f ingest.Finalize, buffered *ingest.PackageTask) (row *PackageRow, changed bool, err error) {
+// false); with another, it is a *ingest.ConflictError.
+func (s *Store) Finalize(ctx context.Context, id string, f ingest.Finalize, buffered *ingest.PackageTask) (row *ingest.PackageRow, changed bool, err error) {
 	hash := FinalizeHash(f)
 	err = database.InTx(ctx, s.writer(), func(tx *sqlx.Tx) error {
 		if buffered != nil {
@@ -43,13 +35,13 @@ func (s *Store) Finalize(ctx context.Context, id string, f ingest.Finalize, buff
 		var r pkgRow
 		if err := tx.GetContext(ctx, &r, `SELECT `+pkgColumns+` FROM raw_data_packages WHERE id = $1 FOR UPDATE`, id); err != nil {
 			if IsNoRows(err) {
-				return ErrNotFound
+				return problem.ErrNotFound
 			}
 			return err
 		}
 		if r.Status == ingest.PackageComplete {
 			if r.Hash.String != hash {
-				return &ConflictError{Msg: "the package is already complete with another size, checksum or file list; a complete package cannot change"}
+				return &ingest.ConflictError{Msg: "the package is already complete with another size, checksum or file list; a complete package cannot change"}
 			}
 			row = r.row(s.Status)
 			return nil
@@ -72,7 +64,7 @@ WHERE id = $1 RETURNING `+pkgColumns, id, f.SizeBytes, f.Checksum, hash, pq.Stri
 
 // UpdateFile changes a registered file. buffered is the file's registration still held in the
 // buffer (applied first when the row does not exist yet). A file of a complete package cannot
-// change, nor can a file join a complete package (*ConflictError).
+// change, nor can a file join a complete package (*ingest.ConflictError).
 func (s *Store) UpdateFile(ctx context.Context, id string, u ingest.FileUpdate, buffered *ingest.FilesTask) (*ingest.RawDataFile, error) {
 	var out *ingest.RawDataFile
 	err := database.InTx(ctx, s.writer(), func(tx *sqlx.Tx) error {
@@ -84,7 +76,7 @@ func (s *Store) UpdateFile(ctx context.Context, id string, u ingest.FileUpdate, 
 		var r fileRow
 		if err := tx.GetContext(ctx, &r, `SELECT `+fileColumns+` FROM raw_data_files f WHERE f.id = $1 FOR UPDATE OF f`, id); err != nil {
 			if IsNoRows(err) {
-				return ErrNotFound
+				return problem.ErrNotFound
 			}
 			return err
 		}
@@ -101,7 +93,7 @@ func (s *Store) UpdateFile(ctx context.Context, id string, u ingest.FileUpdate, 
 				return err
 			}
 			if len(complete) > 0 {
-				return &ConflictError{Msg: "raw data package " + complete[0] + " is complete: its files cannot change and no file can join it"}
+				return &ingest.ConflictError{Msg: "raw data package " + complete[0] + " is complete: its files cannot change and no file can join it"}
 			}
 		}
 		var meta []byte

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"sync"
 	"time"
 
@@ -124,27 +123,8 @@ type eouRow struct {
 	FinishTxSet bool            `db:"finished"`
 }
 
-// MergeMeta lays a finish's meta over a start's (both JSON objects).
-func MergeMeta(start, finish json.RawMessage) json.RawMessage {
-	if len(finish) == 0 || string(finish) == "{}" {
-		if len(start) == 0 {
-			return json.RawMessage("{}")
-		}
-		return start
-	}
-	m := map[string]json.RawMessage{}
-	_ = json.Unmarshal(start, &m)
-	f := map[string]json.RawMessage{}
-	_ = json.Unmarshal(finish, &f)
-	for k, v := range f {
-		m[k] = v
-	}
-	b, _ := json.Marshal(m)
-	return b
-}
-
 func (r eouRow) record(status string) (ingest.ExecutedObsUnit, bool) {
-	e := ingest.ExecutedObsUnit{ID: r.ID, Status: r.Status, Site: r.Site.String, Meta: MergeMeta(r.StartMeta, r.FinishMeta), BufferStatus: status}
+	e := ingest.ExecutedObsUnit{ID: r.ID, Status: r.Status, Site: r.Site.String, Meta: ingest.MergeMeta(r.StartMeta, r.FinishMeta), BufferStatus: status}
 	if r.ObsUnitID.Valid {
 		v := r.ObsUnitID.Int64
 		e.ObsUnitID = &v
@@ -265,14 +245,7 @@ type pkgRow struct {
 	CreatedAt   time.Time      `db:"created_at"`
 }
 
-// PackageRow is a package as stored, with what finalize compares.
-type PackageRow struct {
-	Package      ingest.RawDataPackage
-	FileIDs      []string
-	FinalizeHash string
-}
-
-func (r pkgRow) row(status string) *PackageRow {
+func (r pkgRow) row(status string) *ingest.PackageRow {
 	p := ingest.RawDataPackage{ID: r.ID, ExecutedObsUnitID: r.EOU, InstrumentModuleID: r.Module, Name: r.Name,
 		Status: r.Status, CreatedAt: r.CreatedAt.UTC(), BufferStatus: status}
 	if r.Size.Valid {
@@ -287,13 +260,13 @@ func (r pkgRow) row(status string) *PackageRow {
 		t := r.FinalizedAt.Time.UTC()
 		p.FinalizedAt = &t
 	}
-	return &PackageRow{Package: p, FileIDs: r.FileIDs, FinalizeHash: r.Hash.String}
+	return &ingest.PackageRow{Package: p, FileIDs: r.FileIDs, FinalizeHash: r.Hash.String}
 }
 
 const pkgColumns = `id::text, executed_obs_unit_id::text, instrument_module_id, name, status, file_ids::text[] AS file_ids, size_bytes, checksum, finalized_at, finalize_hash, created_at`
 
 // Package returns a package row, or nil.
-func (s *Store) Package(ctx context.Context, id string) (*PackageRow, error) {
+func (s *Store) Package(ctx context.Context, id string) (*ingest.PackageRow, error) {
 	var r pkgRow
 	err := s.DB.GetContext(ctx, &r, `SELECT `+pkgColumns+` FROM raw_data_packages WHERE id = $1`, id)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -320,16 +293,6 @@ ORDER BY f.path, f.id LIMIT $2`, id, max)
 		out[i] = r.record(s.Status)
 	}
 	return out, nil
-}
-
-// SortFiles orders files as PackageFiles does.
-func SortFiles(files []ingest.RawDataFile) {
-	sort.Slice(files, func(i, j int) bool {
-		if files[i].Path != files[j].Path {
-			return files[i].Path < files[j].Path
-		}
-		return files[i].ID < files[j].ID
-	})
 }
 
 // Files returns the registered files among ids, by id.
@@ -372,3 +335,10 @@ UNION ALL
 (SELECT 'finish_without_start', e.id::text, '' FROM executed_obs_units e WHERE e.start_tx IS NULL LIMIT $1)`, limit)
 	return out, err
 }
+
+// The Store is what the use cases read and check references in, the Applier what applies their
+// writes when buffering is disabled.
+var (
+	_ ingest.Store  = (*Store)(nil)
+	_ ingest.Direct = (*Applier)(nil)
+)

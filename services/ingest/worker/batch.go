@@ -10,10 +10,12 @@ import (
 	"github.com/lib/pq"
 	"golang.org/x/sync/semaphore"
 
+	"github.com/obsops/obsops/services/ingest"
 	"github.com/obsops/obsops/services/ingest/postgres"
 )
 
-// Batching and reachability (DESIGN §3: the WAN may be down for hours).
+// Batching and reachability (the WAN between a secondary site and the main database may be down
+// for hours).
 //
 // Every task handler hands its records to a small set of appliers and waits for the outcome. An
 // idle applier takes the first waiting task and, without waiting for more, every other task
@@ -62,7 +64,7 @@ type job struct {
 }
 
 type result struct {
-	c   postgres.Commit
+	c   ingest.Commit
 	err error
 }
 
@@ -144,7 +146,7 @@ func unreachable(err error) bool {
 		}
 		return false
 	}
-	var pe *postgres.PermanentError
+	var pe *ingest.PermanentError
 	return !errors.As(err, &pe)
 }
 
@@ -169,13 +171,13 @@ func (h *Handler) Start(ctx context.Context) {
 // apply hands a task's works (of transactions txs) to the appliers and waits for its batch's
 // outcome: they commit together or not at all. While the main database is unreachable it first
 // waits at the gate, noted in the receipts as a failed attempt (one per wait, not one per retry).
-func (h *Handler) apply(ctx context.Context, txs []string, works []postgres.Work) (postgres.Commit, error) {
+func (h *Handler) apply(ctx context.Context, txs []string, works []postgres.Work) (ingest.Commit, error) {
 	if h.gate.waitChan() != nil {
 		rctx, cancel := context.WithTimeout(ctx, time.Second)
 		h.Buffer.RecordFailure(rctx, errUnreachable, txs...)
 		cancel()
 		if err := h.gate.wait(ctx, h.stopping); err != nil {
-			return postgres.Commit{}, err
+			return ingest.Commit{}, err
 		}
 	}
 	j := &job{works: works, done: make(chan result, 1)}
@@ -185,18 +187,18 @@ func (h *Handler) apply(ctx context.Context, txs []string, works []postgres.Work
 	select {
 	case h.jobs <- j:
 	case <-ctx.Done():
-		return postgres.Commit{}, ctx.Err()
+		return ingest.Commit{}, ctx.Err()
 	case <-h.stopping:
-		return postgres.Commit{}, errStopping
+		return ingest.Commit{}, errStopping
 	}
 	select {
 	case r := <-j.done:
 		return r.c, r.err
 	case <-ctx.Done():
 		// The batch may still commit: the retry then re-applies it, a no-op.
-		return postgres.Commit{}, ctx.Err()
+		return ingest.Commit{}, ctx.Err()
 	case <-h.stopping:
-		return postgres.Commit{}, errStopping
+		return ingest.Commit{}, errStopping
 	}
 }
 

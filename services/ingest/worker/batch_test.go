@@ -93,7 +93,7 @@ func TestBatchIsolatesTaskThatCannotApply(t *testing.T) {
 	h.applyBatch(context.Background(), jobs, rows)
 	require.NoError(t, (<-jobs[0].done).err)
 	err := (<-jobs[1].done).err
-	var pe *postgres.PermanentError
+	var pe *ingest.PermanentError
 	require.True(t, errors.As(err, &pe), "the orphan fails permanently: %v", err)
 	require.Equal(t, classPermanent, classOf(err))
 	require.NoError(t, (<-jobs[2].done).err)
@@ -135,6 +135,6 @@ func TestGate(t *testing.T) {
 	require.True(t, unreachable(&pq.Error{Code: "57P01"}), "admin shutdown")
 	require.True(t, unreachable(&pq.Error{Code: "08006"}), "connection failure")
 	require.False(t, unreachable(&pq.Error{Code: "23503"}))
-	require.False(t, unreachable(&postgres.PermanentError{Err: errors.New("x")}))
+	require.False(t, unreachable(&ingest.PermanentError{Err: errors.New("x")}))
 	require.False(t, unreachable(context.Canceled))
 }

@@ -58,7 +58,7 @@ func New(rdb redis.UniversalClient, concurrency int, log *slog.Logger, h *Handle
 // any length never turns a task into a dead letter. Permanent errors are archived at once
 // (asynq.SkipRetry) whatever this says.
 func IsFailure(err error) bool {
-	var pe *postgres.PermanentError
+	var pe *ingest.PermanentError
 	if errors.As(err, &pe) {
 		return true
 	}
@@ -121,8 +121,8 @@ type Handler struct {
 	Buffer  *buffer.Buffer
 	Log     *slog.Logger
 	Metrics *Metrics
-	// Secondary: this is a secondary site's worker (DESIGN §3): committed records stay cached
-	// until the local replica has replayed the commit (see WatchReplica).
+	// Secondary: this is a secondary site's worker (docs/architecture.md, two sites): committed
+	// records stay cached until the local replica has replayed the commit (see WatchReplica).
 	Secondary bool
 	// Probe is a pool on the main database of its own (OpenProbe), used only to test whether an
 	// unreachable main database is back; nil uses Apply's pool.
@@ -153,7 +153,7 @@ type write struct {
 	payload []byte // as enqueued: a coalesced task's writes are requeued with it (see split)
 	env     ingest.Envelope
 	work    postgres.Work
-	items   []buffer.Item // its records in the read cache, evicted once its rows are committed
+	items   []ingest.Item // its records in the read cache, evicted once its rows are committed
 	taskID  string        // the id of its own task (ingest.StartTaskID, ...)
 }
 
@@ -166,21 +166,21 @@ func decodeWrite(typ string, payload []byte) (write, error) {
 		var p ingest.StartTask
 		if err = ingest.DecodeTask(payload, &p); err == nil {
 			w.env, w.work, w.taskID = p.Envelope, postgres.Work{Start: &p}, ingest.StartTaskID(p.Start.ID)
-			w.items = []buffer.Item{{Kind: buffer.KindStart, ID: p.Start.ID, Index: buffer.OUIndex(p.Start.ObsUnitID)}}
+			w.items = []ingest.Item{{Kind: ingest.KindStart, ID: p.Start.ID, Index: buffer.OUIndex(p.Start.ObsUnitID)}}
 		}
 	case ingest.TaskFinish:
 		var p ingest.FinishTask
 		if err = ingest.DecodeTask(payload, &p); err == nil {
 			w.env, w.work, w.taskID = p.Envelope, postgres.Work{Finish: &p}, ingest.FinishTaskID(p.ID)
-			w.items = []buffer.Item{{Kind: buffer.KindFinish, ID: p.ID}}
+			w.items = []ingest.Item{{Kind: ingest.KindFinish, ID: p.ID}}
 		}
 	case ingest.TaskFiles:
 		var p ingest.FilesTask
 		if err = ingest.DecodeTask(payload, &p); err == nil {
 			w.env, w.work, w.taskID = p.Envelope, postgres.Work{Files: &p}, ingest.FilesTaskID(p.Files)
-			w.items = make([]buffer.Item, len(p.Files))
+			w.items = make([]ingest.Item, len(p.Files))
 			for i, f := range p.Files {
-				w.items[i] = buffer.Item{Kind: buffer.KindFile, ID: f.ID}
+				w.items[i] = ingest.Item{Kind: ingest.KindFile, ID: f.ID}
 				if f.RawDataPackageID != "" {
 					w.items[i].Index = buffer.PackageIndex(f.RawDataPackageID)
 				}
@@ -190,7 +190,7 @@ func decodeWrite(typ string, payload []byte) (write, error) {
 		var p ingest.PackageTask
 		if err = ingest.DecodeTask(payload, &p); err == nil {
 			w.env, w.work, w.taskID = p.Envelope, postgres.Work{Package: &p}, ingest.PackageTaskID(p.Package.ID)
-			w.items = []buffer.Item{{Kind: buffer.KindPackage, ID: p.Package.ID}}
+			w.items = []ingest.Item{{Kind: ingest.KindPackage, ID: p.Package.ID}}
 		}
 	default:
 		err = fmt.Errorf("unknown write type %q", typ)
@@ -257,7 +257,7 @@ func decodeWrites(payload []byte) ([]write, error) {
 
 // Records are the cached records of a task's writes (its type and payload as enqueued): what
 // dropping it as a dead letter takes out of the read cache (ingest admin).
-func Records(typ string, payload []byte) ([]buffer.Item, error) {
+func Records(typ string, payload []byte) ([]ingest.Item, error) {
 	var ws []write
 	var err error
 	if typ == ingest.TaskWrites {
@@ -270,7 +270,7 @@ func Records(typ string, payload []byte) ([]buffer.Item, error) {
 	if err != nil {
 		return nil, err
 	}
-	var items []buffer.Item
+	var items []ingest.Item
 	for _, w := range ws {
 		items = append(items, w.items...)
 	}
@@ -357,7 +357,7 @@ const (
 // error of another class than connection, rollback, resources, shutdown or system is unknown;
 // everything else (unreachable, timed out) is transient.
 func classOf(err error) string {
-	var pe *postgres.PermanentError
+	var pe *ingest.PermanentError
 	if errors.As(err, &pe) {
 		return classPermanent
 	}

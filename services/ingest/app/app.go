@@ -1,0 +1,180 @@
+// Package app builds a running ingest process from its configuration and the service chassis:
+// the stores, the buffer, the use cases (ingest.Service), the HTTP handlers and the worker, for
+// the role the process takes (-role api, worker or all). Command ingest and the tests that need
+// the wiring use it, so there is one.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/obsops/obsops/migrations"
+	"github.com/obsops/obsops/pkg/authn"
+	"github.com/obsops/obsops/pkg/database"
+	"github.com/obsops/obsops/pkg/service"
+	"github.com/obsops/obsops/services/ingest"
+	"github.com/obsops/obsops/services/ingest/buffer"
+	"github.com/obsops/obsops/services/ingest/httpapi"
+	"github.com/obsops/obsops/services/ingest/postgres"
+	"github.com/obsops/obsops/services/ingest/worker"
+)
+
+// App is one ingest process: the chassis with its routes registered and the background loops
+// of its role, started and stopped by Run.
+type App struct {
+	svc   *service.Service
+	loops []loop
+}
+
+// loop is a background loop: it runs until ctx ends, then returns once stopped.
+type loop struct {
+	name string
+	run  func(ctx context.Context) error
+}
+
+// Options returns the chassis options of an ingest process: the server takes bodies up to the
+// largest route limit; each route enforces its own (OPS_BODY_LIMIT_BYTES, or
+// OPS_INGEST_BULK_BODY_LIMIT_BYTES for the bulk registration).
+func Options(cfg *ingest.Config, build service.Build) service.Options {
+	common := cfg.Common
+	common.BodyLimitBytes = max(cfg.BodyLimitBytes, cfg.BulkBodyLimitBytes)
+	return service.Options{
+		Name: "ingest", Title: "obsops ingest", Addr: cfg.Addr, Common: common,
+		Description: "Executed obs units, raw data files and raw data packages; critical writes are buffered.",
+		Build:       build,
+	}
+}
+
+// ErrRole is the error of a -role value that is none of the roles.
+func ErrRole(role string) error {
+	return fmt.Errorf("-role: invalid value %q: must be one of api, worker, all", role)
+}
+
+// New wires an ingest process of role (ingest.RoleAPI, RoleWorker or RoleAll) on svc: the
+// database pools (attached to svc), the buffer, and for the API the use cases and their routes,
+// for the worker the asynq server with its handler and the watches it needs.
+func New(svc *service.Service, cfg *ingest.Config, role string) (*App, error) {
+	if !ingest.ValidRole(role) {
+		return nil, ErrRole(role)
+	}
+	// The local database for reads and reference checks (at a secondary site its replica), the
+	// main site's primary for the direct writes (finalize, file update): database.Pools.
+	pools, err := database.AttachPools(svc, migrations.Latest())
+	if err != nil {
+		return nil, err
+	}
+	svc.Log = svc.Log.With("role", role)
+	buf := buffer.New(svc.Redis, cfg.RedisTimeout)
+	a := &App{svc: svc}
+	if role != ingest.RoleWorker {
+		status := ingest.Committed
+		if cfg.SiteType == "secondary" {
+			status = ingest.Replicated
+		}
+		s := ingest.Service{
+			Store: &postgres.Store{DB: pools.Read, Write: pools.Write, Status: status}, Buffer: buf,
+			Site: cfg.SiteName, IdempotencyTTL: cfg.IdempotencyTTL, RetryAfter: cfg.RetryAfter,
+			Metrics: ingest.NewMetrics(svc.Metrics),
+		}
+		if !cfg.BufferingEnabled {
+			s.Direct = &postgres.Applier{DB: pools.Write, BatchRows: 5000}
+		}
+		httpapi.Register(svc.API, &httpapi.Handlers{
+			Auth:    authn.NewRemote(cfg.Config, cfg.AuthtokenURL, cfg.InternalSecret, svc.Redis, svc.Log),
+			Service: ingest.NewService(s), BodyLimit: int64(cfg.BodyLimitBytes), BulkBodyLimit: int64(cfg.BulkBodyLimitBytes),
+		})
+	}
+	if role == ingest.RoleWorker && cfg.WorkerNice > 0 {
+		// Not with -role all: the API shares the process.
+		if err := worker.LowerPriority(cfg.WorkerNice); err != nil {
+			return nil, fmt.Errorf("OPS_INGEST_WORKER_NICE: %w", err)
+		}
+	}
+	if role != ingest.RoleAPI {
+		if err := a.addWorker(cfg, buf, pools); err != nil {
+			return nil, err
+		}
+	}
+	return a, nil
+}
+
+// addWorker adds the worker's loops: the asynq server and its handler (appliers and the probe
+// of the main database), the orphan watch, and at a secondary site the replica release.
+func (a *App) addWorker(cfg *ingest.Config, buf *buffer.Buffer, pools *database.Pools) error {
+	// The worker's own pool on the main database, with I/O deadlines (a WAN that drops traffic
+	// must not hang its connections).
+	mainDB, err := postgres.OpenWorkerDB(cfg.MainDB(), cfg.DBMaxConns, 30*time.Second)
+	if err != nil {
+		return err
+	}
+	probe, err := worker.OpenProbe(cfg.MainDB())
+	if err != nil {
+		_ = mainDB.Close()
+		return err
+	}
+	log := a.svc.Log
+	h := &worker.Handler{
+		Apply:  &postgres.Applier{DB: mainDB, BatchRows: 5000},
+		Buffer: buf, Log: log, Metrics: worker.NewMetrics(a.svc.Metrics),
+		Secondary: cfg.SiteType == "secondary", Probe: probe,
+		Appliers: min(worker.DefaultAppliers, cfg.DBMaxConns),
+	}
+	srv := worker.New(a.svc.Redis, cfg.WorkerConcurrency, log, h)
+	a.svc.AddReadiness("worker", func(context.Context) error { return srv.Ping() })
+	a.loops = append(a.loops, loop{"worker", func(ctx context.Context) error {
+		defer mainDB.Close()
+		defer probe.Close()
+		hctx, stopHandler := context.WithCancel(context.WithoutCancel(ctx))
+		defer stopHandler()
+		h.Start(hctx)
+		if err := srv.Start(h.Mux()); err != nil {
+			return fmt.Errorf("start worker: %w", err)
+		}
+		<-ctx.Done()
+		stopHandler() // tasks waiting for the main database go back to the queue at once
+		srv.Shutdown()
+		return nil
+	}}, loop{"orphan watch", func(ctx context.Context) error {
+		worker.WatchOrphans(ctx, buf, 5*time.Second, log)
+		return nil
+	}})
+	if h.Secondary {
+		// Release cached records once the local replica (OPS_DATABASE_URL) has the commit.
+		a.loops = append(a.loops, loop{"replica release", func(ctx context.Context) error {
+			worker.WatchReplica(ctx, pools.Read.DB, buf, 100*time.Millisecond, log)
+			return nil
+		}})
+	}
+	return nil
+}
+
+// Run starts the background loops, then serves HTTP until ctx ends or a loop fails. The loops
+// stop once the server has drained, before the chassis closes the pools they use.
+func (a *App) Run(ctx context.Context) error {
+	loopCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopLoops()
+	g, gctx := errgroup.WithContext(loopCtx)
+	for _, l := range a.loops {
+		g.Go(func() error {
+			if err := l.run(gctx); err != nil {
+				return fmt.Errorf("%s: %w", l.name, err)
+			}
+			return nil
+		})
+	}
+	serveCtx, stopServing := context.WithCancel(ctx)
+	defer stopServing()
+	go func() { <-gctx.Done(); stopServing() }() // a failed loop stops the process
+	a.svc.OnShutdown("background loops", func(context.Context) error {
+		stopLoops()
+		_ = g.Wait() // its error is Run's
+		return nil
+	})
+	err := a.svc.Run(serveCtx)
+	stopLoops()
+	return errors.Join(err, g.Wait())
+}

@@ -1,0 +1,121 @@
+package buffer
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/obsops/obsops/services/ingest"
+)
+
+// The read cache: buffered records by kind and id, with the index sets of the smart reads.
+
+func parseCached(v string) (ingest.Cached, bool) {
+	if len(v) < hashLen+38 || v[hashLen] != '|' || v[hashLen+37] != '|' {
+		return ingest.Cached{}, false
+	}
+	return ingest.Cached{Hash: v[:hashLen], Tx: v[hashLen+1 : hashLen+37], Record: json.RawMessage(v[hashLen+38:])}, true
+}
+
+// Get reads cached records of one kind by id; missing ones are absent from the map.
+func (b *Buffer) Get(ctx context.Context, kind string, ids ...string) (map[string]ingest.Cached, error) {
+	out := make(map[string]ingest.Cached, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	for start := 0; start < len(ids); start += 1000 {
+		end := min(start+1000, len(ids))
+		vals, err := b.rdb.HMGet(ctx, recHash(kind), ids[start:end]...).Result()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ingest.ErrBufferUnavailable, err)
+		}
+		for i, v := range vals {
+			if s, ok := v.(string); ok {
+				if c, ok := parseCached(s); ok {
+					out[ids[start+i]] = c
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// Members lists an index set (OUIndex, PackageIndex).
+func (b *Buffer) Members(ctx context.Context, index string) ([]string, error) {
+	m, err := b.rdb.SMembers(ctx, index).Result()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ingest.ErrBufferUnavailable, err)
+	}
+	return m, nil
+}
+
+// Exists reports which of the ids are held in the cache as kind: one pipelined HEXISTS per id,
+// so checking the up to 10,000 files of a package moves no record over the wire.
+func (b *Buffer) Exists(ctx context.Context, kind string, ids ...string) (map[string]bool, error) {
+	out := make(map[string]bool, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	pipe := b.rdb.Pipeline()
+	found := make([]*redis.BoolCmd, len(ids))
+	for i, id := range ids {
+		found[i] = pipe.HExists(ctx, recHash(kind), id)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("%w: %v", ingest.ErrBufferUnavailable, err)
+	}
+	for i, f := range found {
+		if f.Val() {
+			out[ids[i]] = true
+		}
+	}
+	return out, nil
+}
+
+// Applied is one write whose rows committed: its transaction and its records.
+type Applied struct {
+	Tx    string
+	Items []ingest.Item
+}
+
+// Evict removes committed records from the cache and records each commit in its transaction's
+// receipt, in one round trip; called by the worker after its transaction committed.
+func (b *Buffer) Evict(ctx context.Context, applied []Applied, lsn string, committedAt time.Time) error {
+	pipe := b.rdb.Pipeline()
+	for _, a := range applied {
+		queueRemoval(ctx, pipe, a.Items)
+		queueCommit(ctx, pipe, a.Tx, lsn, committedAt)
+	}
+	queueLastApply(ctx, pipe, committedAt)
+	_, err := pipe.Exec(ctx)
+	return err
+}
+
+// Forget removes records from the cache without a commit: those of a dead letter an operator
+// dropped, whose write will never apply (the reads stop showing it as buffered).
+func (b *Buffer) Forget(ctx context.Context, items []ingest.Item) error {
+	pipe := b.rdb.Pipeline()
+	queueRemoval(ctx, pipe, items)
+	_, err := pipe.Exec(ctx)
+	return err
+}
+
+// queueRemoval adds to pipe the removal of items' cached records and index entries: one HDEL
+// per kind and 1,000 records.
+func queueRemoval(ctx context.Context, pipe redis.Pipeliner, items []ingest.Item) {
+	byKind := map[string][]string{}
+	for _, it := range items {
+		byKind[it.Kind] = append(byKind[it.Kind], it.ID)
+		if it.Index != "" {
+			pipe.SRem(ctx, it.Index, it.ID)
+		}
+	}
+	for kind, ids := range byKind {
+		for start := 0; start < len(ids); start += 1000 {
+			pipe.HDel(ctx, recHash(kind), ids[start:min(start+1000, len(ids))]...)
+		}
+	}
+}

@@ -1,0 +1,111 @@
+package ingest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// Buffer is what the use cases need of the Redis buffer (services/ingest/buffer implements it):
+// holding a write (its read-cache entries and its task) in one round trip, reading the read cache,
+// Idempotency-Key answers and receipts.
+type Buffer interface {
+	// Hold caches the write's records and enqueues its task; ErrBufferUnavailable or a
+	// *BufferConflictError when it cannot.
+	Hold(ctx context.Context, w Write) (HoldResult, error)
+	// Get reads cached records of one kind by id; missing ones are absent from the map.
+	Get(ctx context.Context, kind string, ids ...string) (map[string]Cached, error)
+	// Exists reports which of the ids are cached as kind.
+	Exists(ctx context.Context, kind string, ids ...string) (map[string]bool, error)
+	// Members lists an index set (OUIndex, PackageIndex).
+	Members(ctx context.Context, index string) ([]string, error)
+	// OUIndex names the index of the buffered executions of an obs unit.
+	OUIndex(obsUnitID int64) string
+	// PackageIndex names the index of the buffered files naming a package.
+	PackageIndex(id string) string
+	// CommittedTxs reports which transactions have committed in the main database.
+	CommittedTxs(ctx context.Context, txs ...string) (map[string]bool, error)
+	// Receipt tells where a transaction is (ErrNoTransaction when unknown).
+	Receipt(ctx context.Context, tx string) (Receipt, error)
+	// RecordDirect records the receipt of a write applied without buffering (best effort).
+	RecordDirect(ctx context.Context, w Write, lsn string, committedAt time.Time)
+	// BeginIdempotent claims an Idempotency-Key: the stored entry when it was used before, or
+	// nil when this request now owns it (then FinishIdempotent or AbortIdempotent).
+	BeginIdempotent(ctx context.Context, user int64, keyDigest, hash string) (*IdemEntry, error)
+	// FinishIdempotent stores the answer of the request owning the key, for ttl.
+	FinishIdempotent(ctx context.Context, user int64, keyDigest string, e IdemEntry, ttl time.Duration) error
+	// AbortIdempotent frees the key of a request that did not succeed.
+	AbortIdempotent(ctx context.Context, user int64, keyDigest string)
+}
+
+// Kinds of cached records.
+const (
+	KindStart   = "start"
+	KindFinish  = "finish"
+	KindFile    = "file"
+	KindPackage = "package"
+)
+
+// Item is one record of a write: its cache key parts, fingerprint, value and optional index.
+type Item struct {
+	Kind   string
+	ID     string
+	Hash   string
+	Record any    // cached as JSON; a json.RawMessage is taken as already encoded
+	Index  string // "" or an index set key (see Buffer.OUIndex, Buffer.PackageIndex)
+}
+
+// Write is one buffered write: its records and the task that applies them.
+type Write struct {
+	Tx       string
+	Items    []Item
+	TaskType string
+	TaskID   string
+	Payload  func(tx string) ([]byte, error) // built with the transaction that ends up owning it
+}
+
+// HoldResult is how a write was held.
+type HoldResult struct {
+	Tx       string // the transaction: new, or the original one of an identical earlier write
+	Replayed bool   // every record was already held, identical: the original transaction answers
+}
+
+// Cached is a record read from the cache.
+type Cached struct {
+	Tx     string
+	Hash   string
+	Record json.RawMessage
+}
+
+// CacheRecord is how a record sits in the read cache: with the time it was accepted.
+type CacheRecord[T any] struct {
+	At time.Time `json:"at"`
+	R  T         `json:"r"`
+}
+
+// IdemEntry is the stored answer of a request made with an Idempotency-Key.
+type IdemEntry struct {
+	Hash     string          `json:"hash"` // of method, path and body
+	Done     bool            `json:"done"` // false while the first request is in progress
+	Status   int             `json:"status,omitempty"`
+	Location string          `json:"location,omitempty"`
+	Body     json.RawMessage `json:"body,omitempty"`
+}
+
+// ErrBufferUnavailable wraps every failure to reach Redis: the write is answered 503 with
+// Retry-After.
+var ErrBufferUnavailable = errors.New("the buffer (Redis) cannot take the write")
+
+// BufferConflictError says a different record is already held under an id (409).
+type BufferConflictError struct {
+	Index int // which record of the request (bulk: files[Index])
+	ID    string
+}
+
+func (e *BufferConflictError) Error() string {
+	return "a different record with id " + e.ID + " is already buffered"
+}
+
+// ErrNoTransaction is the receipt of a transaction the buffer does not know (404).
+var ErrNoTransaction error = &notFoundError{"no such transaction (unknown, or older than 7 days)"}

@@ -151,7 +151,7 @@ type Route struct {
 	Service string // the owner's name, a key of config.Upstreams.ByService
 }
 
-// Routes is the routing table: every public path prefix and the service owning it (README, "Service map").
+// Routes is the routing table: every public path prefix and the service owning it (README.md, "Service map").
 func Routes() []Route {
 	return []Route{
 		{"/api/transfer", "transfer"},

@@ -459,7 +459,7 @@ FROM (SELECT extract(epoch FROM committed_at - created_at) AS s FROM raw_data_fi
 
 	// 5. What appendfsync always (the shipped setting, measured above) costs: the same with
 	// everysec, which is faster but may lose acknowledged writes in a crash of Redis alone
-	// (README, "Durability").
+	// (docs/architecture.md, "Durability").
 	everysec := func(step func() loadResult) loadResult {
 		require.NoError(t, rdb.ConfigSet(context.Background(), "appendfsync", "everysec").Err())
 		defer func() { require.NoError(t, rdb.ConfigSet(context.Background(), "appendfsync", "always").Err()) }()

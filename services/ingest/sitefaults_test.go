@@ -268,7 +268,7 @@ func keys[V any](m map[string]V) []string {
 }
 
 // instrument simulates an instrument script at the secondary site: client-chosen ids, every
-// request retried until it is acknowledged (201), as the README's script does.
+// request retried until it is acknowledged (201), as the Python client in docs/api-guide.md does.
 type instrument struct {
 	base, token string
 	ou          int64

@@ -23,9 +23,9 @@ import (
 // round and enqueues one task for all of them (ingest.TaskWrites; a round of one write enqueues
 // that write's own task, as a larger write always does). Alone, a write is held at once; under
 // load one Redis round trip, one queue task and one worker transaction serve many requests —
-// per single-file registration, the buffer's and the worker's share of the work fell from ~27
-// Redis commands, four round trips and one database statement to a fraction of that (README,
-// "Benchmarks").
+// per single-file registration, the buffer's and the worker's share of the work falls from a
+// task, several Redis round trips and a database statement each to a fraction of that
+// (docs/architecture.md, "Rounds"; make bench prints Redis commands per request).
 const (
 	// coalesceItems is the most records a write may have to join a round.
 	coalesceItems = 64

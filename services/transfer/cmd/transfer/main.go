@@ -20,7 +20,7 @@ func run(ctx context.Context) error {
 	if err := config.Load(&cfg); err != nil {
 		return err
 	}
-	if cfg.Secondary() { // its planner, leases and movers write all the time: see README, Services at a secondary site
+	if cfg.Secondary() { // its planner, leases and movers write all the time: see docs/two-sites.md, "Services at a secondary site"
 		return &config.Invalid{Var: "OPS_SITE_TYPE", Reason: "transfer runs at the main site only; do not start it at a secondary site"}
 	}
 	svc, err := service.New(service.Options{

@@ -537,7 +537,7 @@ func TestGatewayEndToEnd(t *testing.T) {
 	t.Run("docs render in a headless browser without internet", func(t *testing.T) {
 		browser, err := exec.LookPath("chromium")
 		if err != nil {
-			t.Skip("chromium not installed (optional check)")
+			t.Skip("chromium not installed: make test installs it (deploy/local/stack.sh test-deps)")
 		}
 		// every host but loopback fails to resolve: a CDN reference could not load
 		cmd := exec.Command(browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",

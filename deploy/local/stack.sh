@@ -67,7 +67,7 @@ as_pg() {
 # needs no network. NEED holds the missing packages of one step, WHY what each is for (logged).
 NEED=()
 WHY=()
-APT_UPDATED=0 # apt-get update runs once per run, and only when something is missing
+APT_UPDATED=0 # apt-get update runs at most once per run, and only when something is missing
 
 # quietly COMMAND... runs COMMAND with its output kept aside, shown only if it fails.
 quietly() {
@@ -92,11 +92,12 @@ install_needed() {
 	for i in "${!NEED[@]}"; do log "missing ${NEED[$i]}: ${WHY[$i]}"; done
 	[ "$(id -u)" = 0 ] || die "install them: sudo apt-get install ${NEED[*]}"
 	export DEBIAN_FRONTEND=noninteractive
-	if [ "$APT_UPDATED" = 0 ]; then
+	# Lists refreshed within the hour (by an earlier step: make up, then make test) are kept.
+	if [ "$APT_UPDATED" = 0 ] && ! find /var/lib/apt/lists -maxdepth 1 -name '*_Packages*' -mmin -60 2>/dev/null | grep -q .; then
 		log "apt-get update (package lists, for the missing packages)"
 		quietly apt-get update
-		APT_UPDATED=1
 	fi
+	APT_UPDATED=1
 	log "installing ${NEED[*]} with apt-get"
 	quietly apt-get install -y --no-install-recommends "${NEED[@]}"
 	NEED=()

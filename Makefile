@@ -15,7 +15,7 @@ build: ## build every binary into ./bin
 	@cd deploy/devidp && go build -trimpath -ldflags '$(LDFLAGS)' -o ../../bin/devidp .
 	@cd deploy/wan && go build -trimpath -ldflags '$(LDFLAGS)' -o ../../bin/wan .
 
-up: ## start PostgreSQL, Redis and the whole suite; gateway on http://127.0.0.1:8080
+up: ## start PostgreSQL, Redis and the whole suite; gateway on http://127.0.0.1:8080 (installs PostgreSQL + q3c, Redis and curl with apt-get when missing)
 	@deploy/local/stack.sh up
 
 up-sites: ## `make up` (main site, gateway :8080) plus the WAN and a secondary site (gateway :8180); see docs/two-sites.md
@@ -36,7 +36,7 @@ down: ## stop everything `make up` / `make up-sites` started (both sites)
 logs: ## follow the services' logs
 	@deploy/local/stack.sh logs
 
-test: ## every module's tests, against a local PostgreSQL and real binaries (starts what it needs)
+test: ## every module's tests against a local PostgreSQL and real binaries (starts what it needs; also installs promtool and chromium); lists every skip and ends with "N passed, N failed, N skipped"
 	@deploy/local/stack.sh test
 
 lint: ## gofmt, go vet, and every module building on its own (GOWORK=off, as the container build does)
@@ -50,5 +50,5 @@ bench: ## benchmarks with ratios measured in the same run
 chaos: ## long fault tests of the ingest buffer (about 27 minutes; see docs/operations.md, "Fault tests")
 	@deploy/local/stack.sh chaos
 
-clean:
+clean: ## remove ./bin
 	rm -rf bin

@@ -2,7 +2,8 @@
 # Local obsops stack without Docker: a project-local PostgreSQL and Redis under .local/ (git-ignored),
 # every service and the gateway in the background, pids and logs under .local/.
 #
-#   stack.sh deps        install PostgreSQL (with q3c), Redis and promtool (Debian package prometheus) with apt-get when missing
+#   stack.sh deps        install what the suite needs to run (PostgreSQL with q3c, Redis, curl) with apt-get, when missing
+#   stack.sh test-deps   deps, and what only the tests use: promtool (Debian package prometheus) and chromium
 #   stack.sh infra-up    start the local PostgreSQL and Redis (skipped when OPS_DATABASE_URL / OPS_REDIS_URL are set)
 #   stack.sh infra-down  stop them
 #   stack.sh pg-dir      print where the local PostgreSQL keeps its files
@@ -10,7 +11,9 @@
 #   stack.sh down        stop everything `up` / `up-sites` started (by pid), both sites, then the local
 #                        PostgreSQL clusters (primary, replica) and Redis servers
 #   stack.sh logs        follow the services' logs
-#   stack.sh test        run every module's tests against the local PostgreSQL (started if needed)
+#   stack.sh test        test-deps, then every module's tests against the local PostgreSQL (started if needed),
+#                        reported by deploy/testreport: failures and skips listed, counts on the last line
+#                        (OPS_REQUIRED_TESTS: a file of tests that must not be skipped, as .ci/run sets)
 #   stack.sh bench       run every module's TestBench* benchmarks the same way (`make bench`)
 #   stack.sh env         print the environment `up` gives the services (source it for admin commands)
 #   stack.sh up-sites    `up` (the main site), then the WAN and a secondary site: a streaming replica of the
@@ -43,7 +46,8 @@ SEC_REDIS_PORT=${OPS_LOCAL_SECONDARY_REDIS_PORT:-$((REDIS_PORT + 1))}
 WAN_PORT=${OPS_LOCAL_WAN_PORT:-$((PG_PORT + 10))}
 WAN_API_PORT=${OPS_LOCAL_WAN_API_PORT:-58474}
 SERVICES=(authtoken transfer catalog ingest site gateway)
-# The services an observatory runs (docs/two-sites.md): no transfer, which runs at the data centre.
+# The services an observatory (the secondary site) runs: all but transfer, which only the data centre
+# runs (write_secondary_env points the secondary's OPS_TRANSFER_URL at nothing).
 SECONDARY_SERVICES=(authtoken catalog ingest site gateway)
 SEC=$STATE/secondary          # the secondary site's env, pids, logs and Redis
 SLOT=obsops_secondary         # the replica's replication slot on the main primary
@@ -59,30 +63,68 @@ as_pg() {
 	if [ "$(id -u)" = 0 ]; then (cd / && runuser -u postgres -- "$@"); else "$@"; fi
 }
 
+# Packages come from apt-get, each installed only when missing, so a machine that has them all
+# needs no network. NEED holds the missing packages of one step, WHY what each is for (logged).
+NEED=()
+WHY=()
+APT_UPDATED=0 # apt-get update runs at most once per run, and only when something is missing
+
+# quietly COMMAND... runs COMMAND with its output kept aside, shown only if it fails.
+quietly() {
+	local out
+	out=$(mktemp)
+	if ! "$@" >"$out" 2>&1; then
+		cat "$out" >&2
+		rm -f "$out"
+		die "$* failed"
+	fi
+	rm -f "$out"
+}
+
+# need PACKAGE WHY queues PACKAGE for install_needed.
+need() { NEED+=("$1"); WHY+=("$2"); }
+
+# install_needed installs the queued packages (as root; otherwise it says what to install),
+# logging each with what it is for.
+install_needed() {
+	[ ${#NEED[@]} -gt 0 ] || return 0
+	local i
+	for i in "${!NEED[@]}"; do log "missing ${NEED[$i]}: ${WHY[$i]}"; done
+	[ "$(id -u)" = 0 ] || die "install them: sudo apt-get install ${NEED[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	# Lists refreshed within the hour (by an earlier step: make up, then make test) are kept.
+	if [ "$APT_UPDATED" = 0 ] && ! find /var/lib/apt/lists -maxdepth 1 -name '*_Packages*' -mmin -60 2>/dev/null | grep -q .; then
+		log "apt-get update (package lists, for the missing packages)"
+		quietly apt-get update
+	fi
+	APT_UPDATED=1
+	log "installing ${NEED[*]} with apt-get"
+	quietly apt-get install -y --no-install-recommends "${NEED[@]}"
+	NEED=()
+	WHY=()
+}
+
+# deps installs what the suite needs to run (make up, and every target that starts it). Debian's
+# packages may start system-wide daemons on install; ours run under .local on ports of their own.
 deps() {
-	local missing=()
-	[ -n "$(pg_bin)" ] || missing+=(postgresql)
-	command -v redis-server >/dev/null || missing+=(redis-server)
-	command -v curl >/dev/null || missing+=(curl)
-	# promtool checks and unit-tests deploy/prometheus/alerts.yml (services/site TestAlertRules).
-	command -v promtool >/dev/null || missing+=(prometheus)
-	if [ ${#missing[@]} -gt 0 ]; then
-		[ "$(id -u)" = 0 ] || die "missing ${missing[*]}: install them (sudo apt-get install ${missing[*]})"
-		log "installing ${missing[*]} with apt-get"
-		export DEBIAN_FRONTEND=noninteractive
-		apt-get update -qq >/dev/null
-		apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-	fi
-	# The catalog's cone search needs the q3c extension for the PostgreSQL version in use.
+	[ -n "$(pg_bin)" ] || need postgresql "the services' database"
+	command -v redis-server >/dev/null || need redis-server "the ingest buffer, rate limits and caches"
+	command -v curl >/dev/null || need curl "waiting for the services' /health (and the WAN's API, make up-sites)"
+	install_needed
+	# The q3c package is per PostgreSQL version: known once PostgreSQL is there.
 	local pgv; pgv=$(basename "$(dirname "$(pg_bin)")")
-	if [ ! -f "/usr/share/postgresql/$pgv/extension/q3c.control" ]; then
-		[ "$(id -u)" = 0 ] || die "missing postgresql-$pgv-q3c: install it (sudo apt-get install postgresql-$pgv-q3c)"
-		log "installing postgresql-$pgv-q3c with apt-get"
-		export DEBIAN_FRONTEND=noninteractive
-		apt-get update -qq >/dev/null
-		apt-get install -y -qq --no-install-recommends "postgresql-$pgv-q3c" >/dev/null
-	fi
-	# Debian's packages start system-wide daemons on install; ours run under .local and do not need them.
+	[ -f "/usr/share/postgresql/$pgv/extension/q3c.control" ] || need "postgresql-$pgv-q3c" "the catalog's cone search (PostgreSQL extension q3c)"
+	install_needed
+}
+
+# test_deps installs, beyond deps, the tools only tests use (make test).
+test_deps() {
+	deps
+	command -v promtool >/dev/null ||
+		need prometheus "its promtool checks and unit-tests deploy/prometheus/alerts.yml (services/site TestAlertRules)"
+	command -v chromium >/dev/null ||
+		need chromium "the headless-browser check that /docs renders without internet (services/gateway TestGatewayEndToEnd)"
+	install_needed
 }
 
 # pg_dir is where the local PostgreSQL keeps its files: .local/pg, unless the stack runs as root and
@@ -578,10 +620,18 @@ test_database() {
 	cd "$ROOT"
 }
 
+# run_tests runs every module's tests through deploy/testreport, which prints go test's usual
+# output, then each failed and skipped test (with its reason), then "N passed, N failed, N
+# skipped" as the last line. OPS_REQUIRED_TESTS names a file of tests that must run and pass
+# (.ci/required-tests). go test's own exit status is kept (pipefail).
 run_tests() {
+	test_deps
 	test_database
+	(cd "$ROOT/deploy/testreport" && go build -o "$ROOT/bin/testreport" .)
+	local report=("$ROOT/bin/testreport")
+	if [ -n "${OPS_REQUIRED_TESTS:-}" ]; then report+=(-require "$OPS_REQUIRED_TESTS"); fi
 	# shellcheck disable=SC2046
-	go test -count=1 -timeout 20m ${GOTESTFLAGS:-} $(go list -m -f '{{.Dir}}/...')
+	go test -json -count=1 -timeout 20m ${GOTESTFLAGS:-} $(go list -m -f '{{.Dir}}/...') 2>&1 | "${report[@]}"
 }
 
 # run_bench runs the TestBench* tests of every module (they skip unless OPS_BENCH=1) against the
@@ -621,6 +671,7 @@ run_chaos() {
 
 case "${1:-}" in
 deps) deps ;;
+test-deps) test_deps ;;
 infra-up) deps; infra_up ;;
 infra-down) infra_down ;;
 pg-dir) pg_dir ;;
@@ -635,5 +686,5 @@ test) run_tests ;;
 bench) run_bench ;;
 chaos) run_chaos ;;
 env) write_env; cat "$STATE/env" ;;
-*) die "usage: $0 deps|infra-up|infra-down|pg-dir|up|up-sites|wan-down|wan-up|wan-slow|down|logs|test|bench|chaos|env" ;;
+*) die "usage: $0 deps|test-deps|infra-up|infra-down|pg-dir|up|up-sites|wan-down|wan-up|wan-slow|down|logs|test|bench|chaos|env" ;;
 esac

@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -61,17 +63,36 @@ func (r benchResult) cpuPerRequest(name string) float64 {
 	return float64(r.cpu[name].Microseconds()) / float64(r.requests)
 }
 
-// load runs concurrency closed-loop clients against url for d (keep-alive connections,
-// bounded by time) and returns the throughput and latency distribution.
-func load(t *testing.T, name, url string, concurrency int, d time.Duration) benchResult {
+// clientRequests is how many requests one client address sends before the load generator
+// moves on to a new one: under the gateway's default budget (OPS_RATE_LIMIT_PER_MINUTE, 1200 in
+// any sliding minute, less one lease), so the gateway as configured by default can be measured
+// with its rate limiter on and no request refused. Each client then spends its leases in full,
+// the limiter's usual cost per request.
+const clientRequests = 1000
+
+// clientAddrs hands out loopback source addresses (127.1.0.1 onwards; Linux routes the whole of
+// 127.0.0.0/8 to the loopback interface), each to one client: one connection that sends
+// clientRequests requests.
+type clientAddrs struct{ next atomic.Uint32 }
+
+// take returns an address no client has used yet in this test.
+func (a *clientAddrs) take() net.IP {
+	n := a.next.Add(1) - 1
+	return net.IPv4(127, byte(1+n/(256*254)), byte(n/254), byte(1+n%254))
+}
+
+// load runs concurrency closed-loop workers against url for d and returns the throughput and
+// latency distribution. Each worker is a sequence of clients: a keep-alive connection from its
+// own loopback address (addrs) that sends clientRequests requests and closes, so every target
+// sees the same traffic and the gateway's rate limiter keys each client apart.
+func load(t *testing.T, name, url string, concurrency int, d time.Duration, addrs *clientAddrs) benchResult {
 	t.Helper()
 	uri := fasthttp.AcquireURI()
 	defer fasthttp.ReleaseURI(uri)
 	if err := uri.Parse(nil, []byte(url)); err != nil {
 		t.Fatal(err)
 	}
-	hc := &fasthttp.HostClient{Addr: string(uri.Host()), MaxConns: concurrency, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second}
-	defer hc.CloseIdleConnections()
+	host := string(uri.Host())
 	deadline := time.Now().Add(d)
 	perWorker := int(100_000*d.Seconds())/concurrency + 1024 // room for 100k req/s without regrowing
 	lats := make([][]time.Duration, concurrency)
@@ -82,12 +103,22 @@ func load(t *testing.T, name, url string, concurrency int, d time.Duration) benc
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			var source net.IP
+			hc := &fasthttp.HostClient{Addr: host, MaxConns: 1, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second,
+				Dial: func(addr string) (net.Conn, error) {
+					return (&net.Dialer{LocalAddr: &net.TCPAddr{IP: source}, Timeout: 5 * time.Second}).Dial("tcp", addr)
+				}}
+			defer hc.CloseIdleConnections()
 			req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 			defer fasthttp.ReleaseRequest(req)
 			defer fasthttp.ReleaseResponse(resp)
 			req.SetRequestURI(url)
 			own := make([]time.Duration, 0, perWorker)
-			for time.Now().Before(deadline) {
+			for sent := 0; time.Now().Before(deadline); sent++ {
+				if sent%clientRequests == 0 { // the next client: a new address and connection
+					hc.CloseIdleConnections()
+					source = addrs.take()
+				}
 				t0 := time.Now()
 				err := hc.Do(req, resp)
 				el := time.Since(t0)
@@ -171,14 +202,17 @@ func envInts(name string, def []int) []int {
 }
 
 // TestBenchGatewayOverhead measures GET /api/site/info directly at the site service and through
-// the gateway (as configured by default, with a rate limit, and with upstream pipelining off), in
-// one run on loopback. Throughput is each target's peak over a sweep of closed-loop connection
-// counts: at a fixed count a longer path is limited by its latency before it runs out of CPU, so
-// only the peaks compare capacity; the whole sweep is printed. It also prints p50/p99, the CPU
-// each process spent per request, how many requests each upstream write carried, a sequential
-// latency phase, and the verdicts against the targets (the gateway keeps >= 60% of direct
-// throughput and adds <= 1 ms at p50). Run by `make bench` (OPS_BENCH=1); skipped otherwise.
-// OPS_BENCH_SECONDS, OPS_BENCH_CONNECTIONS and OPS_BENCH_LOG_LEVEL adjust it.
+// the gateway, in one run on loopback. The headline row is the gateway as configured by default
+// (its rate limiter on, with the default budget); the other gateways each change one setting and
+// are labelled by it (rate limiter off; upstream pipelining off). Every target gets the same
+// traffic: clients of clientRequests requests each, each from its own address (see load), so the
+// default budget refuses none. Throughput is each target's peak over a sweep of closed-loop
+// connection counts: at a fixed count a longer path is limited by its latency before it runs out
+// of CPU, so only the peaks compare capacity; the whole sweep is printed. It also prints p50/p99,
+// the CPU each process spent per request, how many requests each upstream write carried, a
+// sequential latency phase, and the verdicts against the targets (the gateway keeps >= 60% of
+// direct throughput and adds <= 1 ms at p50). Run by `make bench` (OPS_BENCH=1); skipped
+// otherwise. OPS_BENCH_SECONDS, OPS_BENCH_CONNECTIONS and OPS_BENCH_LOG_LEVEL adjust it.
 func TestBenchGatewayOverhead(t *testing.T) {
 	if os.Getenv("OPS_BENCH") != "1" {
 		t.Skip("benchmark: run with OPS_BENCH=1 (make bench)")
@@ -189,23 +223,33 @@ func TestBenchGatewayOverhead(t *testing.T) {
 	if logLevel == "" {
 		logLevel = "info" // production default: one access-log line per request and service
 	}
-	s := testenv.StartSuite(t, testenv.SuiteOptions{Env: map[string]string{"OPS_RATE_LIMIT_PER_MINUTE": "0", "OPS_LOG_LEVEL": logLevel}})
-	limited, _ := startGateway(t, s, map[string]string{"OPS_RATE_LIMIT_PER_MINUTE": "1000000000"})
+	// The suite's gateway keeps every default (OPS_LOG_LEVEL aside, which applies to all targets).
+	s := testenv.StartSuite(t, testenv.SuiteOptions{Env: map[string]string{"OPS_LOG_LEVEL": logLevel}})
+	unlimited, _ := startGateway(t, s, map[string]string{"OPS_RATE_LIMIT_PER_MINUTE": "0"})
 	unpipelined, _ := startGateway(t, s, map[string]string{"OPS_UPSTREAM_PIPELINE_DEPTH": "1"})
 
+	const (
+		headline    = "gateway (default config: rate limiter on)"
+		noLimiter   = "gateway, rate limiter off"
+		noPipelines = "gateway, upstream pipelining off"
+	)
+	gatewayPid := func(url string) int {
+		return findProcess(testenv.Binary(t, "gateway"), "OPS_GATEWAY_ADDR="+strings.TrimPrefix(url, "http://"))
+	}
 	pids := map[string]int{
-		"loadgen":                os.Getpid(),
-		"site":                   findProcess(testenv.Binary(t, "site"), "OPS_SITE_ADDR="+strings.TrimPrefix(s.URLs["site"], "http://")),
-		"gateway":                findProcess(testenv.Binary(t, "gateway"), "OPS_GATEWAY_ADDR="+strings.TrimPrefix(s.GatewayURL, "http://")),
-		"gateway + rate limit":   findProcess(testenv.Binary(t, "gateway"), "OPS_GATEWAY_ADDR="+strings.TrimPrefix(limited, "http://")),
-		"gateway, no pipelining": findProcess(testenv.Binary(t, "gateway"), "OPS_GATEWAY_ADDR="+strings.TrimPrefix(unpipelined, "http://")),
+		"loadgen":   os.Getpid(),
+		"site":      findProcess(testenv.Binary(t, "site"), "OPS_SITE_ADDR="+strings.TrimPrefix(s.URLs["site"], "http://")),
+		headline:    gatewayPid(s.GatewayURL),
+		noLimiter:   gatewayPid(unlimited),
+		noPipelines: gatewayPid(unpipelined),
 	}
 	targets := []struct{ name, url, proxy string }{
 		{"direct (site)", s.URLs["site"] + "/api/site/info", ""},
-		{"gateway", s.GatewayURL + "/api/site/info", "gateway"},
-		{"gateway + rate limit", limited + "/api/site/info", "gateway + rate limit"},
-		{"gateway, no pipelining", unpipelined + "/api/site/info", "gateway, no pipelining"},
+		{headline, s.GatewayURL + "/api/site/info", headline},
+		{noLimiter, unlimited + "/api/site/info", noLimiter},
+		{noPipelines, unpipelined + "/api/site/info", noPipelines},
 	}
+	var addrs clientAddrs
 	measure := func(i, concurrency int, d time.Duration) benchResult {
 		tg := targets[i]
 		procs := []string{"loadgen", "site"}
@@ -216,7 +260,7 @@ func TestBenchGatewayOverhead(t *testing.T) {
 		for _, p := range procs {
 			before[p] = processCPU(pids[p])
 		}
-		r := load(t, tg.name, tg.url, concurrency, d)
+		r := load(t, tg.name, tg.url, concurrency, d, &addrs)
 		r.cpu = map[string]time.Duration{}
 		for _, p := range procs {
 			name := p
@@ -270,35 +314,39 @@ func TestBenchGatewayOverhead(t *testing.T) {
 	}
 
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nGET /api/site/info on loopback, %d CPUs, OPS_LOG_LEVEL=%s, %s per cell (interleaved 1 s rounds)\n",
-		runtime.NumCPU(), logLevel, dur)
+	fmt.Fprintf(&b, "\nGET /api/site/info on loopback, %d CPUs, OPS_LOG_LEVEL=%s, %s per cell (interleaved 1 s rounds), %d requests per client address and connection\n",
+		runtime.NumCPU(), logLevel, dur, clientRequests)
+	width := len("p50 ms at connections")
+	for _, tg := range targets {
+		width = max(width, len(tg.name))
+	}
 	table := func(title string, cell func(r benchResult) string, ratio func(j int) string) {
-		fmt.Fprintf(&b, "  %-22s", title)
+		fmt.Fprintf(&b, "  %-*s", width, title)
 		for _, conns := range sweep {
 			fmt.Fprintf(&b, " %9d", conns)
 		}
 		b.WriteString("\n")
 		for i, tg := range targets {
-			fmt.Fprintf(&b, "  %-22s", tg.name)
+			fmt.Fprintf(&b, "  %-*s", width, tg.name)
 			for j := range sweep {
 				fmt.Fprintf(&b, " %9s", cell(thr[i][j]))
 			}
 			b.WriteString("\n")
 		}
-		fmt.Fprintf(&b, "  %-22s", "gateway vs direct")
+		fmt.Fprintf(&b, "  %-*s", width, "default gateway vs direct")
 		for j := range sweep {
 			fmt.Fprintf(&b, " %9s", ratio(j))
 		}
 		b.WriteString("\n")
 	}
-	fmt.Fprintf(&b, "throughput phase: closed-loop keep-alive connections\n")
+	fmt.Fprintf(&b, "throughput phase: closed-loop keep-alive connections (each a new client every %d requests)\n", clientRequests)
 	table("req/s at connections", func(r benchResult) string { return fmt.Sprintf("%.0f", r.rps()) },
 		func(j int) string { return fmt.Sprintf("%.0f%%", 100*thr[1][j].rps()/thr[0][j].rps()) })
 	table("p50 ms at connections", func(r benchResult) string { return fmt.Sprintf("%.3f", float64(r.pct(0.50).Microseconds())/1000) },
 		func(j int) string { return "+" + ms(thr[1][j].pct(0.50)-thr[0][j].pct(0.50)) })
 	row := func(r benchResult, conns int) {
-		fmt.Fprintf(&b, "  %-22s %4d conns %8.0f req/s  p50 %9s  p99 %9s  errors %d   CPU µs/request: client %5.1f  proxy %5.1f  site %5.1f\n",
-			r.name, conns, r.rps(), ms(r.pct(0.50)), ms(r.pct(0.99)), r.errors, r.cpuPerRequest("loadgen"), r.cpuPerRequest("proxy"), r.cpuPerRequest("site"))
+		fmt.Fprintf(&b, "  %-*s %4d conns %8.0f req/s  p50 %9s  p99 %9s  errors %d   CPU µs/request: client %5.1f  proxy %5.1f  site %5.1f\n",
+			width, r.name, conns, r.rps(), ms(r.pct(0.50)), ms(r.pct(0.99)), r.errors, r.cpuPerRequest("loadgen"), r.cpuPerRequest("proxy"), r.cpuPerRequest("site"))
 	}
 	fmt.Fprintf(&b, "each target at its peak:\n")
 	for i := range targets {
@@ -308,8 +356,8 @@ func TestBenchGatewayOverhead(t *testing.T) {
 	for j := range sweep {
 		requests += thr[1][j].requests
 	}
-	fmt.Fprintf(&b, "  (gateway: %.0f%% of its requests were pipelined behind others on an upstream connection; %.1f requests per upstream write)\n",
-		100*pipelined/float64(requests), float64(requests)/writes)
+	fmt.Fprintf(&b, "  (%s: %.0f%% of its requests were pipelined behind others on an upstream connection; %.1f requests per upstream write)\n",
+		headline, 100*pipelined/float64(requests), float64(requests)/writes)
 	fmt.Fprintf(&b, "latency phase: 1 connection, sequential requests (per-request cost without queueing)\n")
 	for _, r := range seq {
 		row(r, 1)

@@ -11,8 +11,8 @@ import (
 )
 
 // TestGatewayLinksNoDatabase: the gateway has no database, so its binary links no SQL driver,
-// no sqlx, no migrations and not pkg/database (the chassis gives each binary only what it
-// uses: docs/decisions.md, "Chassis split"). Checked on the package graph, and on the built binary when OPS_BIN_DIR has one.
+// no sqlx, no migrations and not pkg/database (the chassis gives each binary only what it uses).
+// Checked on the package graph, and on the built binary when OPS_BIN_DIR has one.
 func TestGatewayLinksNoDatabase(t *testing.T) {
 	forbidden := []string{"github.com/lib/pq", "github.com/jmoiron/sqlx", "github.com/pressly/goose",
 		"github.com/obsops/obsops/pkg/database", "github.com/obsops/obsops/migrations"}

@@ -151,7 +151,8 @@ type Route struct {
 	Service string // the owner's name, a key of config.Upstreams.ByService
 }
 
-// Routes is the routing table: every public path prefix and the service owning it (README.md, "Service map").
+// Routes is the gateway's routing table: every public path prefix of the API (docs/api.md) and the
+// service owning it.
 func Routes() []Route {
 	return []Route{
 		{"/api/transfer", "transfer"},

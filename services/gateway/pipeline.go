@@ -35,9 +35,10 @@ type Pipeline struct {
 	joinMinBusy int           // ... and only while at least this many connections are busy
 	maxConns    int
 	idleFor     time.Duration
-	slack       time.Duration // how late a timeout may fire
-	pipelined   func()        // counts a request sent behind others
-	wrote       func()        // counts a write to the upstream
+	slack       time.Duration    // how late a timeout may fire
+	pipelined   func()           // counts a request sent behind others
+	wrote       func()           // counts a write to the upstream
+	now         func() time.Time // the clock: time.Now; a test moves its own to age connections
 
 	mu     sync.Mutex
 	idle   []*pipeConn // nothing in flight, most recently used last
@@ -76,6 +77,7 @@ func NewPipeline(o PipelineOptions) *Pipeline {
 	return &Pipeline{
 		dial: o.Dial, depth: max(1, o.Depth), joinWindow: o.JoinWindow, joinMinBusy: o.JoinMinBusy,
 		maxConns: o.MaxConns, idleFor: o.IdleFor, slack: o.TimeoutSlack, pipelined: o.Pipelined, wrote: o.Wrote,
+		now: time.Now,
 	}
 }
 
@@ -178,7 +180,7 @@ func (p *Pipeline) Do(req *fasthttp.Request, resp *fasthttp.Response, timeout ti
 	h := &req.Header
 	c.read = (h.IsGet() || h.IsHead()) && len(req.Body()) == 0
 	c.idem = c.read || h.IsOptions() || h.IsPut() || h.IsDelete()
-	now := time.Now()
+	now := p.now()
 	c.deadline = now.Add(timeout)
 	c.resp = resp
 	c.retry = false
@@ -189,7 +191,7 @@ func (p *Pipeline) Do(req *fasthttp.Request, resp *fasthttp.Response, timeout ti
 		if err = p.roundTrip(c, now); err == nil || !errors.Is(err, errRetry) {
 			break
 		}
-		if now = time.Now(); !now.Before(c.deadline) {
+		if now = p.now(); !now.Before(c.deadline) {
 			break
 		}
 		c.retry = true
@@ -450,7 +452,7 @@ func (p *Pipeline) fail(pc *pipeConn, err error, self *pipeCall) {
 	pc.pending = nil
 	p.mu.Unlock()
 	pc.conn.Close()
-	now := time.Now()
+	now := p.now()
 	for _, c := range calls {
 		switch {
 		case errors.Is(err, errRetry):

@@ -849,15 +849,19 @@ func TestPipelineClose(t *testing.T) {
 }
 
 // TestPipelineIdleExpiry: a connection idle for less than IdleFor is reused; one idle for
-// longer is closed and a new one dialled.
+// longer is closed and a new one dialled. The pool's clock is real time plus a shift the test
+// moves forward by more than IdleFor, so neither half depends on how fast the machine is.
 func TestPipelineIdleExpiry(t *testing.T) {
 	srv := plFastServer(t, plEchoHandler)
-	p, _ := plPool(t, srv.addr, PipelineOptions{Depth: 8, JoinWindow: time.Second, IdleFor: 100 * time.Millisecond})
+	const idleFor = time.Minute
+	p, _ := plPool(t, srv.addr, PipelineOptions{Depth: 8, JoinWindow: time.Second, IdleFor: idleFor})
+	var shift atomic.Int64
+	p.now = func() time.Time { return time.Now().Add(time.Duration(shift.Load())) }
 	for _, uri := range []string{"/1", "/2"} {
 		require.NoError(t, plCheck(plDo(p, srv.addr, "GET", uri, "", time.Second), "GET", uri, ""))
 	}
 	require.EqualValues(t, 1, srv.opened.Load(), "the idle connection was not reused")
-	time.Sleep(200 * time.Millisecond)
+	shift.Add(int64(idleFor + time.Second)) // the connection has been idle for longer than IdleFor
 	require.NoError(t, plCheck(plDo(p, srv.addr, "GET", "/3", "", time.Second), "GET", "/3", ""))
 	require.EqualValues(t, 2, srv.opened.Load(), "the expired connection was reused")
 	require.Eventually(t, func() bool { return srv.closed.Load() == 1 }, 2*time.Second, 5*time.Millisecond,
@@ -952,6 +956,9 @@ func TestPipelineRawBodies(t *testing.T) {
 // response (nor may the one after it receive the previous one's): it gets its own answer or an
 // error.
 func TestPipelineUnsolicitedAnswerIsNotDelivered(t *testing.T) {
+	sendStray, strayWritten := make(chan struct{}), make(chan struct{})
+	sendStrayOnce := sync.OnceFunc(func() { close(sendStray) })
+	defer sendStrayOnce()
 	srv := plRawServer(t, func(s *plRaw, n int, c net.Conn, br *bufio.Reader) {
 		if n > 0 {
 			s.echo(n, c, br)
@@ -962,13 +969,24 @@ func TestPipelineUnsolicitedAnswerIsNotDelivered(t *testing.T) {
 			return
 		}
 		_, _ = c.Write(plAnswer(r, ""))
-		time.Sleep(10 * time.Millisecond)
+		<-sendStray // once the answer was delivered and the connection is idle
 		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstray")
+		close(strayWritten)
 		s.echo(n, c, br)
 	})
 	p, _ := plPool(t, srv.addr, PipelineOptions{Depth: 8, JoinWindow: time.Second})
 	require.NoError(t, plCheck(plDo(p, srv.addr, "GET", "/a", "", time.Second), "GET", "/a", ""))
-	time.Sleep(50 * time.Millisecond) // the stray answer is in the socket now
+	sendStrayOnce()
+	select {
+	case <-strayWritten:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the upstream did not write its stray answer")
+	}
+	require.Eventually(t, func() bool { // the stray answer is in the idle connection's socket now
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return len(p.idle) == 1 && !idleUsable(p.idle[0].conn)
+	}, 5*time.Second, time.Millisecond, "the stray answer never reached the pool's idle connection")
 	for _, uri := range []string{"/b", "/c"} {
 		if r := plDo(p, srv.addr, "GET", uri, "", time.Second); r.err == nil && r.body != plEcho("GET", uri, "") {
 			t.Errorf("GET %s got the answer %q", uri, r.body)

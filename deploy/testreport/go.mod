@@ -1,0 +1,3 @@
+module github.com/obsops/obsops/deploy/testreport
+
+go 1.26.0

@@ -5,6 +5,7 @@ go 1.26.0
 replace github.com/obsops/obsops/migrations => ../migrations
 
 require (
+	github.com/Shopify/toxiproxy/v2 v2.12.0
 	github.com/caarlos0/env/v11 v11.4.2
 	github.com/danielgtaylor/huma/v2 v2.39.1
 	github.com/gofiber/fiber/v2 v2.52.15
@@ -14,12 +15,13 @@ require (
 	github.com/obsops/obsops/migrations v0.0.0-00010101000000-000000000000
 	github.com/prometheus/client_golang v1.23.2
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/rs/zerolog v1.33.0
 	github.com/stretchr/testify v1.12.1
 	github.com/valyala/fasthttp v1.72.0
+	golang.org/x/sync v0.24.0
 )
 
 require (
-	github.com/Shopify/toxiproxy/v2 v2.12.0 // indirect
 	github.com/andybalholm/brotli v1.2.6 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
@@ -42,7 +44,6 @@ require (
 	github.com/prometheus/common v0.66.1 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/rs/xid v1.5.0 // indirect
-	github.com/rs/zerolog v1.33.0 // indirect
 	github.com/sethvargo/go-retry v0.5.0 // indirect
 	github.com/tinylib/msgp v1.6.4 // indirect
 	github.com/valyala/bytebufferpool v1.0.0 // indirect
@@ -52,7 +53,6 @@ require (
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/net v0.61.0 // indirect
-	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -352,4 +353,46 @@ func TestRedisDownFailsFast(t *testing.T) {
 		require.Error(t, err, "nothing listens there")
 		require.Less(t, took, 300*time.Millisecond, "a refused Redis answers in %s", took)
 	}
+}
+
+// TestRunWithLoops: the loops run beside the server and stop at shutdown, after the hooks
+// registered before them; a loop that fails stops the server and its error is returned.
+func TestRunWithLoops(t *testing.T) {
+	newSvc := func() *service.Service {
+		svc, err := service.NewCore(service.Options{
+			Name: "loops", Title: "loops", Addr: testenv.FreeAddr(t),
+			Common: config.Common{RedisURL: "redis://" + testenv.FreeAddr(t) + "/0", DBMaxConns: 1, LogLevel: "error",
+				BodyLimitBytes: 4096, ShutdownTimeout: 5 * time.Second},
+		})
+		require.NoError(t, err)
+		return svc
+	}
+
+	svc := newSvc()
+	var order []string
+	var mu sync.Mutex
+	note := func(s string) { mu.Lock(); order = append(order, s); mu.Unlock() }
+	svc.OnShutdown("earlier hook", func(context.Context) error { note("hook"); return nil })
+	started := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- svc.RunWithLoops(ctx, service.Loop{Name: "worker", Run: func(ctx context.Context) error {
+			close(started)
+			<-ctx.Done()
+			note("loop stopped")
+			return nil
+		}})
+	}()
+	<-started
+	cancel()
+	require.NoError(t, <-done)
+	require.Equal(t, []string{"hook", "loop stopped"}, order, "the loop keeps working until the server has shut down")
+
+	failed := errors.New("queue lost")
+	start := time.Now()
+	err := newSvc().RunWithLoops(context.Background(), service.Loop{Name: "worker", Run: func(context.Context) error { return failed }})
+	require.ErrorIs(t, err, failed, "a failed loop stops the service with its error")
+	require.Contains(t, err.Error(), "worker: queue lost")
+	require.Less(t, time.Since(start), 5*time.Second)
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync/atomic"
 	"time"
+
+	"github.com/obsops/obsops/pkg/problem"
 )
 
 // TokenCache keeps verification records in Redis, off the PostgreSQL path (package
@@ -25,12 +27,12 @@ type TokenCache interface {
 }
 
 // forgetTokens invalidates the cached records of tokens a write just touched (err is its
-// outcome: nothing changed on ErrNotFound or ErrTokenRevoked; any other error may have come
+// outcome: nothing changed on problem.ErrNotFound or ErrTokenRevoked; any other error may have come
 // after the commit). It runs after the commit and before the answer. The write stands even
 // when Redis cannot be reached; that is logged as an error, since the records it could not
 // drop keep verifying for up to the cache TTL.
 func (s *TokenService) forgetTokens(ctx context.Context, err error, ids ...int64) {
-	if s.Cache == nil || len(ids) == 0 || errors.Is(err, ErrNotFound) || errors.Is(err, ErrTokenRevoked) {
+	if s.Cache == nil || len(ids) == 0 || errors.Is(err, problem.ErrNotFound) || errors.Is(err, ErrTokenRevoked) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), invalidateTimeout)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/obsops/obsops/pkg/authn"
+	"github.com/obsops/obsops/pkg/problem"
 )
 
 // TokenService owns API tokens (docs/api.md, "API tokens"): their lifecycle, who may see and
@@ -56,7 +57,7 @@ func (s *TokenService) lifetimeDays(days int) (int, error) {
 // checkDays checks an expires_in_days given explicitly: 1 to MaxTokenDays.
 func checkDays(days int) error {
 	if days < 1 || days > MaxTokenDays {
-		return &InputError{Field: "expires_in_days", Message: fmt.Sprintf("must be 1 to %d", MaxTokenDays), Value: days}
+		return problem.Field("body.expires_in_days", fmt.Sprintf("must be 1 to %d", MaxTokenDays), days)
 	}
 	return nil
 }
@@ -105,13 +106,13 @@ func (s *TokenService) CreateServiceToken(ctx context.Context, caller Caller, ac
 		return ServiceToken{}, ErrForbidden
 	}
 	if !ValidUsername(account) {
-		return ServiceToken{}, &InputError{Field: "account", Message: "must be 1 to 255 characters without spaces or control characters", Value: account}
+		return ServiceToken{}, problem.Field("body.account", "must be 1 to 255 characters without spaces or control characters", account)
 	}
 	if spec.Name == "" {
 		spec.Name = DefaultServiceTokenName
 	}
 	if len(spec.Scopes) == 0 {
-		return ServiceToken{}, &InputError{Field: "scopes", Message: "a service token needs at least one scope"}
+		return ServiceToken{}, problem.Field("body.scopes", "a service token needs at least one scope", nil)
 	}
 	rec, raw, err := s.record(0, spec)
 	if err != nil {
@@ -179,7 +180,7 @@ func (s *TokenService) Get(ctx context.Context, caller Caller, id int64) (Token,
 // changed (ErrTokenRevoked).
 func (s *TokenService) Update(ctx context.Context, caller Caller, id int64, ch TokenChanges) (Token, error) {
 	if ch.Name == nil && ch.Scopes == nil && ch.ExpiresInDays == nil {
-		return Token{}, &InputError{Message: "give at least one of name, scopes, expires_in_days"}
+		return Token{}, problem.Field("body", "give at least one of name, scopes, expires_in_days", nil)
 	}
 	if ch.Name != nil {
 		if err := validName("name", *ch.Name); err != nil {
@@ -230,7 +231,7 @@ func (s *TokenService) Revoke(ctx context.Context, caller Caller, id int64) (Tok
 // touch are reported not_found and left alone.
 func (s *TokenService) BulkRevoke(ctx context.Context, caller Caller, ids []int64) ([]BulkRevokeResult, error) {
 	if len(ids) < 1 || len(ids) > MaxBulkRevoke {
-		return nil, &InputError{Field: "token_ids", Message: fmt.Sprintf("give 1 to %d ids", MaxBulkRevoke), Value: len(ids)}
+		return nil, problem.Field("body.token_ids", fmt.Sprintf("give 1 to %d ids", MaxBulkRevoke), len(ids))
 	}
 	var unique []int64
 	for _, id := range ids {

@@ -191,7 +191,7 @@ type TokenStore interface {
 	BulkRevoke(ctx context.Context, ids []int64, v Visibility, a Audit) ([]BulkRevokeResult, error)
 	AuditLog(ctx context.Context, q AuditQuery) ([]AuditEntry, int64, error)
 
-	// Verify finds the active, unexpired token of an active user with hash (ErrNotFound).
+	// Verify finds the active, unexpired token of an active user with hash (problem.ErrNotFound).
 	Verify(ctx context.Context, hash string) (VerifiedToken, error)
 	// RecordUse counts one use directly in the token's row (when Redis cannot).
 	RecordUse(ctx context.Context, tokenID int64, at time.Time, ip string) error
@@ -205,7 +205,7 @@ type AccountStore interface {
 	GrantRoles(ctx context.Context, userID int64, roles []string, by string) error
 }
 
-// Errors of token operations, besides ErrNotFound (no such token, or not the caller's).
+// Errors of token operations, besides problem.ErrNotFound (no such token, or not the caller's).
 var (
 	ErrTokenRevoked       = errors.New("token is revoked")
 	ErrTokenLimit         = errors.New("token limit reached")
@@ -214,21 +214,6 @@ var (
 	ErrNotServiceAccount  = errors.New("account exists and is not a service account")
 	errCommandLineNoOwner = fmt.Errorf("%w: the command line owns no tokens", ErrForbidden)
 )
-
-// InputError is a request field with an unacceptable value (HTTP 422 naming the field).
-type InputError struct {
-	Field   string // JSON path inside the request body, e.g. scopes[1]; empty: the whole body
-	Message string
-	Value   any
-}
-
-// Error names the field, then what is wrong with it.
-func (e *InputError) Error() string {
-	if e.Field == "" {
-		return e.Message
-	}
-	return e.Field + ": " + e.Message
-}
 
 // GrantableScope is a scope a token can be given, with what it allows.
 type GrantableScope struct {

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/obsops/obsops/pkg/authn"
+	"github.com/obsops/obsops/pkg/problem"
 )
 
 // validName checks a token name: 1–255 characters, valid UTF-8, no control characters (they
@@ -15,11 +16,11 @@ import (
 func validName(field, name string) error {
 	switch n := utf8.RuneCountInString(name); {
 	case !utf8.ValidString(name):
-		return &InputError{Field: field, Message: "must be valid UTF-8"}
+		return problem.Field("body."+field, "must be valid UTF-8", nil)
 	case n < 1 || n > MaxTokenNameLength:
-		return &InputError{Field: field, Message: fmt.Sprintf("must be 1 to %d characters", MaxTokenNameLength), Value: name}
+		return problem.Field("body."+field, fmt.Sprintf("must be 1 to %d characters", MaxTokenNameLength), name)
 	case strings.IndexFunc(name, unicode.IsControl) >= 0:
-		return &InputError{Field: field, Message: "must not contain control characters", Value: name}
+		return problem.Field("body."+field, "must not contain control characters", name)
 	}
 	return nil
 }
@@ -29,7 +30,7 @@ func validScopes(scopes []string) ([]string, error) {
 	out := []string{}
 	for i, s := range scopes {
 		if !authn.ValidScope(s) {
-			return nil, &InputError{Field: fmt.Sprintf("scopes[%d]", i), Message: "unknown scope " + fmt.Sprintf("%q", s) + " (see GET /api/tokens/scopes)", Value: s}
+			return nil, problem.Field(fmt.Sprintf("body.scopes[%d]", i), fmt.Sprintf("unknown scope %q (see GET /api/tokens/scopes)", s), s)
 		}
 		if !slices.Contains(out, s) {
 			out = append(out, s)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/obsops/obsops/pkg/authn"
+	"github.com/obsops/obsops/pkg/problem"
 )
 
 // Bounds of the Redis calls of verification, and of recording one use once a verification has
@@ -43,7 +44,7 @@ func (s *TokenService) VerifyToken(ctx context.Context, req authn.VerifyRequest)
 	}
 	tok, err := s.lookup(ctx, authn.HashAPIToken(req.Token))
 	switch {
-	case errors.Is(err, ErrNotFound), err == nil && tok.ExpiresAt != nil && !s.now().Before(*tok.ExpiresAt):
+	case errors.Is(err, problem.ErrNotFound), err == nil && tok.ExpiresAt != nil && !s.now().Before(*tok.ExpiresAt):
 		s.Metrics.verified("invalid")
 		return nil, authn.ErrInvalidCredential
 	case err != nil:

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/obsops/obsops/pkg/authn"
+	"github.com/obsops/obsops/pkg/problem"
 	"github.com/obsops/obsops/services/authtoken"
 	"github.com/obsops/obsops/services/authtoken/internal/tokentest"
 )
@@ -321,8 +322,8 @@ func TestCreateValidates(t *testing.T) {
 	}
 	for _, tc := range cases {
 		_, err := s.Create(context.Background(), alice, tc.spec)
-		var input *authtoken.InputError
-		if !errors.As(err, &input) || input.Field != tc.field {
+		var input *problem.FieldError
+		if !errors.As(err, &input) || input.Location != "body."+tc.field {
 			t.Errorf("create %+v: %v, want an input error on %s", tc.spec, err, tc.field)
 		}
 	}
@@ -458,7 +459,7 @@ func TestUsersOnlyTouchTheirOwnTokens(t *testing.T) {
 		"regenerate": func(c authtoken.Caller) error { _, err := s.Regenerate(ctx, c, tok.ID); return err },
 		"revoke":     func(c authtoken.Caller) error { _, err := s.Revoke(ctx, c, tok.ID); return err },
 	} {
-		if err := call(bob); !errors.Is(err, authtoken.ErrNotFound) {
+		if err := call(bob); !errors.Is(err, problem.ErrNotFound) {
 			t.Errorf("bob %s alice's token: %v, want not found", op, err)
 		}
 	}
@@ -507,7 +508,7 @@ func TestAdminOnlyOperations(t *testing.T) {
 	if _, err := s.CreateServiceToken(ctx, alice, "robot", authtoken.TokenSpec{Scopes: []string{"write:data"}}); !errors.Is(err, authtoken.ErrForbidden) {
 		t.Fatalf("non-admin service token: %v", err)
 	}
-	if _, err := env.Users.ByUsername(ctx, "robot"); !errors.Is(err, authtoken.ErrNotFound) {
+	if _, err := env.Users.ByUsername(ctx, "robot"); !errors.Is(err, problem.ErrNotFound) {
 		t.Fatalf("a refused service-token request created the account: %v", err)
 	}
 	if _, err := s.AuditLog(ctx, alice, authtoken.AuditQuery{}); !errors.Is(err, authtoken.ErrForbidden) {
@@ -549,7 +550,7 @@ func TestServiceTokens(t *testing.T) {
 	// Invalid input creates nothing, not even the account.
 	for _, spec := range []authtoken.TokenSpec{{}, {Scopes: []string{"write:everything"}}, {Scopes: []string{"write:data"}, ExpiresInDays: 400}} {
 		_, err := s.CreateServiceToken(ctx, admin, "never-created", spec)
-		var input *authtoken.InputError
+		var input *problem.FieldError
 		if !errors.As(err, &input) {
 			t.Fatalf("service token %+v: %v, want an input error", spec, err)
 		}
@@ -557,7 +558,7 @@ func TestServiceTokens(t *testing.T) {
 	if _, err := s.CreateServiceToken(ctx, admin, "bad name", authtoken.TokenSpec{Scopes: []string{"write:data"}}); err == nil {
 		t.Fatal("account name with a space accepted")
 	}
-	if _, err := env.Users.ByUsername(ctx, "never-created"); !errors.Is(err, authtoken.ErrNotFound) {
+	if _, err := env.Users.ByUsername(ctx, "never-created"); !errors.Is(err, problem.ErrNotFound) {
 		t.Fatalf("refused request created the account: %v", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/obsops/obsops/pkg/authn"
+	"github.com/obsops/obsops/pkg/problem"
 )
 
 // User is a person who logged in through the identity provider, or a service account.
@@ -28,9 +29,6 @@ type User struct {
 	// SessionsValidAfter: session JWTs issued before it are refused (set when disabled).
 	SessionsValidAfter *time.Time `json:"sessions_valid_after,omitempty" db:"sessions_valid_after" doc:"Session JWTs issued before this instant are refused (set when the user was disabled)."`
 }
-
-// ErrNotFound means the requested record does not exist (or is not the caller's to see).
-var ErrNotFound = errors.New("not found")
 
 // ErrIdentityConflict means an identity-provider account cannot be given the account asked for:
 // the identity is linked to another user, or a first login found no free username.
@@ -183,7 +181,7 @@ func (s *UserService) List(ctx context.Context, caller Caller, q UserListQuery) 
 		return Page[User]{}, ErrForbidden
 	}
 	if q.Role != "" && !authn.ValidRole(q.Role) {
-		return Page[User]{}, &InputError{Field: "role", Message: "unknown role (admin, observer, viewer, service)", Value: q.Role}
+		return Page[User]{}, problem.Field("query.role", "unknown role (admin, observer, viewer, service)", q.Role)
 	}
 	q.Limit, q.Offset = pageBounds(q.Limit, q.Offset)
 	items, total, err := s.Store.List(ctx, q)
@@ -215,13 +213,13 @@ func (s *UserService) Update(ctx context.Context, caller Caller, id int64, ch Us
 		return User{}, ErrForbidden
 	}
 	if ch.Roles == nil && ch.Active == nil {
-		return User{}, &InputError{Message: "give at least one of roles, is_active"}
+		return User{}, problem.Field("body", "give at least one of roles, is_active", nil)
 	}
 	if ch.Roles != nil {
 		roles := []string{}
 		for i, r := range *ch.Roles {
 			if !authn.ValidRole(r) {
-				return User{}, &InputError{Field: fmt.Sprintf("roles[%d]", i), Message: "unknown role (admin, observer, viewer, service)", Value: r}
+				return User{}, problem.Field(fmt.Sprintf("body.roles[%d]", i), "unknown role (admin, observer, viewer, service)", r)
 			}
 			if !slices.Contains(roles, r) {
 				roles = append(roles, r)
@@ -281,10 +279,10 @@ func (s *UserService) LinkIdentity(ctx context.Context, caller Caller, id int64,
 		return User{}, ErrForbidden
 	}
 	if strings.TrimSpace(issuer) == "" {
-		return User{}, &InputError{Field: "issuer", Message: "the identity provider's issuer URL is required"}
+		return User{}, problem.Field("body.issuer", "the identity provider's issuer URL is required", nil)
 	}
 	if strings.TrimSpace(subject) == "" {
-		return User{}, &InputError{Field: "subject", Message: "the account's subject (sub) at the identity provider is required"}
+		return User{}, problem.Field("body.subject", "the account's subject (sub) at the identity provider is required", nil)
 	}
 	u, err := s.Store.LinkIdentity(ctx, id, issuer, subject, move, Audit{Actor: caller})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/pkg/contract"
+	"github.com/obsops/obsops/pkg/problem"
 	"github.com/obsops/obsops/services/authtoken"
 	"github.com/obsops/obsops/services/authtoken/internal/tokentest"
 )
@@ -82,14 +83,14 @@ func TestUserServiceRules(t *testing.T) {
 	_, err = users.Get(ctx, viewer, admin.UserID)
 	require.ErrorIs(t, err, authtoken.ErrForbidden)
 	_, err = users.Update(ctx, admin, viewer.UserID, authtoken.UserChanges{})
-	var input *authtoken.InputError
+	var input *problem.FieldError
 	require.ErrorAs(t, err, &input)
 	roles := []string{"viewer", "root"}
 	_, err = users.Update(ctx, admin, viewer.UserID, authtoken.UserChanges{Roles: &roles})
 	require.ErrorAs(t, err, &input)
-	require.Equal(t, "roles[1]", input.Field)
+	require.Equal(t, "body.roles[1]", input.Location)
 	_, err = users.Update(ctx, admin, 999999, authtoken.UserChanges{Active: &off})
-	require.ErrorIs(t, err, authtoken.ErrNotFound)
+	require.ErrorIs(t, err, problem.ErrNotFound)
 	// Nothing changed, nothing audited.
 	var n int
 	require.NoError(t, env.DB.Get(&n, `SELECT count(*) FROM user_audit WHERE action <> 'grant_roles'`))

@@ -18,6 +18,7 @@ import (
 
 	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/pkg/database"
+	"github.com/obsops/obsops/pkg/problem"
 	"github.com/obsops/obsops/services/authtoken"
 	"github.com/obsops/obsops/services/authtoken/directory"
 	"github.com/obsops/obsops/services/authtoken/postgres"
@@ -141,7 +142,7 @@ func (e *Env) setActive(ctx context.Context, args []string, active bool) error {
 	}
 	u, err := e.users().SetActiveByName(ctx, authtoken.CommandLineCaller(), *user, active)
 	switch {
-	case errors.Is(err, authtoken.ErrNotFound):
+	case errors.Is(err, problem.ErrNotFound):
 		return fmt.Errorf("--user: no user %q", *user)
 	case errors.Is(err, authtoken.ErrLastAdmin):
 		return fmt.Errorf("--user: %q is the last active admin: make another user admin first", *user)
@@ -171,17 +172,17 @@ func (e *Env) linkIdentity(ctx context.Context, args []string) error {
 		return errors.New("--user: required")
 	}
 	u, err := e.users().ByUsername(ctx, *user)
-	if errors.Is(err, authtoken.ErrNotFound) {
+	if errors.Is(err, problem.ErrNotFound) {
 		return fmt.Errorf("--user: no user %q", *user)
 	}
 	if err != nil {
 		return err
 	}
 	u, err = e.users().LinkIdentity(ctx, authtoken.CommandLineCaller(), u.ID, *issuer, *subject, *move)
-	var input *authtoken.InputError
+	var input *problem.FieldError
 	switch {
 	case errors.As(err, &input):
-		return fmt.Errorf("--%s: %s", input.Field, input.Message)
+		return fmt.Errorf("--%s: %s", flagOf(input.Location), input.Message)
 	case errors.Is(err, authtoken.ErrServiceAccountLogin):
 		return fmt.Errorf("--user: %q is a service account: service accounts never log in", *user)
 	case errors.Is(err, authtoken.ErrIdentityConflict):
@@ -265,7 +266,7 @@ func (e *Env) grantRole(ctx context.Context, args []string) error {
 		return errors.New("--roles: at least one role is required")
 	}
 	u, err := e.users().ByUsername(ctx, *user)
-	if errors.Is(err, authtoken.ErrNotFound) {
+	if errors.Is(err, problem.ErrNotFound) {
 		return fmt.Errorf("--user: no user %q (create it with create-user)", *user)
 	}
 	if err != nil {

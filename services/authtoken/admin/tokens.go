@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/obsops/obsops/pkg/problem"
 	"github.com/obsops/obsops/services/authtoken"
 	"github.com/obsops/obsops/services/authtoken/postgres"
 )
@@ -43,10 +44,10 @@ func (e *Env) createServiceToken(ctx context.Context, args []string) error {
 	tok, err := svc.CreateServiceToken(ctx, authtoken.CommandLineCaller(), *account, authtoken.TokenSpec{
 		Name: *name, Scopes: splitList(*scopes), ExpiresInDays: *days,
 	})
-	var input *authtoken.InputError
+	var input *problem.FieldError
 	switch {
 	case errors.As(err, &input):
-		return fmt.Errorf("--%s: %s", flagOf(input.Field), input.Message)
+		return fmt.Errorf("--%s: %s", flagOf(input.Location), input.Message)
 	case errors.Is(err, authtoken.ErrNotServiceAccount):
 		return fmt.Errorf("--account: %q is a person's account, not a service account", *account)
 	case err != nil:
@@ -59,8 +60,8 @@ func (e *Env) createServiceToken(ctx context.Context, args []string) error {
 }
 
 // flagOf names the command-line flag of a request field (scopes[1] -> scopes).
-func flagOf(field string) string {
-	f, _, _ := strings.Cut(field, "[")
+func flagOf(location string) string {
+	f, _, _ := strings.Cut(strings.TrimPrefix(location, "body."), "[")
 	if f == "expires_in_days" {
 		return "days"
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/pkg/database"
+	"github.com/obsops/obsops/pkg/problem"
 	"github.com/obsops/obsops/services/authtoken"
 	"github.com/obsops/obsops/services/authtoken/login"
 )
@@ -170,7 +171,7 @@ type meOutput struct {
 func (h *Handlers) me(ctx context.Context, _ *struct{}) (*meOutput, error) {
 	p := authn.PrincipalFrom(ctx)
 	u, err := h.Users.Current(ctx, p.UserID)
-	if errors.Is(err, authtoken.ErrNotFound) || (err == nil && !u.IsActive) {
+	if errors.Is(err, problem.ErrNotFound) || (err == nil && !u.IsActive) {
 		return nil, huma.ErrorWithHeaders(
 			huma.Error401Unauthorized("the user of this credential no longer exists or is disabled"),
 			http.Header{"WWW-Authenticate": {`Bearer realm="obsops", error="invalid_token"`}})

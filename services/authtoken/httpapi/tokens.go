@@ -6,6 +6,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"reflect"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/pkg/database"
+	"github.com/obsops/obsops/pkg/problem"
 	"github.com/obsops/obsops/services/authtoken"
 )
 
@@ -129,19 +131,14 @@ func tokenCaller(ctx context.Context) (authtoken.Caller, error) {
 	return authtoken.CallerOf(p), nil
 }
 
-// tokenProblem turns a token service error into its problem response; unexpected errors are
-// logged and answered with a 500 that reveals nothing.
+// tokenProblem turns a token service error into its problem response; any other error is a
+// fault, answered with a 500 that reveals nothing (the chassis logs its cause).
 func (h *Handlers) tokenProblem(ctx context.Context, op string, err error) error {
-	var input *authtoken.InputError
+	var input *problem.FieldError
 	switch {
 	case errors.As(err, &input):
-		location := "body"
-		if input.Field != "" {
-			location += "." + input.Field
-		}
-		return huma.Error422UnprocessableEntity("validation failed",
-			&huma.ErrorDetail{Location: location, Message: input.Message, Value: input.Value})
-	case errors.Is(err, authtoken.ErrNotFound):
+		return input // a 422 naming the input (pkg/problem)
+	case errors.Is(err, problem.ErrNotFound):
 		return huma.Error404NotFound("no API token with this id (or it is not yours)")
 	case errors.Is(err, authtoken.ErrTokenRevoked):
 		return huma.Error409Conflict("the token is revoked; create a new one")
@@ -157,10 +154,7 @@ func (h *Handlers) tokenProblem(ctx context.Context, op string, err error) error
 	if database.MainUnreachable(err) { // a secondary site with its WAN down: a quick 503, not a 500
 		return database.ErrMainUnreachable
 	}
-	if h.Tokens.Log != nil {
-		h.Tokens.Log.ErrorContext(ctx, "token operation failed", "op", op, "error", err)
-	}
-	return huma.Error500InternalServerError("internal error; see the authtoken log")
+	return fmt.Errorf("token %s: %w", op, err) // a fault: a 500 whose cause the chassis logs once with the request id
 }
 
 func (h *Handlers) listScopes(_ context.Context, _ *struct{}) (*bodyOutput[TokenScopes], error) {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/obsops/obsops/pkg/problem"
 	"github.com/obsops/obsops/services/authtoken"
 )
 
@@ -62,7 +63,7 @@ type userUpdateInput struct {
 // userProblem turns a user service error into its problem response.
 func (h *Handlers) userProblem(ctx context.Context, op string, err error) error {
 	switch {
-	case errors.Is(err, authtoken.ErrNotFound):
+	case errors.Is(err, problem.ErrNotFound):
 		return huma.Error404NotFound("no user with this id")
 	case errors.Is(err, authtoken.ErrServiceAccountLogin):
 		return huma.Error409Conflict("service accounts cannot be linked to an identity-provider account: they never log in")

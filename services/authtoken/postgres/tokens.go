@@ -13,6 +13,7 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/obsops/obsops/pkg/database"
+	"github.com/obsops/obsops/pkg/problem"
 	"github.com/obsops/obsops/services/authtoken"
 )
 
@@ -114,7 +115,7 @@ func lockToken(ctx context.Context, tx *sqlx.Tx, id int64, v authtoken.Visibilit
 	err := tx.GetContext(ctx, &r, `SELECT `+tokenColumns+` FROM api_tokens WHERE id = $1 AND `+visibleAt(2)+` FOR UPDATE`,
 		id, v.AllUsers, v.UserID)
 	if errors.Is(err, sql.ErrNoRows) {
-		return authtoken.Token{}, authtoken.ErrNotFound
+		return authtoken.Token{}, problem.ErrNotFound
 	}
 	return r.token(), err
 }
@@ -185,7 +186,7 @@ func (s *Tokens) Get(ctx context.Context, id int64, v authtoken.Visibility) (aut
 	var r tokenRow
 	err := s.DB.GetContext(ctx, &r, `SELECT `+tokenColumns+` FROM api_tokens WHERE id = $1 AND `+visibleAt(2), id, v.AllUsers, v.UserID)
 	if errors.Is(err, sql.ErrNoRows) {
-		return authtoken.Token{}, authtoken.ErrNotFound
+		return authtoken.Token{}, problem.ErrNotFound
 	}
 	return r.token(), err
 }
@@ -404,7 +405,7 @@ func (s *Tokens) Verify(ctx context.Context, hash string) (authtoken.VerifiedTok
 	}
 	err = st.GetContext(ctx, &r, hash)
 	if errors.Is(err, sql.ErrNoRows) {
-		return authtoken.VerifiedToken{}, authtoken.ErrNotFound
+		return authtoken.VerifiedToken{}, problem.ErrNotFound
 	}
 	if err != nil {
 		return authtoken.VerifiedToken{}, err
@@ -518,7 +519,7 @@ func (s *Tokens) UsageStats(ctx context.Context, id int64, v authtoken.Visibilit
 			ARRAY(SELECT flush_id FROM token_usage_flushes WHERE flush_id = ANY($4)) AS applied
 		FROM api_tokens WHERE id = $1 AND `+visibleAt(2), id, v.AllUsers, v.UserID, pq.Array(flushIDs))
 	if errors.Is(err, sql.ErrNoRows) {
-		return authtoken.Token{}, nil, authtoken.ErrNotFound
+		return authtoken.Token{}, nil, problem.ErrNotFound
 	}
 	return r.token(), r.Applied, err
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/pkg/database"
+	"github.com/obsops/obsops/pkg/problem"
 	"github.com/obsops/obsops/services/authtoken"
 )
 
@@ -70,7 +71,7 @@ func (s *Users) one(ctx context.Context, db *sqlx.DB, query string, arg any) (au
 	var r userRow
 	if err := db.GetContext(ctx, &r, query, arg); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
-			return authtoken.User{}, authtoken.ErrNotFound
+			return authtoken.User{}, problem.ErrNotFound
 		}
 		return authtoken.User{}, err
 	}
@@ -159,7 +160,7 @@ func (s *Users) LinkIdentity(ctx context.Context, id int64, issuer, subject stri
 	}
 	if err := tx.GetContext(ctx, &before, `SELECT is_service, oidc_issuer, oidc_subject FROM users WHERE id = $1 FOR UPDATE`, id); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
-			return authtoken.User{}, authtoken.ErrNotFound
+			return authtoken.User{}, problem.ErrNotFound
 		}
 		return authtoken.User{}, err
 	}
@@ -290,7 +291,7 @@ func (s *Users) Update(ctx context.Context, id int64, ch authtoken.UserChanges, 
 	var before userRow
 	if err := tx.GetContext(ctx, &before, `SELECT `+userColumns+` FROM users WHERE id = $1 FOR UPDATE`, id); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
-			return authtoken.User{}, authtoken.ErrNotFound
+			return authtoken.User{}, problem.ErrNotFound
 		}
 		return authtoken.User{}, err
 	}

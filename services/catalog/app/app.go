@@ -6,10 +6,6 @@ package app
 
 import (
 	"context"
-	"errors"
-	"fmt"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/obsops/obsops/migrations"
 	"github.com/obsops/obsops/pkg/authn"
@@ -29,13 +25,7 @@ type App struct {
 	// Catalog is the use cases the routes call.
 	Catalog *catalog.Service
 	svc     *service.Service
-	loops   []loop
-}
-
-// loop is a background loop of the service: run serves until ctx is done, then stops.
-type loop struct {
-	name string
-	run  func(ctx context.Context) error
+	loops   []service.Loop
 }
 
 // New builds the catalog from its configuration (cfg, and vcfg for the heatmaps) on the chassis
@@ -69,7 +59,7 @@ func New(cfg *catalog.Config, vcfg *visibility.Config, svc *service.Service) (*A
 	a := &App{svc: svc, Catalog: &catalog.Service{Store: store, Resolver: resolver, Site: site, Heatmaps: heatmaps, Log: svc.Log}}
 	if vcfg.Worker {
 		// The precalculation worker (asynq queue "visibility") in this process.
-		a.loops = append(a.loops, loop{"visibility worker", func(ctx context.Context) error {
+		a.loops = append(a.loops, service.Loop{Name: "visibility worker", Run: func(ctx context.Context) error {
 			srv, mux := precalc.NewWorker(svc.Redis, heatmaps)
 			if err := srv.Start(mux); err != nil {
 				return err
@@ -84,26 +74,7 @@ func New(cfg *catalog.Config, vcfg *visibility.Config, svc *service.Service) (*A
 	return a, nil
 }
 
-// Run starts the background loops in an errgroup, then serves until ctx is cancelled. The loops
-// stop when the server shuts down (a shutdown hook, so before the database pools close) or when
-// one of them fails, which also stops the server.
-func (a *App) Run(ctx context.Context) error {
-	serving, stopServing := context.WithCancel(ctx)
-	defer stopServing()
-	looping, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopLoops()
-	g, looping := errgroup.WithContext(looping)
-	for _, l := range a.loops {
-		g.Go(func() error {
-			if err := l.run(looping); err != nil {
-				stopServing()
-				return fmt.Errorf("%s: %w", l.name, err)
-			}
-			return nil
-		})
-	}
-	a.svc.OnShutdown("background loops", func(context.Context) error { stopLoops(); _ = g.Wait(); return nil })
-	err := a.svc.Run(serving)
-	stopLoops()
-	return errors.Join(err, g.Wait())
-}
+// Run serves until ctx is cancelled with the background loops beside it (service.RunWithLoops):
+// they stop when the server shuts down (before the database pools close) or when one of them
+// fails, which also stops the server.
+func (a *App) Run(ctx context.Context) error { return a.svc.RunWithLoops(ctx, a.loops...) }

@@ -6,11 +6,8 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/obsops/obsops/migrations"
 	"github.com/obsops/obsops/pkg/authn"
@@ -27,13 +24,7 @@ import (
 // of its role, started and stopped by Run.
 type App struct {
 	svc   *service.Service
-	loops []loop
-}
-
-// loop is a background loop: it runs until ctx ends, then returns once stopped.
-type loop struct {
-	name string
-	run  func(ctx context.Context) error
+	loops []service.Loop
 }
 
 // Options returns the chassis options of an ingest process: the server takes bodies up to the
@@ -125,7 +116,7 @@ func (a *App) addWorker(cfg *ingest.Config, buf *buffer.Buffer, pools *database.
 	}
 	srv := worker.New(a.svc.Redis, cfg.WorkerConcurrency, log, h)
 	a.svc.AddReadiness("worker", func(context.Context) error { return srv.Ping() })
-	a.loops = append(a.loops, loop{"worker", func(ctx context.Context) error {
+	a.loops = append(a.loops, service.Loop{Name: "worker", Run: func(ctx context.Context) error {
 		defer mainDB.Close()
 		defer probe.Close()
 		hctx, stopHandler := context.WithCancel(context.WithoutCancel(ctx))
@@ -138,13 +129,13 @@ func (a *App) addWorker(cfg *ingest.Config, buf *buffer.Buffer, pools *database.
 		stopHandler() // tasks waiting for the main database go back to the queue at once
 		srv.Shutdown()
 		return nil
-	}}, loop{"orphan watch", func(ctx context.Context) error {
+	}}, service.Loop{Name: "orphan watch", Run: func(ctx context.Context) error {
 		worker.WatchOrphans(ctx, buf, 5*time.Second, log)
 		return nil
 	}})
 	if h.Secondary {
 		// Release cached records once the local replica (OPS_DATABASE_URL) has the commit.
-		a.loops = append(a.loops, loop{"replica release", func(ctx context.Context) error {
+		a.loops = append(a.loops, service.Loop{Name: "replica release", Run: func(ctx context.Context) error {
 			worker.WatchReplica(ctx, pools.Read.DB, buf, 100*time.Millisecond, log)
 			return nil
 		}})
@@ -152,29 +143,7 @@ func (a *App) addWorker(cfg *ingest.Config, buf *buffer.Buffer, pools *database.
 	return nil
 }
 
-// Run starts the background loops, then serves HTTP until ctx ends or a loop fails. The loops
-// stop once the server has drained, before the chassis closes the pools they use.
-func (a *App) Run(ctx context.Context) error {
-	loopCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopLoops()
-	g, gctx := errgroup.WithContext(loopCtx)
-	for _, l := range a.loops {
-		g.Go(func() error {
-			if err := l.run(gctx); err != nil {
-				return fmt.Errorf("%s: %w", l.name, err)
-			}
-			return nil
-		})
-	}
-	serveCtx, stopServing := context.WithCancel(ctx)
-	defer stopServing()
-	go func() { <-gctx.Done(); stopServing() }() // a failed loop stops the process
-	a.svc.OnShutdown("background loops", func(context.Context) error {
-		stopLoops()
-		_ = g.Wait() // its error is Run's
-		return nil
-	})
-	err := a.svc.Run(serveCtx)
-	stopLoops()
-	return errors.Join(err, g.Wait())
-}
+// Run serves HTTP with the role's background loops beside it (service.RunWithLoops): a failed
+// loop stops the process, and the loops stop once the server has drained, before the chassis
+// closes the pools they use.
+func (a *App) Run(ctx context.Context) error { return a.svc.RunWithLoops(ctx, a.loops...) }

@@ -11,7 +11,6 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/obsops/obsops/migrations"
 	"github.com/obsops/obsops/pkg/authn"
@@ -87,23 +86,9 @@ func New(cfg *transfer.Config, svc *service.Service) (*App, error) {
 // closes the overview WebSockets and stops the loops. The loops run on their own context, so
 // they keep working while requests drain.
 func (a *App) Run(ctx context.Context) error {
-	loops, stop := context.WithCancel(context.Background())
-	defer stop()
-	g, gctx := errgroup.WithContext(loops)
-	g.Go(func() error { a.Planner.Run(gctx); return nil })
-	g.Go(func() error { a.Waker.Run(gctx); return nil })
-	g.Go(func() error { a.Hub.Run(gctx); return nil })
 	a.svc.OnShutdown("overview websockets", a.Hub.CloseAll)
-	a.svc.OnShutdown("background loops", func(ctx context.Context) error {
-		stop()
-		done := make(chan error, 1)
-		go func() { done <- g.Wait() }()
-		select {
-		case err := <-done:
-			return err
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	})
-	return a.svc.Run(ctx)
+	return a.svc.RunWithLoops(ctx,
+		service.Loop{Name: "planner", Run: func(ctx context.Context) error { a.Planner.Run(ctx); return nil }},
+		service.Loop{Name: "wake-ups", Run: func(ctx context.Context) error { a.Waker.Run(ctx); return nil }},
+		service.Loop{Name: "overview hub", Run: func(ctx context.Context) error { a.Hub.Run(ctx); return nil }})
 }

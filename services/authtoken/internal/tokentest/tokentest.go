@@ -1,6 +1,6 @@
 // Package tokentest sets up the real parts token tests run against: a fresh migrated
-// PostgreSQL database, a private Redis server, and the token service built on them exactly as
-// cmd/authtoken builds it.
+// PostgreSQL database, a private Redis server, and the token and user services built on them by
+// the server's own constructor (app.NewCore), so tests and cmd/authtoken run the same wiring.
 package tokentest
 
 import (
@@ -16,7 +16,7 @@ import (
 	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/pkg/testenv"
 	"github.com/obsops/obsops/services/authtoken"
-	"github.com/obsops/obsops/services/authtoken/directory"
+	"github.com/obsops/obsops/services/authtoken/app"
 	"github.com/obsops/obsops/services/authtoken/postgres"
 	"github.com/obsops/obsops/services/authtoken/tokencache"
 	"github.com/obsops/obsops/services/authtoken/usage"
@@ -32,6 +32,8 @@ type Env struct {
 	Users       *postgres.Users
 	Counter     *usage.Counter
 	Cache       *tokencache.Cache
+
+	core *app.Core
 }
 
 // New starts a database and a Redis for t.
@@ -45,10 +47,9 @@ func New(t testing.TB) *Env {
 	t.Cleanup(func() { _ = db.Close() })
 	e.DB = db
 	e.RDB = e.Redis.Client()
-	e.Store = &postgres.Tokens{DB: db}
-	e.Users = &postgres.Users{DB: db}
-	e.Counter = usage.NewCounter(e.RDB)
-	e.Cache = tokencache.New(e.RDB, tokencache.DefaultTTL)
+	e.core = app.NewCore(&authtoken.Config{TokenDefaultDays: Limits().DefaultDays, MaxTokensPerUser: Limits().MaxPerUser},
+		app.Parts{Read: db, Redis: e.RDB})
+	e.Store, e.Users, e.Counter, e.Cache = e.core.TokenStore, e.core.UserStore, e.core.Counter, e.core.Cache
 	return e
 }
 
@@ -57,20 +58,14 @@ func Limits() authtoken.TokenLimits { return authtoken.TokenLimits{DefaultDays: 
 
 // Service is the token service as the server builds it: usage counted in Redis, token records
 // cached there.
-func (e *Env) Service() *authtoken.TokenService {
-	return &authtoken.TokenService{Store: e.Store, Accounts: e.Users, Counter: e.Counter, Cache: e.Cache, Limits: Limits()}
-}
+func (e *Env) Service() *authtoken.TokenService { return e.core.NewTokenService() }
 
 // UserService is the user service as the server builds it: user changes invalidate the
 // token cache and publish the user directory to e's Redis.
-func (e *Env) UserService() *authtoken.UserService {
-	return &authtoken.UserService{Store: e.Users, Cache: e.Cache, Directory: &directory.Publisher{Redis: e.RDB}}
-}
+func (e *Env) UserService() *authtoken.UserService { return e.core.NewUserService() }
 
 // Flusher is a usage flusher over e's Redis and database (call Flush to run one round).
-func (e *Env) Flusher() *usage.Flusher {
-	return usage.NewFlusher(e.Counter, e.Store, 0, nil, nil)
-}
+func (e *Env) Flusher() *usage.Flusher { return e.core.NewFlusher() }
 
 // User creates a user with roles and returns them as a token-operation caller.
 func (e *Env) User(t testing.TB, name string, roles ...string) authtoken.Caller {

@@ -1,0 +1,73 @@
+// Package app builds the site service from its configuration — the link monitor, the health
+// checker and the HTTP handlers on the chassis (New) — and runs the monitor next to the server
+// (App.Run). cmd/site builds it here.
+package app
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/obsops/obsops/migrations"
+	"github.com/obsops/obsops/pkg/authn"
+	"github.com/obsops/obsops/pkg/database"
+	"github.com/obsops/obsops/pkg/service"
+	"github.com/obsops/obsops/services/site"
+	"github.com/obsops/obsops/services/site/httpapi"
+)
+
+// App is the site service on its chassis: its monitor and every route registered.
+type App struct {
+	Monitor *site.Monitor
+
+	svc *service.Service
+}
+
+// New attaches the databases to svc — the local one (at a secondary site its replica) and the
+// main site's, whose reachability the monitor probes — builds the monitor and the health checker
+// and registers every route. version and commit are the build's, for /api/site/info.
+func New(cfg *site.Config, svc *service.Service, version, commit string) (*App, error) {
+	pools, err := database.AttachPools(svc, migrations.Latest())
+	if err != nil {
+		return nil, err
+	}
+	inspector := asynq.NewInspectorFromRedisClient(svc.Redis)
+	monitor := &site.Monitor{
+		Secondary: cfg.Secondary(), Main: pools.Main, Local: pools.Read, MainDB: pools.Write, Log: svc.Log,
+		Buffers: &site.BufferInspector{Inspector: inspector, Redis: svc.Redis, Site: cfg.SiteName, SiteType: cfg.SiteType},
+	}
+	monitor.Register(svc.Metrics)
+	services := cfg.Upstreams.ByService()
+	delete(services, "site")
+	if cfg.Secondary() {
+		delete(services, "transfer") // runs at the main site only
+	}
+	httpapi.Register(svc.API, &httpapi.Handlers{
+		Auth: authn.NewRemote(cfg.Config, cfg.AuthtokenURL, cfg.InternalSecret, svc.Redis, svc.Log),
+		Info: site.NewInfo(cfg, version, commit),
+		Health: &site.Checker{
+			Site:       cfg.SiteName,
+			Database:   pools.Read.PingContext,
+			Redis:      func(ctx context.Context) error { return svc.Redis.Ping(ctx).Err() },
+			Services:   services,
+			HTTP:       &http.Client{Timeout: 3 * time.Second},
+			PerTimeout: 2 * time.Second,
+			CacheFor:   time.Second,
+			Log:        svc.Log,
+			Up:         site.NewComponentGauge(svc.Metrics),
+			Monitor:    monitor,
+			Secondary:  cfg.Secondary(),
+		},
+		Monitor: monitor,
+	})
+	return &App{Monitor: monitor, svc: svc}, nil
+}
+
+// Run starts the monitor (the main link, replica lag and buffer probes), serves until ctx ends,
+// and stops the monitor at shutdown once the HTTP server has stopped.
+func (a *App) Run(ctx context.Context) error {
+	return a.svc.RunWithLoops(ctx,
+		service.Loop{Name: "monitor", Run: func(ctx context.Context) error { a.Monitor.Run(ctx); return nil }})
+}

@@ -197,6 +197,8 @@ func DecodeStart(body []byte, site string) (Start, error) {
 	if r.Site != nil {
 		if *r.Site == "" || len(*r.Site) > MaxSiteLength {
 			e.add("body.site", fmt.Sprintf("must be 1–%d characters", MaxSiteLength), *r.Site)
+		} else if why := textStorable(*r.Site); why != "" {
+			e.add("body.site", why, nil)
 		}
 		s.Site = *r.Site
 	}
@@ -340,6 +342,8 @@ func DecodePackage(body []byte) (Package, error) {
 		e.add("body.name", "required", nil)
 	case *r.Name == "" || len(*r.Name) > MaxNameLength:
 		e.add("body.name", fmt.Sprintf("must be 1–%d characters", MaxNameLength), *r.Name)
+	case textStorable(*r.Name) != "":
+		e.add("body.name", textStorable(*r.Name), nil)
 	default:
 		p.Name = *r.Name
 	}

@@ -227,7 +227,126 @@ func checkMeta(e *errs, loc string, raw json.RawMessage) json.RawMessage {
 		e.add(loc, "must be a JSON object", nil)
 		return nil
 	}
+	if why := jsonbStorable(buf.Bytes()); why != "" {
+		e.add(loc, why, nil)
+		return nil
+	}
 	return buf.Bytes()
+}
+
+// PostgreSQL's numeric, in which JSONB keeps numbers, holds at most 131,072 digits before the
+// decimal point and 16,383 after it; beyond that PostgreSQL refuses the whole value.
+const (
+	maxNumericIntDigits  = 131072
+	maxNumericFracDigits = 16383
+	maxNumericExponent   = 1<<30 - 1 // PostgreSQL refuses an exponent of INT_MAX/2 or more, either sign
+)
+
+// jsonbStorable tells why PostgreSQL would refuse to store the compact JSON b as JSONB, or "".
+// A write is acknowledged before the worker stores it, so whatever the database would refuse
+// must be refused at acknowledgement instead (422), never dead-lettered later: the NUL character
+// (\u0000, SQLSTATE 22P05), a lone UTF-16 surrogate escape, invalid UTF-8, and numbers beyond
+// numeric's range.
+func jsonbStorable(b []byte) string {
+	if !utf8.Valid(b) {
+		return "must be valid UTF-8"
+	}
+	inString := false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case inString && c == '\\':
+			if i+1 < len(b) && b[i+1] == 'u' {
+				why, n := unicodeEscapeStorable(b[i:])
+				if why != "" {
+					return why
+				}
+				i += n - 1
+				continue
+			}
+			i++ // the escaped character
+		case c == '"':
+			inString = !inString
+		case !inString && (c == '-' || c >= '0' && c <= '9'):
+			j := i
+			for j < len(b) && strings.IndexByte("+-.0123456789eE", b[j]) >= 0 {
+				j++
+			}
+			if !numericStorable(b[i:j]) {
+				return "must not hold numbers beyond PostgreSQL's numeric range (131072 digits before the point, 16383 after)"
+			}
+			i = j - 1
+		}
+	}
+	return ""
+}
+
+// unicodeEscapeStorable tells why PostgreSQL would refuse the \uXXXX escape at the start of b
+// (compact JSON, already valid), or "", and how many bytes the escape takes (12 for a surrogate
+// pair): PostgreSQL refuses \u0000, and a UTF-16 surrogate that is not half of a pair (a high one
+// followed by a low one).
+func unicodeEscapeStorable(b []byte) (string, int) {
+	hex := func(at int) int {
+		if at+6 > len(b) || b[at] != '\\' || b[at+1] != 'u' {
+			return -1
+		}
+		v, err := strconv.ParseUint(string(b[at+2:at+6]), 16, 16)
+		if err != nil {
+			return -1
+		}
+		return int(v)
+	}
+	const lone = "must not contain a lone UTF-16 surrogate escape, which PostgreSQL cannot store"
+	switch v := hex(0); {
+	case v == 0:
+		return `must not contain the NUL character (\u0000), which PostgreSQL cannot store`, 6
+	case v >= 0xDC00 && v <= 0xDFFF:
+		return lone, 6
+	case v >= 0xD800 && v <= 0xDBFF:
+		if low := hex(6); low < 0xDC00 || low > 0xDFFF {
+			return lone, 6
+		}
+		return "", 12
+	}
+	return "", 6
+}
+
+// numericStorable reports whether the JSON number n fits PostgreSQL's numeric, by its input
+// rules: the exponent within ±(2³⁰−1); at most 16,383 digits after the point as written
+// (trailing zeros count: dscale); and for a value other than zero, its leading digit at most
+// 10^131071.
+func numericStorable(n []byte) bool {
+	mant, expText, _ := bytes.Cut(bytes.ToLower(bytes.TrimPrefix(n, []byte("-"))), []byte("e"))
+	intPart, frac, _ := bytes.Cut(mant, []byte("."))
+	exp := 0
+	if len(expText) > 0 {
+		v, err := strconv.Atoi(string(expText))
+		if err != nil || v >= maxNumericExponent || v <= -maxNumericExponent {
+			return false
+		}
+		exp = v
+	}
+	if len(frac)-exp > maxNumericFracDigits {
+		return false
+	}
+	digits := append(append([]byte{}, intPart...), frac...)
+	first := bytes.IndexFunc(digits, func(r rune) bool { return r != '0' })
+	if first < 0 {
+		return true // zero
+	}
+	return len(intPart)-1-first+exp < maxNumericIntDigits
+}
+
+// textStorable tells why PostgreSQL would refuse to store s in a text column (the NUL character,
+// invalid UTF-8), or "".
+func textStorable(s string) string {
+	switch {
+	case !utf8.ValidString(s):
+		return "must be valid UTF-8"
+	case strings.IndexByte(s, 0) >= 0:
+		return "must not contain the NUL character, which PostgreSQL cannot store"
+	}
+	return ""
 }
 
 // checkUUID validates an optional or required UUID field.

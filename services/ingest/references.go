@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/obsops/obsops/pkg/problem"
 )
@@ -304,15 +305,17 @@ func (s *Service) checkFinish(ctx context.Context, id string, f Finish) (int64, 
 		return 0, err
 	}
 	var obsUnit int64
+	var started *time.Time
 	if c, ok := cached[id]; ok {
 		var r CacheRecord[Start]
 		_ = json.Unmarshal(c.Record, &r)
-		obsUnit = r.R.ObsUnitID
+		obsUnit, started = r.R.ObsUnitID, &r.R.StartTime
 	}
 	e, finished, err := s.Store.ExecutedObsUnit(ctx, id)
 	if err != nil {
 		if obsUnit != 0 {
-			return obsUnit, nil // started in the buffer; a committed finish cannot exist yet... unless applied: the worker keeps the first
+			// started in the buffer; a committed finish cannot exist yet... unless applied: the worker keeps the first
+			return obsUnit, endsAfterStart(f, started)
 		}
 		return 0, dbErr(err)
 	}
@@ -323,9 +326,25 @@ func (s *Service) checkFinish(ctx context.Context, id string, f Finish) (int64, 
 		if e.ObsUnitID != nil {
 			obsUnit = *e.ObsUnitID
 		}
+		if e.StartTime != nil {
+			started = e.StartTime
+		}
 		if finished && (e.Status != f.Status || e.EndTime == nil || !e.EndTime.Equal(f.EndTime)) {
 			return 0, conflict("this execution was already finished with another end_time or status")
 		}
 	}
-	return obsUnit, nil
+	return obsUnit, endsAfterStart(f, started)
+}
+
+// endsAfterStart refuses a finish whose end_time is before its execution's start_time (when the
+// start is known: committed, or still in the buffer — a finish is acknowledged only after its
+// start). The database holds the same rule (executed_obs_units_ends_after_start, migration
+// 00017), so no contradiction is stored; checking it here answers the instrument at once instead
+// of dead-lettering its acknowledged finish later.
+func endsAfterStart(f Finish, started *time.Time) error {
+	if started != nil && f.EndTime.Before(*started) {
+		return problem.Field("body.end_time", "must not be before the execution's start_time "+started.UTC().Format(time.RFC3339Nano),
+			f.EndTime.UTC().Format(time.RFC3339Nano))
+	}
+	return nil
 }

@@ -56,6 +56,7 @@ func TestWritesRefuseInvalidInput(t *testing.T) {
 		{"start: empty body", "POST", "/executed_obs_units/start", "", "body"},
 		{"finish: bad status", "PUT", "/executed_obs_units/" + eou + "/finish", map[string]any{"end_time": "2026-11-25T02:00:00Z", "status": "great"}, "body.status"},
 		{"finish: missing end", "PUT", "/executed_obs_units/" + eou + "/finish", map[string]any{}, "body.end_time"},
+		{"finish: ends before it starts", "PUT", "/executed_obs_units/" + eou + "/finish", map[string]any{"end_time": "2026-11-25T00:59:59Z"}, "body.end_time"},
 		{"finish: bad id", "PUT", "/executed_obs_units/x/finish", map[string]any{"end_time": "2026-11-25T02:00:00Z"}, "path.id"},
 		{"file: absolute path", "POST", "/raw_data_files/", with(file, "path", "/etc/passwd"), "body.path"},
 		{"file: meta with a NUL character", "POST", "/raw_data_files/", with(file, "meta", map[string]any{"k\x00": 1}), "body.meta"},

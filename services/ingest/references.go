@@ -40,6 +40,7 @@ func (s *Service) obsUnitExists(ctx context.Context, id int64) (bool, error) {
 	return ok, nil
 }
 
+// checkModule refuses (422 at loc) an instrument module that does not exist.
 func (s *Service) checkModule(ctx context.Context, id int64, loc string) error {
 	ok, err := s.Store.ModuleExists(ctx, id)
 	if err != nil {
@@ -48,6 +49,26 @@ func (s *Service) checkModule(ctx context.Context, id int64, loc string) error {
 	if !ok {
 		return problem.Field(loc, "no such instrument module", id)
 	}
+	return nil
+}
+
+// checkModuleAllowed refuses (422 at loc) a module an execution of obsUnit may not run on: an
+// obs unit is planned for one instrument module, and its executions run on that module or on
+// another module of the same instrument (the instrument's receivers and arrays observe the same
+// source), never on another instrument's (remembered once seen allowed).
+func (s *Service) checkModuleAllowed(ctx context.Context, obsUnit, module int64, loc string) error {
+	key := "ou:" + strconv.FormatInt(obsUnit, 10) + "/m:" + strconv.FormatInt(module, 10)
+	if s.known.has(key) {
+		return nil
+	}
+	ok, err := s.Store.ModuleAllowed(ctx, obsUnit, module)
+	if err != nil {
+		return dbErr(err)
+	}
+	if !ok {
+		return problem.Field(loc, "not a module of the instrument obs unit "+strconv.FormatInt(obsUnit, 10)+" is planned for", module)
+	}
+	s.known.add(key)
 	return nil
 }
 

@@ -16,6 +16,9 @@ type Store interface {
 	ObsUnitExists(ctx context.Context, id int64) (bool, error)
 	// ModuleExists reports whether an instrument module exists.
 	ModuleExists(ctx context.Context, id int64) (bool, error)
+	// ModuleAllowed reports whether an execution of the obs unit may run on the module: a
+	// module of the instrument the obs unit was planned for.
+	ModuleAllowed(ctx context.Context, obsUnit, module int64) (bool, error)
 	// ExistingIDs reports which ids have a row in table.
 	ExistingIDs(ctx context.Context, table string, ids []string) (map[string]bool, error)
 	// PackageStatuses returns the status of each committed package among ids.

@@ -44,6 +44,8 @@ func TestWritesRefuseInvalidInput(t *testing.T) {
 		{"start: obs unit not an integer", "POST", "/executed_obs_units/start", with(start, "obs_unit_id", "x"), "body.obs_unit_id"},
 		{"start: unknown obs unit", "POST", "/executed_obs_units/start", with(start, "obs_unit_id", 987654), "body.obs_unit_id"},
 		{"start: unknown module", "POST", "/executed_obs_units/start", with(start, "instrument_module_id", 99), "body.instrument_module_id"},
+		// obs unit planned for module 11 (Prime-Cam): module 31 is CHAI's
+		{"start: module of another instrument", "POST", "/executed_obs_units/start", with(start, "instrument_module_id", 31), "body.instrument_module_id"},
 		{"start: bad time", "POST", "/executed_obs_units/start", with(start, "start_time", "yesterday"), "body.start_time"},
 		{"start: bad id", "POST", "/executed_obs_units/start", with(start, "id", "nope"), "body.id"},
 		{"start: meta not an object", "POST", "/executed_obs_units/start", with(start, "meta", []int{1}), "body.meta"},
@@ -89,9 +91,11 @@ func TestWritesRefuseInvalidInput(t *testing.T) {
 			require.Contains(t, r.locations(t), c.loc, "%s", r.Body)
 		})
 	}
-	// Nothing but the valid start was held: once the queue is drained, the database has it alone.
+	// Another module of the planned instrument is allowed (12 is Prime-Cam's too).
+	e.start(t, with(start, "instrument_module_id", 12))
+	// Nothing but the valid starts were held: once the queue is drained, the database has them alone.
 	require.Eventually(t, func() bool {
-		return e.count(t, `SELECT count(*) FROM executed_obs_units`) == 1 &&
+		return e.count(t, `SELECT count(*) FROM executed_obs_units`) == 2 &&
 			e.s.Redis.Client().LLen(t.Context(), "asynq:{ingest}:pending").Val() == 0
 	}, 30*time.Second, 50*time.Millisecond)
 	require.Zero(t, e.count(t, `SELECT count(*) FROM raw_data_files`))

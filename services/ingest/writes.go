@@ -189,6 +189,9 @@ func (s *Service) Start(ctx context.Context, caller Caller, req WriteRequest) (W
 			if err := s.checkModule(ctx, st.InstrumentModuleID, "body.instrument_module_id"); err != nil {
 				return heldAnswer{}, err
 			}
+			if err := s.checkModuleAllowed(ctx, st.ObsUnitID, st.InstrumentModuleID, "body.instrument_module_id"); err != nil {
+				return heldAnswer{}, err
+			}
 		}
 		if st.ID == "" {
 			st.ID = NewID()

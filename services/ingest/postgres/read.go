@@ -61,6 +61,18 @@ func (s *Store) ModuleExists(ctx context.Context, id int64) (bool, error) {
 	return s.modules[id], nil
 }
 
+// ModuleAllowed reports whether module belongs to the instrument of obsUnit's planned module
+// (ingest.Store).
+func (s *Store) ModuleAllowed(ctx context.Context, obsUnit, module int64) (bool, error) {
+	var ok bool
+	err := s.DB.QueryRowContext(ctx, `SELECT EXISTS (
+		SELECT 1 FROM obs_units ou
+		JOIN instrument_modules planned ON planned.id = ou.instrument_module_id
+		JOIN instrument_modules m ON m.instrument_id = planned.instrument_id
+		WHERE ou.id = $1 AND m.id = $2)`, obsUnit, module).Scan(&ok)
+	return ok, err
+}
+
 // ObsUnitExists reports whether a planned obs unit exists.
 func (s *Store) ObsUnitExists(ctx context.Context, id int64) (bool, error) {
 	var ok bool

@@ -197,11 +197,19 @@ type Receipt struct {
 	TransactionID string     `json:"transaction_id" format:"uuid"`
 	State         string     `json:"state" enum:"buffered,applying,committed,replicated,retrying,dead"`
 	Attempts      int        `json:"attempts" doc:"Times a worker has tried to apply it (failed attempts while the database was unreachable included)."`
-	LastError     string     `json:"last_error,omitempty"`
-	CommittedAt   *time.Time `json:"committed_at"`
-	CommitLSN     string     `json:"commit_lsn,omitempty" doc:"WAL position of the commit in the main database."`
+	LastError     *string    `json:"last_error" doc:"Why the last attempt failed, or why the write is dead; null when nothing failed."`
+	CommittedAt   *time.Time `json:"committed_at" doc:"When the worker committed it; null until then."`
+	CommitLSN     *string    `json:"commit_lsn" doc:"WAL position of the commit in the main database; null until committed."`
 	Kind          string     `json:"kind" doc:"start, finish, files, package"`
-	RecordIDs     []string   `json:"record_ids,omitempty" doc:"The records it writes (at most 100 listed)."`
+	RecordIDs     []string   `json:"record_ids" doc:"The records it writes (at most 100 listed; [] when the receipt no longer knows them)."`
+}
+
+// Optional is s, or nil when s is empty: a receipt field that is null when there is nothing to say.
+func Optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // KindOf names a task type's kind for receipts ("ingest:files" → "files").

@@ -232,3 +232,33 @@ func TestBulkLimits(t *testing.T) {
 	require.Equal(t, http.StatusRequestEntityTooLarge, r.Status, "%.300s", r.Body)
 	_ = strconv.Itoa
 }
+
+// TestReceiptShape: a receipt has every field of its documented shape in every state — null
+// where there is nothing to say (last_error, and committed_at and commit_lsn until the commit)
+// and [] rather than an absent record list — so clients can read it without guessing.
+func TestReceiptShape(t *testing.T) {
+	e := newEnv(t, nil)
+	a := e.start(t, startBody(e.obsUnit))
+	fields := []string{"transaction_id", "state", "attempts", "last_error", "committed_at", "commit_lsn", "kind", "record_ids"}
+	read := func() map[string]any {
+		r := e.do(t, http.MethodGet, "/api/ingest/transactions/"+a.TransactionID, e.token, nil)
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+		var m map[string]any
+		r.json(t, &m)
+		for _, f := range fields {
+			require.Contains(t, m, f, "receipt %s", r.Body)
+		}
+		require.Nil(t, m["last_error"], "nothing failed: %s", r.Body)
+		require.IsType(t, []any{}, m["record_ids"], "%s", r.Body)
+		return m
+	}
+	first := read()
+	if first["state"] != "committed" {
+		require.Nil(t, first["committed_at"])
+		require.Nil(t, first["commit_lsn"])
+	}
+	e.waitCommitted(t, a.TransactionID)
+	done := read()
+	require.NotNil(t, done["committed_at"])
+	require.Equal(t, []any{a.ID}, done["record_ids"])
+}

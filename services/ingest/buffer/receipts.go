@@ -45,30 +45,37 @@ func (b *Buffer) Receipt(ctx context.Context, tx string) (ingest.Receipt, error)
 		return ingest.Receipt{}, fmt.Errorf("%w: %v", ingest.ErrBufferUnavailable, err)
 	}
 	st := stCmd.Val()
-	r := ingest.Receipt{TransactionID: tx, State: ingest.TxBuffered, LastError: st["last_error"]}
+	// Every field of the documented shape is present in every receipt: null or [] when unknown.
+	r := ingest.Receipt{TransactionID: tx, State: ingest.TxBuffered, RecordIDs: []string{}}
+	lastErr := st["last_error"]
 	r.Attempts, _ = strconv.Atoi(st["attempts"])
 	var info txInfo
 	if s, err := infoCmd.Result(); err == nil {
 		_ = json.Unmarshal([]byte(s), &info)
-		r.Kind, r.RecordIDs = info.Kind, info.IDs
+		r.Kind = info.Kind
+		if info.IDs != nil {
+			r.RecordIDs = info.IDs
+		}
 	} else if len(st) == 0 {
 		return ingest.Receipt{}, ingest.ErrNoTransaction
 	}
 	if at, ok := st["committed_at"]; ok {
 		t, _ := time.Parse(time.RFC3339Nano, at)
-		r.State, r.CommittedAt, r.CommitLSN = ingest.TxCommitted, &t, st["lsn"]
+		r.State, r.CommittedAt, r.CommitLSN = ingest.TxCommitted, &t, ingest.Optional(st["lsn"])
 		if _, ok := st["replicated_at"]; ok {
 			r.State = ingest.TxReplicated // secondary site: this site's replica has the commit
 		}
+		r.LastError = ingest.Optional(lastErr)
 		return r, nil
 	}
 	ti, err := b.insp.GetTaskInfo(ingest.Queue, info.TaskID)
 	switch {
 	case errors.Is(err, asynq.ErrTaskNotFound), errors.Is(err, asynq.ErrQueueNotFound):
 		r.State = ingest.TxDead
-		if r.LastError == "" {
-			r.LastError = "the task is no longer buffered and its commit was not recorded"
+		if lastErr == "" {
+			lastErr = "the task is no longer buffered and its commit was not recorded"
 		}
+		r.LastError = ingest.Optional(lastErr)
 		return r, nil
 	case err != nil:
 		return ingest.Receipt{}, fmt.Errorf("%w: %v", ingest.ErrBufferUnavailable, err)
@@ -85,9 +92,10 @@ func (b *Buffer) Receipt(ctx context.Context, tx string) (ingest.Receipt, error)
 	case asynq.TaskStateCompleted:
 		r.State = ingest.TxCommitted
 	}
-	if r.LastError == "" {
-		r.LastError = ti.LastErr
+	if lastErr == "" {
+		lastErr = ti.LastErr
 	}
+	r.LastError = ingest.Optional(lastErr)
 	return r, nil
 }
 

@@ -300,12 +300,21 @@ func DecodeBulkFiles(body []byte) ([]File, error) {
 	return validateFiles(reqs, undecoded)
 }
 
-// validateFiles validates decoded bulk files: every one valid, no id twice; the files in
-// undecoded report their decoding error instead. Errors name body.files[i].field, capped at 100.
+// modulePath is where a file is: its path on its instrument module's storage.
+type modulePath struct {
+	module int64
+	path   string
+}
+
+// validateFiles validates decoded bulk files: every one valid, no id twice, no path twice on one
+// instrument module (a path is the file's full path on the instrument's storage, so two files of
+// one request cannot both be there); the files in undecoded report their decoding error instead.
+// Errors name body.files[i].field, capped at 100.
 func validateFiles(reqs []FileRequest, undecoded map[int]problem.FieldError) ([]File, error) {
 	var e errs
 	files := make([]File, len(reqs))
 	seen := make(map[string]int, len(reqs))
+	seenPath := make(map[modulePath]int, len(reqs))
 	for i := range reqs {
 		if len(e.list) >= 100 {
 			break
@@ -321,6 +330,14 @@ func validateFiles(reqs []FileRequest, undecoded map[int]problem.FieldError) ([]
 				e.add(p+".id", fmt.Sprintf("same id as body.files[%d]", j), id)
 			}
 			seen[id] = i
+		}
+		if f := files[i]; f.Path != "" {
+			at := modulePath{f.InstrumentModuleID, f.Path}
+			if j, dup := seenPath[at]; dup {
+				e.add(p+".path", fmt.Sprintf("same path on the same instrument module as body.files[%d]", j), f.Path)
+			} else {
+				seenPath[at] = i
+			}
 		}
 	}
 	return files, e.err()

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -302,4 +303,24 @@ func TestDecodeTaskAgrees(t *testing.T) {
 	agree(finish, &FinishTask{}, &FinishTask{})
 	agree(pkg, &PackageTask{}, &PackageTask{})
 	agree(writes, &WritesTask{}, &WritesTask{})
+}
+
+// TestBulkRefusesOnePathTwice: two files of one request at the same path of the same instrument
+// module are refused naming both positions; the same path on another module is another file.
+func TestBulkRefusesOnePathTwice(t *testing.T) {
+	eou := NewID()
+	file := func(module int, path string) string {
+		return `{"executed_obs_unit_id":"` + eou + `","instrument_module_id":` + strconv.Itoa(module) + `,"path":"` + path +
+			`","size_bytes":7,"checksum":"sha256:` + strings.Repeat("a", 64) + `"}`
+	}
+	_, err := DecodeBulkFiles([]byte(`{"files":[` + file(11, "s1/a.fits") + `,` + file(11, "s1/b.fits") + `,` + file(11, "s1/a.fits") + `]}`))
+	var ve ValidationError
+	require.ErrorAs(t, err, &ve)
+	require.Len(t, ve, 1)
+	require.Equal(t, "body.files[2].path", ve[0].Location)
+	require.Contains(t, ve[0].Message, "body.files[0]")
+
+	files, err := DecodeBulkFiles([]byte(`{"files":[` + file(11, "s1/a.fits") + `,` + file(12, "s1/a.fits") + `]}`))
+	require.NoError(t, err, "another module's storage")
+	require.Len(t, files, 2)
 }

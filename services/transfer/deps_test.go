@@ -1,19 +1,20 @@
 package transfer_test
 
 import (
-	"os/exec"
 	"testing"
 
-	"github.com/stretchr/testify/require"
+	"github.com/obsops/obsops/pkg/testenv"
 )
 
 // TestHTTPAPIDoesNotImportPostgres: the handlers decode, call a use case of transfer.Service and
 // encode; what they use is declared in the root package, so httpapi never reaches the store (nor
 // through live or planner).
 func TestHTTPAPIDoesNotImportPostgres(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", "./httpapi").Output()
-	require.NoError(t, err)
-	deps := string(out)
-	require.Contains(t, deps, "github.com/obsops/obsops/services/transfer/httpapi", "the listing is httpapi's")
-	require.NotContains(t, deps, "github.com/obsops/obsops/services/transfer/postgres")
+	testenv.RequireNoDeps(t, "./httpapi", "github.com/obsops/obsops/services/transfer/postgres")
+}
+
+// TestDomainImportsNoAdapter: the root package declares the interfaces its use cases need;
+// postgres, live and planner implement or drive them, never the other way round.
+func TestDomainImportsNoAdapter(t *testing.T) {
+	testenv.RequireNoDeps(t, ".", "github.com/obsops/obsops/services/transfer/")
 }

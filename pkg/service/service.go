@@ -284,14 +284,17 @@ func Main(name string, run func(ctx context.Context) error) {
 	}
 }
 
-// RedisDialRetries and RedisDialBackoff bound how long a command waits for a Redis that refuses
-// connections. go-redis's defaults (5 dial attempts 100 ms apart, within each of up to 4 command
-// attempts) made a request wait 1.3–1.6 s for its 503 while Redis was down; with one dial per
-// command attempt and the default command retries (10, 20, 40 ms apart) the answer comes in well
-// under 0.3 s. A Redis that is up but slow is bounded by each caller's context instead.
+// RedisDialRetries, RedisDialBackoff and RedisCommandRetries bound how long a command waits for a
+// Redis that refuses connections. go-redis's defaults (5 dial attempts 100 ms apart, within each
+// of up to 4 command attempts) made a request wait 1.3–1.6 s for its 503 while Redis was down,
+// and a request makes several Redis calls (credential, idempotency, hold); with one dial per
+// attempt and one retry 10 ms later, each call fails in about 10 ms. The one retry still rides
+// out a connection dropped under a command (a Redis restart); a Redis that is up but slow is
+// bounded by each caller's context instead.
 const (
-	RedisDialRetries = 1
-	RedisDialBackoff = 10 * time.Millisecond
+	RedisDialRetries    = 1
+	RedisDialBackoff    = 10 * time.Millisecond
+	RedisCommandRetries = 1
 )
 
 // RedisFailFast sets opts so that commands fail at once when Redis refuses connections (see
@@ -299,4 +302,7 @@ const (
 func RedisFailFast(opts *redis.Options) {
 	opts.DialerRetries = RedisDialRetries
 	opts.DialerRetryTimeout = RedisDialBackoff
+	opts.MaxRetries = RedisCommandRetries
+	opts.MinRetryBackoff = RedisDialBackoff
+	opts.MaxRetryBackoff = 2 * RedisDialBackoff
 }

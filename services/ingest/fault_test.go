@@ -200,7 +200,8 @@ func TestFaultWorkerKilled(t *testing.T) {
 }
 
 // TestFaultRedisKilled kills Redis (SIGKILL) under load and restarts it from its AOF: while it is
-// down the API answers 503 fast and never 201; nothing acknowledged is lost or applied twice.
+// down the API answers 503 at once (p99 < 0.3 s) and never 201; nothing acknowledged is lost or
+// applied twice.
 func TestFaultRedisKilled(t *testing.T) {
 	e := newEnv(t, map[string]string{"OPS_INGEST_REDIS_TIMEOUT": "500ms"})
 	eou := e.start(t, startBody(e.obsUnit)).ID
@@ -228,7 +229,9 @@ func TestFaultRedisKilled(t *testing.T) {
 	slices.Sort(during)
 	p99 := during[len(during)*99/100]
 	t.Logf("answers while Redis was down: %d, p99 %v", len(during), p99)
-	require.Less(t, p99, 1500*time.Millisecond, "503 must be fast while Redis is down")
+	// Redis refuses connections: each of a request's Redis calls fails in about 10 ms
+	// (service.RedisFailFast), so the 503 comes at once; 1.5 s before the chassis failed fast.
+	require.Less(t, p99, 300*time.Millisecond, "503 must come at once while Redis is down")
 	verdict(t, e, lg, 60*time.Second)
 }
 

@@ -3,6 +3,8 @@ package problem
 import (
 	"fmt"
 	"reflect"
+	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -47,11 +49,9 @@ func (p *Problem) bounded() *Problem {
 // its content.
 func Excerpt(v any) any {
 	switch x := v.(type) {
-	case nil, bool, float64, float32, int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
-		return v
-	case string:
-		return cut(x, MaxValueBytes)
-	case fmt.Stringer:
+	case nil:
+		return nil
+	case fmt.Stringer: // a time, a UUID: its text, not its fields
 		return cut(x.String(), MaxValueBytes)
 	}
 	rv := reflect.ValueOf(v)
@@ -99,6 +99,23 @@ func isDescription(v reflect.Value) bool {
 		return true
 	}
 	return false
+}
+
+// validationDetail is the detail of a problem about invalid inputs: msg, then each listed input
+// ("body.x: what is wrong"), then how many more there were (cut so that count always shows).
+func validationDetail(msg string, details []Detail, omitted int) string {
+	where := make([]string, len(details))
+	for i, d := range details {
+		where[i] = d.Message
+		if d.Location != "" {
+			where[i] = d.Location + ": " + d.Message
+		}
+	}
+	s := strings.TrimSuffix(msg, ".") + ": " + strings.Join(where, "; ")
+	if omitted > 0 {
+		s = cut(s, MaxDetailBytes-64) + "; and " + strconv.Itoa(omitted) + " more not listed"
+	}
+	return s
 }
 
 // cut returns s shortened to at most max bytes at a rune boundary, ending in "…" when cut.

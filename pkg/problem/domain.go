@@ -2,7 +2,6 @@ package problem
 
 import (
 	"errors"
-	"strings"
 )
 
 // The domain side of the vocabulary. A service's domain package returns plain Go errors; the ones
@@ -50,11 +49,11 @@ func fromDomain(err error) *Problem {
 	var fields []Detail
 	collectFields(err, &fields)
 	if len(fields) > 0 {
-		var where []string
-		for _, f := range fields {
-			where = append(where, f.Location+": "+f.Message)
-		}
-		return Invalid.New("validation failed: "+strings.Join(where, "; "), fields...).bounded()
+		omitted := max(0, len(fields)-MaxErrors)
+		fields = fields[:len(fields)-omitted]
+		p := Invalid.New(validationDetail("validation failed", fields, omitted), fields...)
+		p.ErrorsOmitted = omitted
+		return p.bounded()
 	}
 	var k Kinded
 	if errors.As(err, &k) {

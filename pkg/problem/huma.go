@@ -5,8 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"strconv"
-	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
 )
@@ -80,18 +78,7 @@ func fromHuma(status int, msg string, errs []error) *Problem {
 			p = Invalid.New(msg)
 		}
 		if len(details) > 0 {
-			var where []string
-			for _, d := range details {
-				if d.Location != "" {
-					where = append(where, d.Location+": "+d.Message)
-				} else {
-					where = append(where, d.Message)
-				}
-			}
-			p.Detail = strings.TrimSuffix(msg, ".") + ": " + strings.Join(where, "; ")
-			if omitted > 0 {
-				p.Detail = cut(p.Detail, MaxDetailBytes-64) + "; and " + strconv.Itoa(omitted) + " more not listed"
-			}
+			p.Detail = validationDetail(msg, details, omitted)
 		}
 	}
 	p.Errors = details

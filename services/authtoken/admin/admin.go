@@ -13,17 +13,14 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/pkg/problem"
 	"github.com/obsops/obsops/services/authtoken"
-	"github.com/obsops/obsops/services/authtoken/directory"
-	"github.com/obsops/obsops/services/authtoken/postgres"
+	"github.com/obsops/obsops/services/authtoken/app"
 	"github.com/obsops/obsops/services/authtoken/signing"
-	"github.com/obsops/obsops/services/authtoken/tokencache"
 )
 
 // Usage lists the subcommands.
@@ -50,9 +47,10 @@ type Env struct {
 	Config *authtoken.Config
 	Stdout io.Writer
 	Stderr io.Writer
-	db     *sqlx.DB
-	cache  *tokencache.Cache // the server's token cache, invalidated when roles change
-	rdb    redis.UniversalClient
+	// core is the server's token and user services (app.NewCore) on the admin's connections: a
+	// change made here invalidates the server's token cache and publishes the user directory
+	// exactly as the server's own changes do.
+	core *app.Core
 }
 
 // Run executes one admin command.
@@ -72,15 +70,13 @@ func Run(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	defer db.Close()
-	env.db = db
 	ropts, err := redis.ParseURL(env.Config.RedisURL)
 	if err != nil {
 		return fmt.Errorf("OPS_REDIS_URL: %w", err)
 	}
 	rdb := redis.NewClient(ropts)
 	defer rdb.Close()
-	env.cache = tokencache.New(rdb, tokencache.DefaultTTL)
-	env.rdb = rdb
+	env.core = app.NewCore(env.Config, app.Parts{Read: db, Redis: rdb, Log: slog.New(slog.NewTextHandler(env.Stderr, nil))})
 	switch cmd {
 	case "create-user":
 		return env.createUser(ctx, rest)
@@ -100,7 +96,7 @@ func Run(ctx context.Context, env *Env, args []string) error {
 		if len(rest) > 0 {
 			return fmt.Errorf("purge-token-cache takes no arguments\n%s", Usage)
 		}
-		if err := env.cache.Purge(ctx); err != nil {
+		if err := env.core.Cache.Purge(ctx); err != nil {
 			return fmt.Errorf("purge the token cache: %w", err)
 		}
 		_, err := fmt.Fprintln(env.Stdout, "token cache purged: tokens verify against PostgreSQL again")
@@ -110,13 +106,7 @@ func Run(ctx context.Context, env *Env, args []string) error {
 	}
 }
 
-func (e *Env) users() *authtoken.UserService {
-	return &authtoken.UserService{
-		Store: &postgres.Users{DB: e.db}, Cache: e.cache,
-		Directory: &directory.Publisher{Redis: e.rdb},
-		Log:       slog.New(slog.NewTextHandler(e.Stderr, nil)),
-	}
-}
+func (e *Env) users() *authtoken.UserService { return e.core.Users }
 
 // grantRoles gives a user roles, then (through the user service) invalidates the server's
 // cached records of the user's API tokens and publishes the user directory, so the new roles

@@ -5,13 +5,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/obsops/obsops/pkg/problem"
 	"github.com/obsops/obsops/services/authtoken"
-	"github.com/obsops/obsops/services/authtoken/postgres"
 )
 
 // createServiceToken creates the service account (role service) if needed and prints a new API
@@ -34,14 +32,9 @@ func (e *Env) createServiceToken(ctx context.Context, args []string) error {
 	if daysGiven && *days == 0 {
 		return fmt.Errorf("--days: must be 1 to %d", authtoken.MaxTokenDays)
 	}
-	svc := &authtoken.TokenService{
-		Store:    &postgres.Tokens{DB: e.db},
-		Accounts: e.users(), // granting role service publishes the account's new role
-		Cache:    e.cache,   // granting role service invalidates the account's cached tokens
-		Limits:   e.Config.TokenLimits(),
-		Log:      slog.New(slog.NewTextHandler(e.Stderr, nil)),
-	}
-	tok, err := svc.CreateServiceToken(ctx, authtoken.CommandLineCaller(), *account, authtoken.TokenSpec{
+	// The server's token service: granting role service publishes the account's new role and
+	// invalidates its cached tokens.
+	tok, err := e.core.Tokens.CreateServiceToken(ctx, authtoken.CommandLineCaller(), *account, authtoken.TokenSpec{
 		Name: *name, Scopes: splitList(*scopes), ExpiresInDays: *days,
 	})
 	var input *problem.FieldError

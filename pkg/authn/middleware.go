@@ -54,8 +54,10 @@ type Failure struct {
 	Problem    *problem.Problem
 	Challenge  string // WWW-Authenticate value, if any
 	RetryAfter int    // seconds, for 429
-	// Verified is set when the credential itself verified and only the rule refused it (403).
+	// Verified is set when the credential itself verified and only the rule refused it (403);
+	// Account is then its account's user id when known (0: not known).
 	Verified bool
+	Account  int64
 }
 
 func fail(status int, typ, detail, challenge string) *Failure {
@@ -67,9 +69,25 @@ func fail(status int, typ, detail, challenge string) *Failure {
 }
 
 // VerifiedHeader is set on a response to a request whose credential verified (whatever the
-// rule then decided). The gateway uses it to give that credential a rate-limit budget of its own
-// (a credential that never verified shares its address's), and removes it from the answer.
+// rule then decided), to its account's user id ("verified" when the account is not known). The
+// gateway uses it to give that account a rate-limit budget of its own, shared by all its
+// credentials (a credential that never verified shares its address's), and removes it from the
+// answer.
 const VerifiedHeader = contract.CredentialVerifiedHeader
+
+// verifiedValue is VerifiedHeader's value for the outcome (p, f) of Authenticate, "" when the
+// credential did not verify.
+func verifiedValue(p *Principal, f *Failure) string {
+	switch {
+	case p != nil:
+		return strconv.FormatInt(p.UserID, 10)
+	case f != nil && f.Verified && f.Account > 0:
+		return strconv.FormatInt(f.Account, 10)
+	case f != nil && f.Verified:
+		return "verified"
+	}
+	return ""
+}
 
 // Authenticate checks the Authorization header of a request from clientIP against rule.
 // It returns the caller (nil on anonymous routes) or the failure to answer with.
@@ -117,7 +135,7 @@ func (a *Authenticator) apiToken(ctx context.Context, cred, clientIP string, rul
 	}
 	if len(rule.TokenRoles) > 0 && !p.HasRole(rule.TokenRoles...) {
 		f := fail(http.StatusForbidden, ProblemForbidden, "needs an API token of a user with role "+strings.Join(rule.TokenRoles, " or "), "")
-		f.Verified = true
+		f.Verified, f.Account = true, p.UserID
 		return nil, f
 	}
 	return p, nil
@@ -136,7 +154,7 @@ func (a *Authenticator) jwt(ctx context.Context, cred, clientIP string, rule Rul
 	}
 	if len(rule.JWTRoles) > 0 && !p.HasRole(rule.JWTRoles...) {
 		f := fail(http.StatusForbidden, ProblemForbidden, "requires role "+strings.Join(rule.JWTRoles, " or "), "")
-		f.Verified = true
+		f.Verified, f.Account = true, p.UserID
 		return nil, f
 	}
 	return p, nil
@@ -218,8 +236,8 @@ func (a *Authenticator) Protect(op huma.Operation, rule Rule) huma.Operation {
 	op.Middlewares = append(op.Middlewares, func(ctx huma.Context, next func(huma.Context)) {
 		ip := service.ClientIP(humafiber.UnwrapV2(ctx))
 		p, f := a.Authenticate(ctx.Context(), ctx.Header("Authorization"), ip, rule)
-		if p != nil || f != nil && f.Verified {
-			ctx.SetHeader(VerifiedHeader, "1")
+		if v := verifiedValue(p, f); v != "" {
+			ctx.SetHeader(VerifiedHeader, v)
 		}
 		if f != nil {
 			writeHuma(ctx, f)
@@ -250,8 +268,8 @@ func (a *Authenticator) Fiber(rule Rule) fiber.Handler {
 			authz = "Bearer " + c.Query("token")
 		}
 		p, f := a.Authenticate(c.UserContext(), authz, service.ClientIP(c), rule)
-		if p != nil || f != nil && f.Verified {
-			c.Set(VerifiedHeader, "1")
+		if v := verifiedValue(p, f); v != "" {
+			c.Set(VerifiedHeader, v)
 		}
 		if f != nil {
 			if f.Challenge != "" {

@@ -83,6 +83,7 @@ const InternalSecretHeader = "X-Obsops-Internal-Secret"
 const ForwardedClientHeader = "X-Real-IP"
 
 // CredentialVerifiedHeader is set by a service on its answer to a request whose credential
-// verified (whatever the route then decided; pkg/authn sets it). The gateway gives such a
-// credential a rate-limit budget of its own, and removes the header from the answer.
+// verified (whatever the route then decided; pkg/authn sets it), to the credential's account (a
+// user id, or "verified" when not known). The gateway gives that account a rate-limit budget of
+// its own, shared by every credential of the account, and removes the header from the answer.
 const CredentialVerifiedHeader = "X-Obsops-Credential-Verified"

@@ -3,7 +3,6 @@ package service
 import (
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"net"
 	"strconv"
 	"strings"
@@ -20,12 +19,19 @@ import (
 // request, bearer token included (Fiber's default handler sent that text back), so neither the
 // answer nor the log carries it. The instance is the request id as a URN (the path may be what
 // could not be parsed; a 413's is its path); the answer carries X-Request-Id like every other.
-func rejectRequest(log *slog.Logger, bodyLimit int, m *httpMetrics) func(*fasthttp.RequestCtx, error) {
+func rejectRequest(s *Service, bodyLimit int, m *httpMetrics) func(*fasthttp.RequestCtx, error) {
+	log := s.Log
 	return func(ctx *fasthttp.RequestCtx, err error) {
 		var kind problem.Kind
 		var detail string
 		var netErr net.Error
+		var own *problem.Problem
+		if s.rejectAnswer != nil {
+			own = s.rejectAnswer(&ctx.Request.Header, err)
+		}
 		switch {
+		case own != nil:
+			kind, detail = own.Kind(), own.Detail
 		case errors.As(err, new(*fasthttp.ErrSmallBuffer)):
 			kind, detail = problem.HeadersTooLarge, "the request line or headers are too large"
 		case errors.Is(err, fasthttp.ErrBodyTooLarge):
@@ -40,6 +46,9 @@ func rejectRequest(log *slog.Logger, bodyLimit int, m *httpMetrics) func(*fastht
 			id = newRequestID()
 		}
 		p := kind.New(detail)
+		if own != nil {
+			p = own
+		}
 		p.Instance = "urn:obsops:request:" + id
 		if kind == problem.PayloadTooLarge { // the request line and headers were parsed
 			p.Instance = string(ctx.Path())
@@ -49,9 +58,21 @@ func rejectRequest(log *slog.Logger, bodyLimit int, m *httpMetrics) func(*fastht
 		ctx.SetStatusCode(p.Status)
 		ctx.SetContentType(problem.ContentType)
 		ctx.Response.Header.Set(RequestIDHeader, id)
+		for name, values := range p.GetHeaders() {
+			for _, v := range values {
+				ctx.Response.Header.Add(name, v)
+			}
+		}
 		ctx.SetBody(body)
 		m.observe("OTHER", "rejected", p.Status, 0)
 		log.Warn("request rejected", "request_id", id, "status", p.Status, "kind", string(kind),
 			"client", ctx.RemoteIP().String())
 	}
+}
+
+// SetRejectAnswer lets a server choose its own problem for a request refused before any handler
+// ran (f returns nil to keep the chassis' answer): the gateway answers a body over its
+// anonymous limit with 401 where the route needs a credential. Call it before Run.
+func (s *Service) SetRejectAnswer(f func(header *fasthttp.RequestHeader, err error) *problem.Problem) {
+	s.rejectAnswer = f
 }

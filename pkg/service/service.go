@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
+	"github.com/valyala/fasthttp"
 
 	"github.com/obsops/obsops/pkg/config"
 	"github.com/obsops/obsops/pkg/problem"
@@ -69,6 +70,8 @@ type Service struct {
 	checks   []check
 	hooks    []hook
 	closers  []hook
+	// rejectAnswer is SetRejectAnswer's choice (nil: the chassis' answers only).
+	rejectAnswer func(*fasthttp.RequestHeader, error) *problem.Problem
 }
 
 type check struct {
@@ -153,7 +156,7 @@ func NewCore(opts Options) (*Service, error) {
 		EnableTrustedProxyCheck: true,
 	})
 	metrics := newHTTPMetrics(s.Metrics)
-	s.App.Server().ErrorHandler = rejectRequest(log, opts.Common.BodyLimitBytes, metrics)
+	s.App.Server().ErrorHandler = rejectRequest(s, opts.Common.BodyLimitBytes, metrics)
 	s.App.Use(trackRequests(opts.ClientAddress, log, opts.Name, logs, metrics),
 		recoverPanics(log))
 	s.App.Get("/healthz", s.liveness)

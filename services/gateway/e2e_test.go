@@ -570,6 +570,12 @@ func TestGatewayEndToEnd(t *testing.T) {
 		}
 		resp = me("127.0.0.4", alice)
 		require.Equal(t, 429, resp.StatusCode)
+		// Her other credentials share her budget: a second session JWT of alice's, once
+		// verified, is refused too (its first request counts against another address's budget).
+		alice2 := "Bearer " + s.JWT(t, "alice")
+		require.NotEqual(t, alice, alice2)
+		require.Equal(t, 200, me("127.0.0.5", alice2).StatusCode)
+		require.Equal(t, 429, me("127.0.0.5", alice2).StatusCode, "one user's credentials share one budget")
 		ra, err := strconv.Atoi(resp.Header.Get("Retry-After"))
 		require.NoError(t, err, "Retry-After is whole seconds: %q", resp.Header.Get("Retry-After"))
 		require.True(t, ra >= 1 && ra <= 120, "Retry-After %d", ra)
@@ -599,21 +605,75 @@ func TestGatewayEndToEnd(t *testing.T) {
 		resp = getFrom(t, "127.0.0.3", limited+"/api/site/info", nil)
 		require.Equal(t, 200, resp.StatusCode, "another address has its own budget")
 
-		// counters are keyed by a hash of a verified credential, never the secret itself, and
+		// counters are keyed by a verified credential's account, never the secret itself, and
 		// never by an unverified one
 		keys, err := s.Redis.Client().Keys(t.Context(), "ops:ratelimit:*").Result()
 		require.NoError(t, err)
-		sum := sha256.Sum256([]byte(alice))
 		found := false
 		for _, k := range keys {
 			require.NotContains(t, k, "junk")
+			require.NotContains(t, k, strings.TrimPrefix(alice, "Bearer "))
 			for _, j := range junk {
 				js := sha256.Sum256([]byte(j))
 				require.NotContains(t, k, hex.EncodeToString(js[:]))
 			}
-			found = found || strings.Contains(k, hex.EncodeToString(sum[:]))
+			found = found || strings.Contains(k, "{acct:")
 		}
 		require.True(t, found, "keys: %v", keys)
+
+		// /docs and /openapi.json are behind the limiter too (127.0.0.2 spent its budget)
+		require.Equal(t, 429, getFrom(t, "127.0.0.2", limited+"/openapi.json", nil).StatusCode)
+		require.Equal(t, 429, getFrom(t, "127.0.0.2", limited+"/docs", nil).StatusCode)
+	})
+
+	t.Run("anonymous callers: small bodies, never the ingest budget", func(t *testing.T) {
+		limited, _ := startGateway(t, s, map[string]string{"OPS_RATE_LIMIT_PER_MINUTE": "10"})
+		// A 16 MiB body without a credential is refused from its headers: 401 on a route that
+		// needs a credential, 413 elsewhere; the answer comes before the body is sent (the
+		// client may see the answer or a reset connection while still writing, never a 200).
+		big := strings.Repeat("x", 16<<20)
+		for _, c := range []struct {
+			method, path string
+			status       int
+		}{{"POST", "/raw_data_files/bulk", 401}, {"POST", "/observing_program/", 401}, {"POST", "/health", 413}} {
+			req, err := http.NewRequest(c.method, limited+c.path, strings.NewReader(big))
+			require.NoError(t, err)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil { // the server closed the connection while the body was still going out
+				t.Logf("%s %s: %v", c.method, c.path, err)
+				continue
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			require.Equal(t, c.status, resp.StatusCode, "%s %s: %s", c.method, c.path, body)
+			require.Equal(t, problem.ContentType, resp.Header.Get("Content-Type"))
+		}
+		// Over the anonymous limit but within the default, with a raw request whose body is
+		// never sent: the answer comes from the headers alone.
+		conn, err := net.Dial("tcp", strings.TrimPrefix(limited, "http://"))
+		require.NoError(t, err)
+		defer conn.Close()
+		_, err = fmt.Fprintf(conn, "POST /raw_data_files/ HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 200000\r\n\r\n")
+		require.NoError(t, err)
+		require.NoError(t, conn.SetReadDeadline(time.Now().Add(5*time.Second)))
+		head, err := bufioReader(conn).ReadString('\n')
+		require.NoError(t, err, "the gateway answers before the body arrives")
+		require.Contains(t, head, "401")
+		// A small anonymous body still reaches the service (which answers 401 itself).
+		resp, _ := do(t, "POST", s.GatewayURL+"/raw_data_files/", strings.NewReader(`{}`), map[string]string{"Content-Type": "application/json"})
+		require.Equal(t, 401, resp.StatusCode)
+
+		// Anonymous requests to the ingest routes count against the address's default budget
+		// (10 per minute here), not the ingest class's 600,000.
+		for i := range 12 {
+			resp := getFrom(t, "127.0.0.9", limited+"/raw_data_files/0192f1c8-0000-7000-8000-000000000001", nil)
+			if i < 10 {
+				require.Equal(t, 401, resp.StatusCode, "request %d", i+1)
+			} else {
+				require.Equal(t, 429, resp.StatusCode, "request %d: anonymous callers keep the default budget", i+1)
+			}
+		}
 	})
 
 	t.Run("rate limiter fails open without Redis", func(t *testing.T) {

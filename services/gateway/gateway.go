@@ -38,6 +38,10 @@ type Config struct {
 	// RateLimitIngestPerMinute is the separate budget per credential of the ingest routes
 	// (the ingest service's prefixes of Routes): instruments register hundreds of files per second. 0: unlimited.
 	RateLimitIngestPerMinute int `env:"OPS_RATE_LIMIT_INGEST_PER_MINUTE" envDefault:"600000"`
+	// AnonymousBodyLimitBytes is the most a request without a credential (no Authorization
+	// header) may send to any route: a larger body is refused from its headers, before it is read
+	// (401 where the route needs a credential, else 413). Never above OPS_BODY_LIMIT_BYTES.
+	AnonymousBodyLimitBytes int `env:"OPS_ANONYMOUS_BODY_LIMIT_BYTES" envDefault:"65536"`
 	// BulkBodyLimitBytes is the body limit of the large-body routes (LargeBodyRoutes); every
 	// other route keeps OPS_BODY_LIMIT_BYTES.
 	BulkBodyLimitBytes int `env:"OPS_INGEST_BULK_BODY_LIMIT_BYTES" envDefault:"16777216"`
@@ -93,6 +97,10 @@ func (c *Config) Validate() error {
 	if c.BulkBodyLimitBytes < 1<<20 || c.BulkBodyLimitBytes > 1<<30 {
 		return &config.Invalid{Var: "OPS_INGEST_BULK_BODY_LIMIT_BYTES", Reason: "must be within [1 MiB, 1 GiB]"}
 	}
+	if c.AnonymousBodyLimitBytes < 1024 {
+		return &config.Invalid{Var: "OPS_ANONYMOUS_BODY_LIMIT_BYTES", Reason: "must be at least 1 KiB"}
+	}
+	c.AnonymousBodyLimitBytes = min(c.AnonymousBodyLimitBytes, c.BodyLimitBytes) // never above the default
 	if c.RateLimitRedisTimeout <= 0 {
 		return &config.Invalid{Var: "OPS_RATE_LIMIT_REDIS_TIMEOUT", Reason: "must be positive"}
 	}

@@ -10,7 +10,9 @@ type Fingerprint [32]byte
 const knownShards = 16
 
 // KnownCredentials remembers, in bounded memory, the credentials an upstream has verified
-// (contract.CredentialVerifiedHeader): only these get a rate-limit budget of their own. Each shard keeps two
+// (contract.CredentialVerifiedHeader) and the budget each counts against — its account's, so
+// every token of one user shares one budget: only these get a rate-limit budget apart from
+// their address's. Each shard keeps two
 // generations; a lookup that hits the old one moves the entry to the new one, and when the new
 // one is full the old one is dropped, so it holds at most 2*capacity fingerprints and keeps
 // the recently used ones (an approximate LRU at O(1) per operation).
@@ -21,38 +23,45 @@ type KnownCredentials struct {
 
 type knownShard struct {
 	mu        sync.Mutex
-	cur, prev map[Fingerprint]struct{}
+	cur, prev map[Fingerprint]string // fingerprint → budget key
 }
 
 // NewKnownCredentials remembers about capacity credentials (at most twice as many).
 func NewKnownCredentials(capacity int) *KnownCredentials {
 	k := &KnownCredentials{perShard: max(capacity/knownShards, 1)}
 	for i := range k.shards {
-		k.shards[i].cur = map[Fingerprint]struct{}{}
+		k.shards[i].cur = map[Fingerprint]string{}
 	}
 	return k
 }
 
-// Has reports whether fp was verified by an upstream and not forgotten since.
-func (k *KnownCredentials) Has(fp Fingerprint) bool {
+// Budget returns the budget key of fp if an upstream verified it and it was not forgotten
+// since ("" and false otherwise).
+func (k *KnownCredentials) Budget(fp Fingerprint) (string, bool) {
 	s := &k.shards[fp[0]%knownShards]
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.cur[fp]; ok {
-		return true
+	if b, ok := s.cur[fp]; ok {
+		return b, true
 	}
-	if _, ok := s.prev[fp]; ok {
-		s.add(fp, k.perShard)
-		return true
+	if b, ok := s.prev[fp]; ok {
+		s.add(fp, b, k.perShard)
+		return b, true
 	}
-	return false
+	return "", false
 }
 
-// Add remembers fp as verified.
-func (k *KnownCredentials) Add(fp Fingerprint) {
+// Has reports whether fp was verified by an upstream and not forgotten since.
+func (k *KnownCredentials) Has(fp Fingerprint) bool {
+	_, ok := k.Budget(fp)
+	return ok
+}
+
+// Add remembers fp as verified, counting against budget.
+func (k *KnownCredentials) Add(fp Fingerprint, budget string) {
 	s := &k.shards[fp[0]%knownShards]
 	s.mu.Lock()
-	s.add(fp, k.perShard)
+	s.add(fp, budget, k.perShard)
 	s.mu.Unlock()
 }
 
@@ -65,9 +74,9 @@ func (k *KnownCredentials) Forget(fp Fingerprint) {
 	s.mu.Unlock()
 }
 
-func (s *knownShard) add(fp Fingerprint, limit int) {
-	s.cur[fp] = struct{}{}
+func (s *knownShard) add(fp Fingerprint, budget string, limit int) {
+	s.cur[fp] = budget
 	if len(s.cur) >= limit {
-		s.prev, s.cur = s.cur, make(map[Fingerprint]struct{}, limit)
+		s.prev, s.cur = s.cur, make(map[Fingerprint]string, limit)
 	}
 }

@@ -158,8 +158,8 @@ func (u *Upstream) Forward(c *fiber.Ctx) error {
 	}
 	stripHop(resp.Header.All(), resp.Header.Del)
 	resp.Header.Del(fiber.HeaderServer)
-	if len(resp.Header.Peek(contract.CredentialVerifiedHeader)) > 0 { // for the rate limiter, not the client
-		c.Locals(verifiedKey, true)
+	if v := resp.Header.Peek(contract.CredentialVerifiedHeader); len(v) > 0 { // for the rate limiter, not the client
+		c.Locals(verifiedKey, string(v))
 		resp.Header.Del(contract.CredentialVerifiedHeader)
 	}
 	if clientClose { // the client's wish about its own connection, not the upstream's
@@ -171,9 +171,10 @@ func (u *Upstream) Forward(c *fiber.Ctx) error {
 // verifiedKey marks (in the request's locals) an answer whose upstream verified the credential.
 const verifiedKey = "obsops.credential-verified"
 
-// credentialVerified reports whether the upstream that answered c verified its credential.
-func credentialVerified(c *fiber.Ctx) bool {
-	v, _ := c.Locals(verifiedKey).(bool)
+// verifiedAccount is the account (contract.CredentialVerifiedHeader's value) of the credential
+// of c if the upstream that answered verified it, else "".
+func verifiedAccount(c *fiber.Ctx) string {
+	v, _ := c.Locals(verifiedKey).(string)
 	return v
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,10 +49,10 @@ end
 return {grant, cur, prev}
 `
 
-// knownCredentialsCapacity is about how many verified credentials a gateway replica remembers
-// (their fingerprints, some 100 bytes each); one it forgot shares its address's budget until an
-// upstream verifies it again.
-const knownCredentialsCapacity = 50000
+// KnownCredentialsCapacity is about how many verified credentials a gateway replica remembers
+// (their fingerprints and budget keys, some 150 bytes each); one it forgot shares its address's
+// budget until an upstream verifies it again.
+const KnownCredentialsCapacity = 50000
 
 // leaseShards spreads the local leases over independently locked maps.
 const leaseShards = 32
@@ -99,9 +100,14 @@ type lease struct {
 
 // NewRateLimiter limits to perMinute requests per key in any sliding minute, asking Redis with
 // the given timeout per decision.
-func NewRateLimiter(rdb redis.Scripter, perMinute int, timeout time.Duration, log *slog.Logger, m *Metrics) *RateLimiter {
+// known is where it learns which credentials verified and whose they are: limiters of several
+// route classes share one (nil: a memory of its own).
+func NewRateLimiter(rdb redis.Scripter, perMinute int, timeout time.Duration, log *slog.Logger, m *Metrics, known *KnownCredentials) *RateLimiter {
+	if known == nil {
+		known = NewKnownCredentials(KnownCredentialsCapacity)
+	}
 	l := &RateLimiter{rdb: rdb, script: redis.NewScript(slidingWindow), limit: int64(perMinute), timeout: timeout, log: log, metrics: m, now: time.Now,
-		known: NewKnownCredentials(knownCredentialsCapacity)}
+		known: known}
 	l.batch = min(max(l.limit/100, 1), 100)
 	l.limitStr = strconv.FormatInt(l.limit, 10)
 	for i := range l.shards {
@@ -110,16 +116,38 @@ func NewRateLimiter(rdb redis.Scripter, perMinute int, timeout time.Duration, lo
 	return l
 }
 
-// Key identifies who is limited: a credential an upstream has verified (known) is limited by its
-// SHA-256 fingerprint (never the secret itself); any other request — anonymous, or with a
-// credential no upstream has verified, junk included — by its client address (an IPv6 address
-// by its /64). So Redis holds one counter per verified credential and per address, never one per
-// presented value.
-func Key(c *fiber.Ctx, fp *Fingerprint, known bool) string {
-	if fp != nil && known {
-		return "cred:" + hex.EncodeToString(fp[:])
+// Key identifies who is limited: a credential an upstream has verified counts against its budget
+// (budget, from KnownCredentials: its account's, so one user's many tokens share one budget;
+// never the secret itself); any other request — anonymous, or with a credential no upstream has
+// verified, junk included — against its client address's (an IPv6 address by its /64). So
+// Redis holds one counter per account and per address, never one per presented value.
+func Key(c *fiber.Ctx, budget string) string {
+	if budget != "" {
+		return budget
 	}
 	return "ip:" + service.AddressKey(service.ClientIP(c))
+}
+
+// budgetOf is the budget key of a credential fp that an upstream verified as account's (the
+// value of contract.CredentialVerifiedHeader): "acct:<id>", or the credential's own fingerprint
+// when the upstream named no account.
+func budgetOf(fp Fingerprint, account string) string {
+	if n := len(account); n > 0 && n <= 20 && strings.Trim(account, "0123456789") == "" {
+		return "acct:" + account
+	}
+	return "cred:" + hex.EncodeToString(fp[:])
+}
+
+// credential is the fingerprint of c's Authorization header (nil without one) and, if an
+// upstream verified it, its budget key.
+func (k *KnownCredentials) credential(c *fiber.Ctx) (*Fingerprint, string) {
+	auth := c.Request().Header.Peek(fiber.HeaderAuthorization)
+	if len(auth) == 0 {
+		return nil, ""
+	}
+	fp := Fingerprint(sha256.Sum256(auth))
+	budget, _ := k.Budget(fp)
+	return &fp, budget
 }
 
 // Decision is the outcome of one rate-limit check.
@@ -221,17 +249,19 @@ func retryAfter(cur, prev, limit int64, elapsed, window time.Duration) time.Dura
 // answer: a credential the upstream verified (contract.CredentialVerifiedHeader, see Forward) gets its own
 // budget from the next request on; one the upstream refused with 401 loses it.
 func (l *RateLimiter) Handler(c *fiber.Ctx) error {
+	fp, budget := l.known.credential(c)
+	return l.handle(c, fp, budget)
+}
+
+// handle is Handler for a request whose credential (fp, nil without one) and budget key (""
+// unless verified) were worked out already.
+func (l *RateLimiter) handle(c *fiber.Ctx, fp *Fingerprint, budget string) error {
 	t := l.now()
 	now := t.UnixNano()
-	var fp *Fingerprint
-	if auth := c.Request().Header.Peek(fiber.HeaderAuthorization); len(auth) > 0 {
-		sum := Fingerprint(sha256.Sum256(auth))
-		fp = &sum
-	}
 	if now < l.bypassAt.Load() {
 		return l.learn(c, fp, c.Next())
 	}
-	d, err := l.allow(c.UserContext(), Key(c, fp, fp != nil && l.known.Has(*fp)), t)
+	d, err := l.allow(c.UserContext(), Key(c, budget), t)
 	if err != nil {
 		l.bypassAt.Store(now + int64(rateLimitBypass))
 		l.metrics.rateLimitErrors.Inc()
@@ -263,8 +293,8 @@ func (l *RateLimiter) Handler(c *fiber.Ctx) error {
 func (l *RateLimiter) learn(c *fiber.Ctx, fp *Fingerprint, err error) error {
 	switch {
 	case fp == nil:
-	case credentialVerified(c):
-		l.known.Add(*fp)
+	case verifiedAccount(c) != "":
+		l.known.Add(*fp, budgetOf(*fp, verifiedAccount(c)))
 	case c.Response().StatusCode() == fiber.StatusUnauthorized:
 		l.known.Forget(*fp)
 	}

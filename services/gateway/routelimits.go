@@ -72,17 +72,21 @@ func (b *BodyLimits) Handler(c *fiber.Ctx) error {
 	return c.Next()
 }
 
-// ClassLimiter applies the ingest class's limiter to its routes and the default limiter to the
-// rest; either may be nil (that class is not limited).
+// ClassLimiter applies the ingest class's limiter to its routes when the caller's credential has
+// verified (anonymous callers and unverified credentials never get the ingest class: they keep
+// the default budget of their address everywhere), and the default limiter to everything else;
+// either may be nil (that class is not limited). Both must share known.
 type ClassLimiter struct {
 	Default  *RateLimiter
 	Ingest   *RateLimiter
+	known    *KnownCredentials
 	prefixes []string
 }
 
-// NewClassLimiter returns the rate limiter by route class.
-func NewClassLimiter(def, ingest *RateLimiter) *ClassLimiter {
-	return &ClassLimiter{Default: def, Ingest: ingest, prefixes: ingestClassPrefixes()}
+// NewClassLimiter returns the rate limiter by route class; def and ingest learn verified
+// credentials into known.
+func NewClassLimiter(def, ingest *RateLimiter, known *KnownCredentials) *ClassLimiter {
+	return &ClassLimiter{Default: def, Ingest: ingest, known: known, prefixes: ingestClassPrefixes()}
 }
 
 // InIngestClass reports whether path belongs to the ingest class (whole segments).
@@ -97,14 +101,15 @@ func (cl *ClassLimiter) InIngestClass(path string) bool {
 
 // Handler is the Fiber middleware.
 func (cl *ClassLimiter) Handler(c *fiber.Ctx) error {
+	fp, budget := cl.known.credential(c)
 	l := cl.Default
-	if cl.InIngestClass(c.Path()) {
+	if budget != "" && cl.InIngestClass(c.Path()) {
 		l = cl.Ingest
 	}
 	if l == nil {
 		return c.Next()
 	}
-	return l.Handler(c)
+	return l.handle(c, fp, budget)
 }
 
 // PrefixedScripter runs the rate-limit script with every key prefixed, so a class's limiter

@@ -131,7 +131,7 @@ func TestRetryAfterSeconds(t *testing.T) {
 func TestRateLimiterWithRealRedis(t *testing.T) {
 	rs := testenv.Redis(t)
 	m := NewMetrics(prometheus.NewRegistry())
-	l := NewRateLimiter(rs.Client(), 3, 100*time.Millisecond, slog.New(slog.DiscardHandler), m)
+	l := NewRateLimiter(rs.Client(), 3, 100*time.Millisecond, slog.New(slog.DiscardHandler), m, nil)
 	now := time.Date(2026, 1, 1, 0, 0, 10, 0, time.UTC)
 	l.now = func() time.Time { return now }
 	ctx := context.Background()
@@ -189,18 +189,16 @@ func TestKeyNeverHoldsTheSecret(t *testing.T) {
 	app := fiber.New()
 	known := NewKnownCredentials(100)
 	verified := Fingerprint(sha256.Sum256([]byte("Bearer ops_api_token_SECRET")))
-	known.Add(verified)
+	known.Add(verified, budgetOf(verified, ""))
+	tokenOfUser := Fingerprint(sha256.Sum256([]byte("Bearer ops_api_token_OTHER")))
+	known.Add(tokenOfUser, budgetOf(tokenOfUser, "42"))
 	var keys []string
 	app.Get("/", func(c *fiber.Ctx) error {
-		var fp *Fingerprint
-		if auth := c.Get("Authorization"); auth != "" {
-			sum := Fingerprint(sha256.Sum256([]byte(auth)))
-			fp = &sum
-		}
-		keys = append(keys, Key(c, fp, fp != nil && known.Has(*fp)))
+		_, budget := known.credential(c)
+		keys = append(keys, Key(c, budget))
 		return nil
 	})
-	for _, auth := range []string{"Bearer ops_api_token_SECRET", "Bearer ops_api_token_SECRET2", ""} {
+	for _, auth := range []string{"Bearer ops_api_token_SECRET", "Bearer ops_api_token_SECRET2", "", "Bearer ops_api_token_OTHER"} {
 		req := httptest.NewRequest("GET", "/", nil)
 		if auth != "" {
 			req.Header.Set("Authorization", auth)
@@ -211,6 +209,7 @@ func TestKeyNeverHoldsTheSecret(t *testing.T) {
 	require.Equal(t, "cred:"+hex.EncodeToString(verified[:]), keys[0])
 	require.Equal(t, "ip:0.0.0.0", keys[1], "an unverified credential shares its address's budget")
 	require.Equal(t, "ip:0.0.0.0", keys[2])
+	require.Equal(t, "acct:42", keys[3], "a credential of a named account counts against the account's budget")
 	for _, k := range keys {
 		require.NotContains(t, k, "SECRET")
 	}
@@ -221,9 +220,9 @@ func TestKeyNeverHoldsTheSecret(t *testing.T) {
 func TestKnownCredentialsAreBounded(t *testing.T) {
 	k := NewKnownCredentials(160) // 10 per shard and generation
 	hot := Fingerprint(sha256.Sum256([]byte("hot")))
-	k.Add(hot)
+	k.Add(hot, "acct:1")
 	for i := range 100000 {
-		k.Add(Fingerprint(sha256.Sum256([]byte(strconv.Itoa(i)))))
+		k.Add(Fingerprint(sha256.Sum256([]byte(strconv.Itoa(i)))), "acct:2")
 		if i%5 == 0 {
 			require.True(t, k.Has(hot), "a credential in use stays known")
 		}
@@ -363,7 +362,7 @@ func TestRateLimiterLeases(t *testing.T) {
 	rs := testenv.Redis(t)
 	rdb := rs.Client()
 	mk := func() *RateLimiter {
-		l := NewRateLimiter(rdb, 1000, 100*time.Millisecond, slog.New(slog.DiscardHandler), NewMetrics(prometheus.NewRegistry()))
+		l := NewRateLimiter(rdb, 1000, 100*time.Millisecond, slog.New(slog.DiscardHandler), NewMetrics(prometheus.NewRegistry()), nil)
 		l.now = func() time.Time { return time.Date(2026, 1, 1, 0, 0, 5, 0, time.UTC) }
 		return l
 	}

@@ -15,7 +15,9 @@ type Deps struct {
 	// IngestLimiter is the ingest route class's own budget (nil: that class is not limited);
 	// BodyLimits the per-route body limits (nil: the server's limit only).
 	IngestLimiter *gateway.RateLimiter
-	BodyLimits    *gateway.BodyLimits
+	// Known is the verified credentials both limiters learn and share.
+	Known      *gateway.KnownCredentials
+	BodyLimits *gateway.BodyLimits
 	OpenAPI       *gateway.OpenAPI
 	Docs          *gateway.Docs
 }
@@ -26,8 +28,8 @@ type Deps struct {
 //
 //  1. CORS: preflights answered here; headers added to every answer, problems included.
 //  2. Guard: /internal/* and dot-segment paths get the gateway's 404 problem.
-//  3. /openapi.json (merged document of all services) and /docs (offline Swagger UI).
-//  4. Rate limit (429 + Retry-After) for everything below, per route class (routelimits.go).
+//  3. Rate limit (429 + Retry-After) for everything below, per route class (routelimits.go).
+//  4. /openapi.json (merged document of all services) and /docs (offline Swagger UI).
 //  5. Every prefix of the routing table to its service, WebSocket upgrades tunnelled.
 //
 // Anything else, including the services' own /metrics, /healthz and /readyz, which are under
@@ -41,13 +43,13 @@ func Register(app *fiber.App, d Deps) {
 		app.Use(d.BodyLimits.Handler)
 	}
 
+	if d.Limiter != nil || d.IngestLimiter != nil {
+		app.Use(gateway.NewClassLimiter(d.Limiter, d.IngestLimiter, d.Known).Handler) // per route class: routelimits.go
+	}
+
 	app.Get("/openapi.json", d.OpenAPI.Handler)
 	app.Get("/docs", d.Docs.Handler)
 	app.Get("/docs/*", d.Docs.Handler)
-
-	if d.Limiter != nil || d.IngestLimiter != nil {
-		app.Use(gateway.NewClassLimiter(d.Limiter, d.IngestLimiter).Handler) // per route class: routelimits.go
-	}
 	for _, r := range gateway.Routes() {
 		h := d.Upstreams[r.Service].Forward
 		app.All(r.Prefix, h)

@@ -49,14 +49,20 @@ func Setup(svc *service.Service, cfg *gateway.Config, version string) error {
 		OpenAPI:   gateway.NewOpenAPI(gateway.MergeInfo{Title: "obsops", Version: version}, upstreams, cfg.OpenAPICacheTTL, svc.Log, metrics),
 		Docs:      docs,
 	}
+	d.Known = gateway.NewKnownCredentials(gateway.KnownCredentialsCapacity)
 	if cfg.RateLimitPerMinute > 0 {
-		d.Limiter = gateway.NewRateLimiter(svc.Redis, cfg.RateLimitPerMinute, cfg.RateLimitRedisTimeout, svc.Log, metrics)
+		d.Limiter = gateway.NewRateLimiter(svc.Redis, cfg.RateLimitPerMinute, cfg.RateLimitRedisTimeout, svc.Log, metrics, d.Known)
 	}
 	d.BodyLimits = gateway.NewBodyLimits(cfg.BodyLimitBytes, cfg.BulkBodyLimitBytes)
 	if cfg.RateLimitIngestPerMinute > 0 {
 		d.IngestLimiter = gateway.NewRateLimiter(gateway.PrefixedScripter{Scripter: svc.Redis, Prefix: "ingest:"},
-			cfg.RateLimitIngestPerMinute, cfg.RateLimitRedisTimeout, svc.Log, metrics)
+			cfg.RateLimitIngestPerMinute, cfg.RateLimitRedisTimeout, svc.Log, metrics, d.Known)
 	}
+	// A request without a credential may send at most OPS_ANONYMOUS_BODY_LIMIT_BYTES: the
+	// server refuses a larger body from its headers, before reading it (anonymous.go).
+	anon := gateway.AnonymousBodies{Limit: cfg.AnonymousBodyLimitBytes}
+	svc.App.Server().HeaderReceived = anon.HeaderReceived
+	svc.SetRejectAnswer(anon.Reject)
 	Register(svc.App, d)
 	return nil
 }

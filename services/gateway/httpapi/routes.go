@@ -18,8 +18,8 @@ type Deps struct {
 	// Known is the verified credentials both limiters learn and share.
 	Known      *gateway.KnownCredentials
 	BodyLimits *gateway.BodyLimits
-	OpenAPI       *gateway.OpenAPI
-	Docs          *gateway.Docs
+	OpenAPI    *gateway.OpenAPI
+	Docs       *gateway.Docs
 }
 
 // Register mounts the gateway's surface on app, after the chassis' request id, access log,

@@ -104,6 +104,7 @@ func New(opts Options) (*Service, error) {
 		"bearer": {Type: "http", Scheme: "bearer", Description: "A session JWT from /idp/login or an API token (ops_api_token_...)."},
 	}
 	s.API = humafiber.NewV2WithGroup(s.App, headWithGet{s.App}, hc)
+	s.API.OpenAPI().OnAddOperation = append(s.API.OpenAPI().OnAddOperation, guardParams(s.API))
 	return s, nil
 }
 

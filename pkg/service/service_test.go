@@ -35,6 +35,12 @@ type thingInput struct {
 	ID int `path:"id" minimum:"1"`
 }
 
+type nearInput struct {
+	Name   string  `path:"name"`
+	RA     float64 `query:"ra"`
+	Filter string  `query:"filter"`
+}
+
 type echoOutput struct {
 	Body struct {
 		Name string `json:"name"`
@@ -79,6 +85,11 @@ func start(t *testing.T, expectedMigration int64, redisURL string, drain time.Du
 		default:
 			panic("thing " + strconv.Itoa(in.ID))
 		}
+	})
+	huma.Register(svc.API, huma.Operation{Method: http.MethodGet, Path: "/near/{name}"}, func(_ context.Context, in *nearInput) (*echoOutput, error) {
+		out := &echoOutput{}
+		out.Body.Name = in.Name + " " + strconv.FormatFloat(in.RA, 'g', -1, 64) + " " + in.Filter
+		return out, nil
 	})
 	svc.App.Get("/plain-error", func(*fiber.Ctx) error { return errors.New("redis: 10.9.8.7:6379 refused") })
 	svc.App.Get("/plain-panic", func(*fiber.Ctx) error { panic("boom at 10.9.8.7") })

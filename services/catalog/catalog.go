@@ -34,12 +34,21 @@ type Config struct {
 	SesameURL      string        `env:"OPS_SESAME_URL"`
 	SesameTimeout  time.Duration `env:"OPS_SESAME_TIMEOUT" envDefault:"3s"`
 	SesameCacheTTL time.Duration `env:"OPS_SESAME_CACHE_TTL" envDefault:"720h"`
+	// CostlyPerUser and CostlyPerReplica bound the costly requests (visibility, heatmaps,
+	// source searches) one replica runs at once, per user and in all (0: half the CPUs, at
+	// least 1, so cheap reads always keep a core).
+	CostlyPerUser    int `env:"OPS_CATALOG_COSTLY_PER_USER" envDefault:"2"`
+	CostlyPerReplica int `env:"OPS_CATALOG_COSTLY_PER_REPLICA" envDefault:"0"`
 }
 
 // Validate checks the resolver settings (config.Load validates the embedded site and common
 // settings with their own Validate).
 func (c *Config) Validate() error {
 	switch {
+	case c.CostlyPerUser < 1:
+		return &config.Invalid{Var: "OPS_CATALOG_COSTLY_PER_USER", Reason: "must be at least 1"}
+	case c.CostlyPerReplica < 0:
+		return &config.Invalid{Var: "OPS_CATALOG_COSTLY_PER_REPLICA", Reason: "must be >= 0 (0: half the CPUs)"}
 	case c.SesameTimeout < 100*time.Millisecond || c.SesameTimeout > 30*time.Second:
 		return &config.Invalid{Var: "OPS_SESAME_TIMEOUT", Reason: "must be within 100ms..30s"}
 	case c.SesameCacheTTL < time.Minute:

@@ -6,6 +6,7 @@ package app
 
 import (
 	"context"
+	"runtime"
 
 	"github.com/obsops/obsops/migrations"
 	"github.com/obsops/obsops/pkg/authn"
@@ -70,7 +71,12 @@ func New(cfg *catalog.Config, vcfg *visibility.Config, svc *service.Service) (*A
 		}})
 	}
 	auth := authn.NewRemote(cfg.Config, cfg.AuthtokenURL, cfg.InternalSecret, svc.Redis, svc.Log)
-	httpapi.Register(svc.API, &httpapi.Handlers{Auth: auth, Catalog: a.Catalog})
+	perReplica := cfg.CostlyPerReplica
+	if perReplica == 0 {
+		perReplica = max(1, runtime.GOMAXPROCS(0)/2)
+	}
+	httpapi.Register(svc.API, &httpapi.Handlers{Auth: auth, Catalog: a.Catalog,
+		Costs: httpapi.NewCostBound(cfg.CostlyPerUser, perReplica)})
 	return a, nil
 }
 

@@ -16,6 +16,8 @@ import (
 type Handlers struct {
 	Auth    *authn.Authenticator // rules come from the access table, pkg/authn/access.go
 	Catalog *catalog.Service
+	// Costs bounds the costly routes (visibility, heatmaps, source searches); nil: unbounded.
+	Costs *CostBound
 }
 
 // Register adds every route of the catalog service. Access rules come from the suite's access
@@ -75,13 +77,13 @@ func Register(api huma.API, h *Handlers) {
 			"the database's sources and aliases, then CDS Sesame when OPS_SESAME_URL is set (cached in Redis). resolver says " +
 			"which one answered.",
 	}), h.resolveNames)
-	huma.Register(api, h.Auth.Op(huma.Operation{
+	huma.Register(api, h.Costs.Costly(api, h.Auth.Op(huma.Operation{
 		OperationID: "list-sources", Method: http.MethodGet, Path: "/sources/",
 		Summary: "List or search sources", Tags: sources, Errors: []int{422},
 		Description: "Sources sorted by name, or — with a cone (ra_deg, dec_deg and radius_deg, at most 10 degrees) — by " +
 			"distance from its centre, each with distance_deg. The cone is answered through a q3c index and is exact across " +
 			"RA 0/360 and at the poles. q matches any part of a name or alias, ignoring case and spaces.",
-	}), h.listSources)
+	})), h.listSources)
 	huma.Register(api, h.Auth.Op(huma.Operation{
 		OperationID: "create-source", Method: http.MethodPost, Path: "/sources/",
 		Summary: "Create a source", Tags: sources, Errors: []int{409, 422}, DefaultStatus: http.StatusCreated,
@@ -117,7 +119,7 @@ func Register(api huma.API, h *Handlers) {
 
 	// ---- Visibility (visibility.go) ---- (the heatmap before /visibility/{source_id})
 	visibilityTags := []string{"Visibility"}
-	huma.Register(api, h.Auth.Op(huma.Operation{
+	huma.Register(api, h.Costs.Costly(api, h.Auth.Op(huma.Operation{
 		OperationID: "get-visibility-heatmap", Method: http.MethodGet, Path: "/visibility/heatmap",
 		Summary: "Visibility heatmap", Tags: visibilityTags, Errors: []int{404, 422},
 		Description: "Hours observable per source per UTC day of a year (elevation within the site's limits and the Sun " +
@@ -127,8 +129,8 @@ func Register(api huma.API, h *Handlers) {
 			"A cached row is used only while the source's coordinates and the site settings are those it was computed " +
 			"with. format=svg or png draws it (sources × days, colour scale).",
 		Responses: heatmapResponses(api),
-	}), h.heatmap)
-	huma.Register(api, h.Auth.Op(huma.Operation{
+	})), h.heatmap)
+	huma.Register(api, h.Costs.Costly(api, h.Auth.Op(huma.Operation{
 		OperationID: "get-visibility", Method: http.MethodGet, Path: "/visibility/{source_id}",
 		Summary: "Visibility of a source", Tags: visibilityTags, Errors: []int{404, 422},
 		Description: "Altitude (geometric unless OPS_SITE_REFRACTION), azimuth (from north through east), airmass (sec z, " +
@@ -138,7 +140,7 @@ func Register(api huma.API, h *Handlers) {
 			"limit) and transit after start; the highest altitude and the hours observable in the range. " +
 			"Accept: image/svg+xml or format=svg answers an altitude plot instead.",
 		Responses: visibilityResponses(api),
-	}), h.sourceVisibility)
+	})), h.sourceVisibility)
 	huma.Register(api, h.Auth.Op(huma.Operation{
 		OperationID: "precalculate-visibility", Method: http.MethodPost, Path: "/visibility/precalculate",
 		Summary: "Precalculate visibility heatmaps", Tags: visibilityTags, Errors: []int{403, 404, 422, 503},

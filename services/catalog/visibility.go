@@ -222,6 +222,9 @@ func (s *Service) Precalculate(ctx context.Context, caller Caller, r PrecalcRequ
 		return precalc.Job{}, err
 	}
 	job, err := s.Heatmaps.Enqueue(ctx, r.Year, ids, caller.Name)
+	if errors.Is(err, precalc.ErrTooManyJobs) {
+		return precalc.Job{}, problem.Unavailable.New(err.Error()).WithHeader("Retry-After", "60")
+	}
 	if err != nil && !database.MainUnreachable(err) { // the job is recorded at the main site: that is its own 503
 		s.Log.ErrorContext(ctx, "visibility precalculation not queued", "error", err)
 		return precalc.Job{}, &kindedError{problem.Unavailable, "the precalculation could not be queued; try again"}

@@ -56,7 +56,7 @@ func New(cfg *catalog.Config, vcfg *visibility.Config, svc *service.Service) (*A
 		resolver.Online = resolve.NewSesame(cfg.SesameURL, cfg.SesameTimeout, cfg.SesameCacheTTL, svc.Redis, svc.Log, svc.Metrics)
 	}
 	site := &visibility.Site{Site: cfg.Site}
-	heatmaps := precalc.New(store, site, svc.Redis, vcfg.SyncMaxSources, vcfg.JobChunk, svc.Log, svc.Metrics)
+	heatmaps := precalc.New(store, site, svc.Redis, *vcfg, svc.Log, svc.Metrics)
 	a := &App{svc: svc, Catalog: &catalog.Service{Store: store, Resolver: resolver, Site: site, Heatmaps: heatmaps, Log: svc.Log}}
 	if vcfg.Worker {
 		// The precalculation worker (asynq queue "visibility") in this process.

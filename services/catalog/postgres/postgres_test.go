@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/jmoiron/sqlx"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/obsops/obsops/pkg/testenv"
 	"github.com/obsops/obsops/services/catalog"
+	"github.com/obsops/obsops/services/catalog/visibility/precalc"
 )
 
 func TestConeDSN(t *testing.T) {
@@ -43,4 +45,28 @@ func TestConeStatementRetriedAfterFailure(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 0, page.Total)
 	require.Empty(t, page.Items)
+}
+
+// TestPrecalcJobsAreBounded: with maxOpen jobs queued or running a new job is refused
+// (precalc.ErrTooManyJobs) while the same request still answers its open job; once a job has
+// finished there is room again.
+func TestPrecalcJobsAreBounded(t *testing.T) {
+	db, err := sqlx.Open("postgres", testenv.Database(t))
+	require.NoError(t, err)
+	defer db.Close()
+	s := &Store{DB: db}
+	ctx := context.Background()
+	a, created, err := s.CreatePrecalcJob(ctx, strings.Repeat("a", 64), 2026, []int64{1}, "ada", 1)
+	require.NoError(t, err)
+	require.True(t, created)
+	_, _, err = s.CreatePrecalcJob(ctx, strings.Repeat("b", 64), 2026, []int64{2}, "ada", 1)
+	require.ErrorIs(t, err, precalc.ErrTooManyJobs)
+	again, created, err := s.CreatePrecalcJob(ctx, strings.Repeat("a", 64), 2026, []int64{1}, "ada", 1)
+	require.NoError(t, err)
+	require.False(t, created, "the same request answers its open job")
+	require.Equal(t, a.ID, again.ID)
+	require.NoError(t, s.UpdatePrecalcJob(ctx, a.ID, precalc.JobCompleted, 1, nil))
+	_, created, err = s.CreatePrecalcJob(ctx, strings.Repeat("b", 64), 2026, []int64{2}, "ada", 1)
+	require.NoError(t, err)
+	require.True(t, created, "room again once the open job finished")
 }

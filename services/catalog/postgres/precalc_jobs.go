@@ -19,13 +19,14 @@ const jobColumns = `id, status, year, sources_done, sources_total, error, create
 
 // CreatePrecalcJob records a queued job unless one with the same key is queued or running, in which
 // case that one is returned with created = false.
-func (s *Store) CreatePrecalcJob(ctx context.Context, key string, year int, ids []int64, by string) (job precalc.Job, created bool, err error) {
+func (s *Store) CreatePrecalcJob(ctx context.Context, key string, year int, ids []int64, by string, maxOpen int) (job precalc.Job, created bool, err error) {
 	for range 3 { // a concurrent insert or completion between the two statements: try again
 		err = s.writer().GetContext(ctx, &job, `
 			INSERT INTO visibility_jobs (idem_key, year, source_ids, sources_total, requested_by)
-			VALUES ($1, $2, $3, $4, $5)
+			SELECT $1, $2, $3, $4, $5
+			WHERE (SELECT count(*) FROM visibility_jobs WHERE status IN ('queued', 'running')) < $6
 			ON CONFLICT (idem_key) WHERE status IN ('queued', 'running') DO NOTHING
-			RETURNING `+jobColumns, key, year, pq.Array(ids), len(ids), by)
+			RETURNING `+jobColumns, key, year, pq.Array(ids), len(ids), by, maxOpen)
 		if err == nil {
 			return job, true, nil
 		}
@@ -39,6 +40,13 @@ func (s *Store) CreatePrecalcJob(ctx context.Context, key string, year int, ids 
 		}
 		if !errors.Is(err, sql.ErrNoRows) {
 			return precalc.Job{}, false, fmt.Errorf("read job: %w", err)
+		}
+		var open int
+		if err = s.writer().GetContext(ctx, &open, `SELECT count(*) FROM visibility_jobs WHERE status IN ('queued', 'running')`); err != nil {
+			return precalc.Job{}, false, fmt.Errorf("count open jobs: %w", err)
+		}
+		if open >= maxOpen {
+			return precalc.Job{}, false, precalc.ErrTooManyJobs
 		}
 	}
 	return precalc.Job{}, false, fmt.Errorf("create job: %w", err)

@@ -11,6 +11,9 @@ type Config struct {
 	// JobChunk is how many sources a precalculation job computes and stores per step (its
 	// progress granularity).
 	JobChunk int `env:"OPS_VISIBILITY_JOB_CHUNK" envDefault:"500"`
+	// MaxOpenJobs bounds the precalculation jobs queued or running at once: beyond it a new job
+	// is refused (503 with Retry-After) instead of growing the queue without bound.
+	MaxOpenJobs int `env:"OPS_VISIBILITY_MAX_OPEN_JOBS" envDefault:"16"`
 	// Worker runs the precalculation worker (asynq queue "visibility") inside the catalog process.
 	Worker bool `env:"OPS_VISIBILITY_WORKER" envDefault:"true"`
 }
@@ -22,6 +25,9 @@ func (c *Config) Validate() error {
 	}
 	if c.JobChunk < 1 || c.JobChunk > 10000 {
 		return &config.Invalid{Var: "OPS_VISIBILITY_JOB_CHUNK", Reason: "must be within [1, 10000]"}
+	}
+	if c.MaxOpenJobs < 1 {
+		return &config.Invalid{Var: "OPS_VISIBILITY_MAX_OPEN_JOBS", Reason: "must be at least 1"}
 	}
 	return nil
 }

@@ -52,17 +52,32 @@ type Service struct {
 	SyncMax int
 	// Chunk is how many sources a job computes and stores per progress step.
 	Chunk int
+	// MaxOpenJobs bounds the jobs queued or running at once (OPS_VISIBILITY_MAX_OPEN_JOBS).
+	MaxOpenJobs int
 	now   func() time.Time
 	rows  *prometheus.CounterVec
 	jobs  *prometheus.CounterVec
 }
 
+// ErrTooManyJobs refuses a job while OPS_VISIBILITY_MAX_OPEN_JOBS are queued or running: a 503
+// (problem.Kinded) — the queue is full now, and drains.
+var ErrTooManyJobs = tooManyJobs{}
+
+type tooManyJobs struct{}
+
+func (tooManyJobs) Error() string {
+	return "too many precalculation jobs are queued or running; retry when one has finished"
+}
+
+// ProblemKind makes it a 503.
+func (tooManyJobs) ProblemKind() problem.Kind { return problem.Unavailable }
+
 // New returns the service; rdb carries the asynq queue, reg receives its metrics
 // (obsops_visibility_heatmap_rows_total{result="cached|computed"},
 // obsops_visibility_jobs_total{status="completed|failed"}).
-func New(st Store, site *visibility.Site, rdb redis.UniversalClient, syncMax, chunk int, log *slog.Logger, reg prometheus.Registerer) *Service {
+func New(st Store, site *visibility.Site, rdb redis.UniversalClient, cfg visibility.Config, log *slog.Logger, reg prometheus.Registerer) *Service {
 	s := &Service{Store: st, Site: site, Queue: asynq.NewClientFromRedisClient(rdb), Log: log,
-		SyncMax: syncMax, Chunk: chunk, now: time.Now,
+		SyncMax: cfg.SyncMaxSources, Chunk: cfg.JobChunk, MaxOpenJobs: cfg.MaxOpenJobs, now: time.Now,
 		rows: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "obsops_visibility_heatmap_rows_total",
 			Help: "Heatmap rows answered, by whether they came from the cache or were computed (in a request or a job)."}, []string{"result"}),
 		jobs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "obsops_visibility_jobs_total",
@@ -159,7 +174,7 @@ type payload struct {
 // again (asynq's task id makes that a no-op when it is there), so a job recorded just before a
 // crash is not left waiting forever.
 func (s *Service) Enqueue(ctx context.Context, year int, ids []int64, by string) (Job, error) {
-	job, created, err := s.Store.CreatePrecalcJob(ctx, JobKey(s.Site, year, ids), year, ids, by)
+	job, created, err := s.Store.CreatePrecalcJob(ctx, JobKey(s.Site, year, ids), year, ids, by, s.MaxOpenJobs)
 	if err != nil || !created && job.Status != JobQueued {
 		return job, err
 	}

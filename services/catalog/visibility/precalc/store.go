@@ -18,8 +18,10 @@ type Store interface {
 	// SaveHeatmaps caches rows, replacing stale entries of the same sources and year.
 	SaveHeatmaps(ctx context.Context, year int, entries []Entry) error
 	// CreatePrecalcJob records a queued job unless one with the same key is queued or running,
-	// which is then returned with created = false.
-	CreatePrecalcJob(ctx context.Context, key string, year int, ids []int64, by string) (job Job, created bool, err error)
+	// which is then returned with created = false, or maxOpen jobs are queued or running (then
+	// ErrTooManyJobs; concurrent creates may each pass the count once, so the bound holds within
+	// the number of concurrent callers).
+	CreatePrecalcJob(ctx context.Context, key string, year int, ids []int64, by string, maxOpen int) (job Job, created bool, err error)
 	// PrecalcJobSources returns a job's year and source ids (an error wrapping
 	// problem.ErrNotFound for an unknown job).
 	PrecalcJobSources(ctx context.Context, id int64) (year int, ids []int64, err error)

@@ -54,9 +54,9 @@ type Service struct {
 	Chunk int
 	// MaxOpenJobs bounds the jobs queued or running at once (OPS_VISIBILITY_MAX_OPEN_JOBS).
 	MaxOpenJobs int
-	now   func() time.Time
-	rows  *prometheus.CounterVec
-	jobs  *prometheus.CounterVec
+	now         func() time.Time
+	rows        *prometheus.CounterVec
+	jobs        *prometheus.CounterVec
 }
 
 // ErrTooManyJobs refuses a job while OPS_VISIBILITY_MAX_OPEN_JOBS are queued or running: a 503

@@ -51,6 +51,9 @@ type Buffer struct {
 	timeout time.Duration
 	hold    *redis.Script
 	reclaim *redis.Script
+	fence   *redis.Script // fence.go
+	seal    *redis.Script
+	release *redis.Script
 	rounds  groupcommit.Group[holdRound]
 }
 
@@ -59,6 +62,7 @@ func New(rdb redis.UniversalClient, timeout time.Duration) *Buffer {
 	return &Buffer{
 		rdb: rdb, client: asynq.NewClientFromRedisClient(rdb), insp: asynq.NewInspectorFromRedisClient(rdb),
 		timeout: timeout, hold: redis.NewScript(holdScript), reclaim: redis.NewScript(reclaimScript),
+		fence: redis.NewScript(fenceScript), seal: redis.NewScript(sealScript), release: redis.NewScript(releaseScript),
 	}
 }
 

@@ -35,6 +35,9 @@ type Buffer interface {
 	ReleaseObsUnits(ctx context.Context, token string, ids []int64) error
 	// CommittedTxs reports which transactions have committed in the main database.
 	CommittedTxs(ctx context.Context, txs ...string) (map[string]bool, error)
+	// TxStates reports which transactions have committed and which are dead, with the error
+	// (transactions in neither state are absent).
+	TxStates(ctx context.Context, txs ...string) (map[string]TxState, error)
 	// Receipt tells where a transaction is (ErrNoTransaction when unknown).
 	Receipt(ctx context.Context, tx string) (Receipt, error)
 	// RecordDirect records the receipt of a write applied without buffering (best effort).

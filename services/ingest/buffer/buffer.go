@@ -54,7 +54,9 @@ type Buffer struct {
 	fence   *redis.Script // fence.go
 	seal    *redis.Script
 	release *redis.Script
-	rounds  groupcommit.Group[holdRound]
+	// txStates reads the states of transactions for the reads (receipts.go)
+	txStates *redis.Script
+	rounds   groupcommit.Group[holdRound]
 }
 
 // New returns the buffer on rdb; timeout bounds each Redis round trip of a write.
@@ -63,6 +65,7 @@ func New(rdb redis.UniversalClient, timeout time.Duration) *Buffer {
 		rdb: rdb, client: asynq.NewClientFromRedisClient(rdb), insp: asynq.NewInspectorFromRedisClient(rdb),
 		timeout: timeout, hold: redis.NewScript(holdScript), reclaim: redis.NewScript(reclaimScript),
 		fence: redis.NewScript(fenceScript), seal: redis.NewScript(sealScript), release: redis.NewScript(releaseScript),
+		txStates: redis.NewScript(txStatesScript),
 	}
 }
 

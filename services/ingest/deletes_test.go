@@ -100,11 +100,15 @@ func TestCatalogDeleteWithStartBuffered(t *testing.T) {
 	e.waitCommitted(t, st2.TransactionID)
 	requireNamesExecutions(t, e.do(t, http.MethodDelete, path, observer, nil), "path.id", "committed", st.ID, st2.ID)
 	require.Zero(t, e.bufferStats(t).Archived, "no acknowledged start became a dead letter")
+	// The obs unit's source cannot go either: the refusal names the executions too.
+	r := e.do(t, http.MethodDelete, "/sources/"+strconv.FormatInt(src, 10), observer, nil)
+	require.Equal(t, http.StatusConflict, r.Status, "%s", r.Body)
+	require.Contains(t, string(r.Body), st.ID)
 
 	// Archiving instead of deleting.
 	put["obs_units"] = []map[string]any{{"name": "u1", "source_id": src, "instrument_module_id": 11, "duration_s": 600}}
 	put["status"] = "archived"
-	r := e.do(t, http.MethodPut, path, observer, put)
+	r = e.do(t, http.MethodPut, path, observer, put)
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	require.Contains(t, string(r.Body), `"status":"archived"`)
 

@@ -189,6 +189,7 @@ func TestCatalogDeletesRaceStarts(t *testing.T) {
 		deleted bool
 	}
 	results := make([]result, programs)
+	refusedStarts := map[int]int{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for i := range programs {
@@ -209,6 +210,9 @@ func TestCatalogDeletesRaceStarts(t *testing.T) {
 						results[i].acked = append(results[i].acked, a)
 						mu.Unlock()
 					case http.StatusConflict, http.StatusUnprocessableEntity: // being deleted, deleted
+						mu.Lock()
+						refusedStarts[r.Status]++
+						mu.Unlock()
 					default:
 						t.Errorf("start: %d %s", r.Status, r.Body)
 					}
@@ -254,7 +258,8 @@ func TestCatalogDeletesRaceStarts(t *testing.T) {
 			refused++
 		}
 	}
-	t.Logf("%d programs deleted, %d refused", deleted, refused)
+	t.Logf("%d programs deleted, %d refused; starts refused: %d while being deleted (409), %d deleted (422)",
+		deleted, refused, refusedStarts[http.StatusConflict], refusedStarts[http.StatusUnprocessableEntity])
 	require.Zero(t, e.bufferStats(t).Archived, "no acknowledged start is a dead letter")
 	require.Zero(t, e.s.Redis.Client().ZCard(context.Background(), "asynq:{ingest}:archived").Val())
 }

@@ -874,7 +874,7 @@ func TestImages(t *testing.T) {
 
 // TestNetworkPolicies evaluates the policies for every pair of peers: only the gateway is
 // reachable from outside (the ingress controller), services only from the gateway and the peers
-// that call them, metrics from the monitoring namespace, Redis and PostgreSQL only from obsops.
+// that call them (the catalog calls ingest's fence routes), metrics from the monitoring namespace, Redis and PostgreSQL only from obsops.
 func TestNetworkPolicies(t *testing.T) {
 	forEachOverlay(t, func(t *testing.T, r *rendered) {
 		deny := r.netpols["default-deny-ingress"]
@@ -920,6 +920,8 @@ func TestNetworkPolicies(t *testing.T) {
 				return fromObsops
 			case to == "site":
 				return from == "gateway"
+			case to == "ingest-api" && from == "catalog": // obs-unit fences before deletes
+				return true
 			case slices.Contains(upstreams, to):
 				return from == "gateway" || from == "site"
 			default: // ingest-worker: probes and metrics only

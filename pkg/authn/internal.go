@@ -32,6 +32,13 @@ func (a *Authenticator) InternalOp(op huma.Operation) huma.Operation {
 	return op
 }
 
+// InternalTrusted reports whether the caller of an internal route (InternalOp) presented the
+// internal secret, i.e. is an obsops service; false outside an InternalOp.
+func InternalTrusted(ctx context.Context) bool {
+	ic, _ := ctx.Value(internalCallerKey{}).(internalCaller)
+	return ic.trusted
+}
+
 // TooManyFailuresError refuses a verification on the internal route: the caller's address has
 // used up its failed-credential budget (429 with Retry-After).
 type TooManyFailuresError struct {

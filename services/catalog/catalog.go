@@ -39,6 +39,10 @@ type Config struct {
 	// least 1, so cheap reads always keep a core).
 	CostlyPerUser    int `env:"OPS_CATALOG_COSTLY_PER_USER" envDefault:"2"`
 	CostlyPerReplica int `env:"OPS_CATALOG_COSTLY_PER_REPLICA" envDefault:"0"`
+	// FenceIngestURLs are the ingest APIs of the other sites (e.g. a secondary site's), each
+	// with its own buffer: before obs units are deleted they are fenced there too, besides
+	// OPS_INGEST_URL (deletes.go). One that cannot be reached makes such a delete answer 503.
+	FenceIngestURLs []string `env:"OPS_CATALOG_FENCE_INGEST_URLS" envSeparator:","`
 }
 
 // Validate checks the resolver settings (config.Load validates the embedded site and common
@@ -53,6 +57,11 @@ func (c *Config) Validate() error {
 		return &config.Invalid{Var: "OPS_SESAME_TIMEOUT", Reason: "must be within 100ms..30s"}
 	case c.SesameCacheTTL < time.Minute:
 		return &config.Invalid{Var: "OPS_SESAME_CACHE_TTL", Reason: "must be at least 1m"}
+	}
+	for _, u := range c.FenceIngestURLs {
+		if err := config.URL("OPS_CATALOG_FENCE_INGEST_URLS", u, "http", "https"); err != nil {
+			return err
+		}
 	}
 	if c.SesameURL != "" {
 		if err := config.URL("OPS_SESAME_URL", c.SesameURL, "http", "https"); err != nil {

@@ -15,7 +15,8 @@ import (
 	"github.com/obsops/obsops/pkg/testenv"
 )
 
-// env is a running suite (authtoken, catalog, gateway) with a session JWT per role.
+// env is a running suite (authtoken, catalog, ingest — which the catalog asks before deleting obs
+// units —, gateway) with a session JWT per role.
 type env struct {
 	s                       *testenv.Suite
 	c                       *http.Client
@@ -25,7 +26,7 @@ type env struct {
 
 func startEnv(t *testing.T, extra map[string]string) *env {
 	t.Helper()
-	s := testenv.StartSuite(t, testenv.SuiteOptions{Env: extra, Skip: []string{"transfer", "ingest", "site"}})
+	s := testenv.StartSuite(t, testenv.SuiteOptions{Env: extra, Skip: []string{"transfer", "site"}})
 	db, err := sql.Open("postgres", s.DatabaseURL)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })

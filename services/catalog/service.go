@@ -26,10 +26,14 @@ type Store interface {
 	GetProgram(ctx context.Context, id int64) (Program, error)
 	// CreateProgram stores a normalized program with its obs units, created by by.
 	CreateProgram(ctx context.Context, spec ProgramSpec, by string) (Program, error)
-	// ReplaceProgram replaces a program's fields and, when spec.ObsUnits is not nil, its units.
-	ReplaceProgram(ctx context.Context, id int64, spec ProgramSpec) (Program, error)
-	// DeleteProgram deletes a program and its obs units.
-	DeleteProgram(ctx context.Context, id int64) error
+	// ReplaceProgram replaces a program's fields and, when spec.ObsUnits is not nil, its units;
+	// guard is called with the ids of the units it deletes before it commits (DeleteGuard).
+	ReplaceProgram(ctx context.Context, id int64, spec ProgramSpec, guard DeleteGuard) (Program, error)
+	// DeleteProgram deletes a program and its obs units, calling guard with their ids before it
+	// commits; an *ExecutionsConflictError when executions reference them.
+	DeleteProgram(ctx context.Context, id int64, guard DeleteGuard) error
+	// ExecutionsOf lists the committed executions of obs units (at most 100).
+	ExecutionsOf(ctx context.Context, obsUnitIDs []int64) ([]ExecutionRef, error)
 
 	// ListSources returns one page of the sources matching q (by distance with a cone).
 	ListSources(ctx context.Context, q SourceQuery) (Page[Source], error)
@@ -88,8 +92,11 @@ type Service struct {
 	Resolver Resolver
 	Site     *visibility.Site // the observatory and its limits (source chip, visibility)
 	Heatmaps *precalc.Service // heatmap cache and precalculation queue
-	Now      func() time.Time // the clock of the chip's alt/az (time.Now when nil)
-	Log      *slog.Logger
+	// Executions asks ingest about buffered executions before obs units are deleted
+	// (deletes.go); nil: obs units cannot be deleted (503).
+	Executions Executions
+	Now        func() time.Time // the clock of the chip's alt/az (time.Now when nil)
+	Log        *slog.Logger
 }
 
 func (s *Service) now() time.Time {

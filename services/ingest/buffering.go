@@ -24,8 +24,20 @@ type Buffer interface {
 	OUIndex(obsUnitID int64) string
 	// PackageIndex names the index of the buffered files naming a package.
 	PackageIndex(id string) string
+	// OUFence names the fence key of an obs unit (fences.go), which a start lists in Write.Fences.
+	OUFence(obsUnitID int64) string
+	// FenceObsUnits fences obs units for a delete (token) and returns their buffered executions
+	// by obs unit, in one step.
+	FenceObsUnits(ctx context.Context, token string, ids []int64) (map[int64][]string, error)
+	// SealObsUnits turns a delete's fences into tombstones (ErrFenceLost: none changed).
+	SealObsUnits(ctx context.Context, token string, ids []int64) error
+	// ReleaseObsUnits removes a delete's own fences and tombstones.
+	ReleaseObsUnits(ctx context.Context, token string, ids []int64) error
 	// CommittedTxs reports which transactions have committed in the main database.
 	CommittedTxs(ctx context.Context, txs ...string) (map[string]bool, error)
+	// TxStates reports which transactions have committed and which are dead, with the error
+	// (transactions in neither state are absent).
+	TxStates(ctx context.Context, txs ...string) (map[string]TxState, error)
 	// Receipt tells where a transaction is (ErrNoTransaction when unknown).
 	Receipt(ctx context.Context, tx string) (Receipt, error)
 	// RecordDirect records the receipt of a write applied without buffering (best effort).
@@ -63,6 +75,9 @@ type Write struct {
 	TaskType string
 	TaskID   string
 	Payload  func(tx string) ([]byte, error) // built with the transaction that ends up owning it
+	// Fences are keys that must not exist for the write to be held (a start lists its obs
+	// unit's fence, Buffer.OUFence): Hold answers *FencedError if one does.
+	Fences []string
 }
 
 // HoldResult is how a write was held.

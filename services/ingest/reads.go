@@ -45,10 +45,12 @@ func startRecord(s Start) ExecutedObsUnit {
 }
 
 // cachedStatus sets the buffer_status of records with parts still in the read cache (txOf: record
-// id → the transactions of its cached parts): buffered while any part waits for the worker,
-// committed once every part is in the main database (at a secondary site the cache keeps them
-// until the replica has them). A record never reads more advanced than its least advanced part.
-func (s *Service) cachedStatus(ctx context.Context, txOf map[string][]string, set func(id, status string)) error {
+// id → the transactions of its cached parts): dead, with the dead letter's error, when any part's
+// write is a dead letter (reads never contradict receipts); buffered while any part waits for the
+// worker; committed once every part is in the main database (at a secondary site the cache keeps
+// them until the replica has them). A record never reads more advanced than its least advanced
+// part.
+func (s *Service) cachedStatus(ctx context.Context, txOf map[string][]string, set func(id, status string, lastError *string)) error {
 	if len(txOf) == 0 {
 		return nil
 	}
@@ -56,20 +58,31 @@ func (s *Service) cachedStatus(ctx context.Context, txOf map[string][]string, se
 	for _, ts := range txOf {
 		txs = append(txs, ts...)
 	}
-	done, err := s.Buffer.CommittedTxs(ctx, txs...)
+	states, err := s.Buffer.TxStates(ctx, txs...)
 	if err != nil {
 		return err
 	}
 	for id, ts := range txOf {
-		status := Committed
-		for _, tx := range ts {
-			if !done[tx] {
-				status = Buffered
-			}
-		}
-		set(id, status)
+		status, lastErr := partsStatus(states, ts)
+		set(id, status, lastErr)
 	}
 	return nil
+}
+
+// partsStatus is the buffer_status of a record made of the writes txs (see cachedStatus).
+func partsStatus(states map[string]TxState, txs []string) (string, *string) {
+	status := Committed
+	for _, tx := range txs {
+		st := states[tx]
+		switch {
+		case st.Dead:
+			msg := st.LastError
+			return Dead, &msg
+		case !st.Committed:
+			status = Buffered
+		}
+	}
+	return status, nil
 }
 
 // ListExecutions merges the committed executions of an obs unit with the buffered ones. Each
@@ -149,7 +162,9 @@ func (s *Service) ListExecutions(ctx context.Context, obsUnitID int64, limit, of
 			delete(txOf, id)
 		}
 	}
-	if err := s.cachedStatus(ctx, txOf, func(id, status string) { rows[byID[id]].BufferStatus = status }); err != nil {
+	if err := s.cachedStatus(ctx, txOf, func(id, status string, lastErr *string) {
+		rows[byID[id]].BufferStatus, rows[byID[id]].LastError = status, lastErr
+	}); err != nil {
 		return Page[ExecutedObsUnit]{}, s.readErr(err)
 	}
 	sort.SliceStable(rows, func(i, j int) bool {
@@ -186,14 +201,13 @@ func (s *Service) File(ctx context.Context, rawID string) (RawDataFile, error) {
 		var r CacheRecord[File]
 		if err := json.Unmarshal(c.Record, &r); err == nil {
 			rec := r.R.Record(r.At)
-			// At a secondary site a committed record stays cached until the replica has it.
-			done, err := s.Buffer.CommittedTxs(ctx, c.Tx)
+			// At a secondary site a committed record stays cached until the replica has it; a
+			// dead letter's record reads dead.
+			states, err := s.Buffer.TxStates(ctx, c.Tx)
 			if err != nil {
 				return RawDataFile{}, s.readErr(err)
 			}
-			if done[c.Tx] {
-				rec.BufferStatus = Committed
-			}
+			rec.BufferStatus, rec.LastError = partsStatus(states, []string{c.Tx})
 			return rec, nil
 		}
 	}
@@ -296,11 +310,11 @@ func (s *Service) Package(ctx context.Context, rawID string, limit, offset int) 
 			txOf[fid] = []string{c.Tx}
 		}
 	}
-	err = s.cachedStatus(ctx, txOf, func(rid, status string) {
+	err = s.cachedStatus(ctx, txOf, func(rid, status string, lastErr *string) {
 		if rid == id && row == nil {
-			view.BufferStatus = status
+			view.BufferStatus, view.LastError = status, lastErr
 		} else if i, ok := byID[rid]; ok {
-			files[i].BufferStatus = status
+			files[i].BufferStatus, files[i].LastError = status, lastErr
 		}
 	})
 	if err != nil {

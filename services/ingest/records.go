@@ -15,7 +15,17 @@ const (
 	Buffered   = "buffered"   // held in the Redis buffer, not yet in the database
 	Committed  = "committed"  // a row in the (main) database
 	Replicated = "replicated" // a row in this site's read replica (secondary sites)
+	Dead       = "dead"       // held in the buffer, its write a dead letter (TxState.Dead)
 )
+
+// TxState is where a buffered write's transaction is, as the reads show it (Buffer.TxStates):
+// committed, dead (a dead letter, or its task gone without a commit) with the error, or neither
+// (buffered: waiting for, or being applied by, the worker).
+type TxState struct {
+	Committed bool
+	Dead      bool
+	LastError string
+}
 
 // ExecutedObsUnit is one execution of a planned obs unit, as read.
 type ExecutedObsUnit struct {
@@ -27,7 +37,8 @@ type ExecutedObsUnit struct {
 	StartTime          *time.Time      `json:"start_time"`
 	EndTime            *time.Time      `json:"end_time,omitempty"`
 	Meta               json.RawMessage `json:"meta"`
-	BufferStatus       string          `json:"buffer_status" enum:"buffered,committed,replicated" doc:"Where the record was read from: buffered (held in the buffer, not in the main database yet), committed (in the main database; at a secondary site served from the buffer until this site's replica has it), replicated (read from this site's replica). A record made of several writes (an execution's start and finish) reads as its least advanced one."`
+	BufferStatus       string          `json:"buffer_status" enum:"buffered,committed,replicated,dead" doc:"Where the record was read from: buffered (held in the buffer, not in the main database yet), committed (in the main database; at a secondary site served from the buffer until this site's replica has it), replicated (read from this site's replica), dead (held in the buffer, but its write is a dead letter: it will not be applied unless an operator retries it; last_error says why). A record made of several writes (an execution's start and finish) reads as its least advanced one, dead before buffered."`
+	LastError          *string         `json:"last_error" doc:"Why the record's write is a dead letter (buffer_status dead), as its receipt says; null otherwise."`
 }
 
 // RawDataFile is a registered raw data file, as read.
@@ -41,7 +52,8 @@ type RawDataFile struct {
 	CreatedAt          time.Time       `json:"created_at"`
 	RawDataPackageID   *string         `json:"raw_data_package_id"`
 	Meta               json.RawMessage `json:"meta"`
-	BufferStatus       string          `json:"buffer_status" enum:"buffered,committed,replicated" doc:"Where the record was read from: buffered (held in the buffer, not in the main database yet), committed (in the main database; at a secondary site served from the buffer until this site's replica has it), replicated (read from this site's replica). A record made of several writes (an execution's start and finish) reads as its least advanced one."`
+	BufferStatus       string          `json:"buffer_status" enum:"buffered,committed,replicated,dead" doc:"Where the record was read from: buffered (held in the buffer, not in the main database yet), committed (in the main database; at a secondary site served from the buffer until this site's replica has it), replicated (read from this site's replica), dead (held in the buffer, but its write is a dead letter: it will not be applied unless an operator retries it; last_error says why). A record made of several writes (an execution's start and finish) reads as its least advanced one, dead before buffered."`
+	LastError          *string         `json:"last_error" doc:"Why the record's write is a dead letter (buffer_status dead), as its receipt says; null otherwise."`
 }
 
 // RawDataPackage is a raw data package, as read (its files are listed beside it).
@@ -55,7 +67,8 @@ type RawDataPackage struct {
 	Checksum           *string    `json:"checksum"`
 	FinalizedAt        *time.Time `json:"finalized_at"`
 	CreatedAt          time.Time  `json:"created_at"`
-	BufferStatus       string     `json:"buffer_status" enum:"buffered,committed,replicated" doc:"Where the record was read from: buffered (held in the buffer, not in the main database yet), committed (in the main database; at a secondary site served from the buffer until this site's replica has it), replicated (read from this site's replica). A record made of several writes (an execution's start and finish) reads as its least advanced one."`
+	BufferStatus       string     `json:"buffer_status" enum:"buffered,committed,replicated,dead" doc:"Where the record was read from: buffered (held in the buffer, not in the main database yet), committed (in the main database; at a secondary site served from the buffer until this site's replica has it), replicated (read from this site's replica), dead (held in the buffer, but its write is a dead letter: it will not be applied unless an operator retries it; last_error says why). A record made of several writes (an execution's start and finish) reads as its least advanced one, dead before buffered."`
+	LastError          *string    `json:"last_error" doc:"Why the record's write is a dead letter (buffer_status dead), as its receipt says; null otherwise."`
 }
 
 // Record is how a validated file reads while it is buffered (accepted at at).

@@ -205,7 +205,13 @@ func (s *Service) Start(ctx context.Context, caller Caller, req WriteRequest) (W
 			Payload: payload(func(tx string) any {
 				return StartTask{Envelope: Envelope{TxID: tx, AcceptedAt: at}, Start: st}
 			}),
+			// Held only while no catalog delete fences its obs unit (fences.go).
+			Fences: []string{s.Buffer.OUFence(st.ObsUnitID)},
 		})
+		var fe *FencedError
+		if errors.As(err, &fe) {
+			return heldAnswer{}, startFenced(fe, st.ObsUnitID)
+		}
 		if err != nil {
 			return heldAnswer{}, err
 		}

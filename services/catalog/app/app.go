@@ -15,6 +15,7 @@ import (
 	"github.com/obsops/obsops/pkg/service"
 	"github.com/obsops/obsops/services/catalog"
 	"github.com/obsops/obsops/services/catalog/httpapi"
+	"github.com/obsops/obsops/services/catalog/ingestclient"
 	"github.com/obsops/obsops/services/catalog/postgres"
 	"github.com/obsops/obsops/services/catalog/resolve"
 	"github.com/obsops/obsops/services/catalog/visibility"
@@ -57,7 +58,8 @@ func New(cfg *catalog.Config, vcfg *visibility.Config, svc *service.Service) (*A
 	}
 	site := &visibility.Site{Site: cfg.Site}
 	heatmaps := precalc.New(store, site, svc.Redis, *vcfg, svc.Log, svc.Metrics)
-	a := &App{svc: svc, Catalog: &catalog.Service{Store: store, Resolver: resolver, Site: site, Heatmaps: heatmaps, Log: svc.Log}}
+	a := &App{svc: svc, Catalog: &catalog.Service{Store: store, Resolver: resolver, Site: site, Heatmaps: heatmaps, Log: svc.Log,
+		Executions: ingestclient.NewSites(cfg.InternalSecret, append([]string{cfg.IngestURL}, cfg.FenceIngestURLs...)...)}}
 	if vcfg.Worker {
 		// The precalculation worker (asynq queue "visibility") in this process.
 		a.loops = append(a.loops, service.Loop{Name: "visibility worker", Run: func(ctx context.Context) error {

@@ -170,7 +170,7 @@ func (s *Store) CreateProgram(ctx context.Context, spec catalog.ProgramSpec, by 
 // ReplaceProgram replaces a program's fields and, when spec.ObsUnits is not nil, its obs units:
 // units matched by name keep their ids, new names are created, missing names are deleted (a
 // unit with executed observations cannot be: 409).
-func (s *Store) ReplaceProgram(ctx context.Context, id int64, spec catalog.ProgramSpec) (catalog.Program, error) {
+func (s *Store) ReplaceProgram(ctx context.Context, id int64, spec catalog.ProgramSpec, guard catalog.DeleteGuard) (catalog.Program, error) {
 	var out catalog.Program
 	err := database.InTx(ctx, s.writer(), func(tx *sqlx.Tx) error {
 		var exists bool
@@ -194,31 +194,103 @@ func (s *Store) ReplaceProgram(ctx context.Context, id int64, spec catalog.Progr
 			for i, u := range spec.ObsUnits {
 				names[i] = u.Name
 			}
-			if _, err := tx.ExecContext(ctx, `DELETE FROM obs_units WHERE program_id = $1 AND NOT (name = ANY($2))`, id, pq.Array(names)); err != nil {
+			var dropped []int64
+			if err := tx.SelectContext(ctx, &dropped, `DELETE FROM obs_units WHERE program_id = $1 AND NOT (name = ANY($2)) RETURNING id`, id, pq.Array(names)); err != nil {
 				return programWriteError(err, spec.ShortName)
 			}
 			if err := upsertUnits(ctx, tx, id, spec.ObsUnits); err != nil {
 				return err
 			}
+			if err := guard(dropped); err != nil {
+				return err
+			}
+		} else if err := guard(nil); err != nil {
+			return err
 		}
 		out, err = s.getProgram(ctx, tx, id)
 		return err
 	})
-	return out, err
+	names := make([]string, len(spec.ObsUnits))
+	for i, u := range spec.ObsUnits {
+		names[i] = u.Name
+	}
+	return out, s.executionsConflict(ctx, err, id, names...)
 }
 
-// DeleteProgram deletes a program and its obs units; one with executed observations cannot be
-// deleted (the executed-observation rows' foreign key answers 23503: 409).
-func (s *Store) DeleteProgram(ctx context.Context, id int64) error {
-	res, err := s.writer().ExecContext(ctx, `DELETE FROM observing_programs WHERE id = $1`, id)
-	if err != nil {
-		return programWriteError(err, "")
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("no program with id %d: %w", id, problem.ErrNotFound)
-	}
-	return nil
+// DeleteProgram deletes a program and its obs units in one transaction, calling guard with the
+// obs units' ids before it commits; one with executed observations cannot be deleted (the
+// executed-observation rows' foreign key answers 23503: a 409 naming them).
+func (s *Store) DeleteProgram(ctx context.Context, id int64, guard catalog.DeleteGuard) error {
+	err := database.InTx(ctx, s.writer(), func(tx *sqlx.Tx) error {
+		// The program's row lock keeps units from being added to it meanwhile.
+		var exists bool
+		if err := tx.GetContext(ctx, &exists, `SELECT true FROM observing_programs WHERE id = $1 FOR UPDATE`, id); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("no program with id %d: %w", id, problem.ErrNotFound)
+			}
+			return err
+		}
+		var units []int64
+		if err := tx.SelectContext(ctx, &units, `DELETE FROM obs_units WHERE program_id = $1 RETURNING id`, id); err != nil {
+			return programWriteError(err, "")
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM observing_programs WHERE id = $1`, id); err != nil {
+			return programWriteError(err, "")
+		}
+		return guard(units)
+	})
+	return s.executionsConflict(ctx, err, id)
 }
+
+// executionsConflict turns the foreign-key conflict of deleting obs units of program id (err,
+// after its transaction rolled back) into an *catalog.ExecutionsConflictError naming the
+// executions that reference them (at most 100): all the program's units, or those not named in
+// keep (a PUT's units).
+func (s *Store) executionsConflict(ctx context.Context, err error, programID int64, keep ...string) error {
+	var ee *executedUnitsError
+	if !errors.As(err, &ee) {
+		return err
+	}
+	refs, qerr := s.executions(ctx, `u.program_id = $1 AND NOT (u.name = ANY($2))`, programID, pq.Array(append([]string{}, keep...)))
+	if qerr != nil || len(refs) == 0 {
+		return err
+	}
+	return &catalog.ExecutionsConflictError{Executions: refs}
+}
+
+// ExecutionsOf lists the committed executions of obs units (at most 100), by obs unit.
+func (s *Store) ExecutionsOf(ctx context.Context, obsUnitIDs []int64) ([]catalog.ExecutionRef, error) {
+	return s.executions(ctx, `u.id = ANY($1)`, pq.Array(obsUnitIDs))
+}
+
+func (s *Store) executions(ctx context.Context, where string, args ...any) ([]catalog.ExecutionRef, error) {
+	var rows []struct {
+		ID        string `db:"id"`
+		ObsUnitID int64  `db:"obs_unit_id"`
+	}
+	// On the main database (the writer): a row just committed there must be named.
+	if err := s.writer().SelectContext(ctx, &rows, `
+		SELECT e.id::text AS id, e.obs_unit_id FROM executed_obs_units e JOIN obs_units u ON u.id = e.obs_unit_id
+		WHERE `+where+` ORDER BY e.obs_unit_id, e.id LIMIT 100`, args...); err != nil {
+		return nil, err
+	}
+	out := make([]catalog.ExecutionRef, len(rows))
+	for i, r := range rows {
+		out[i] = catalog.ExecutionRef{ID: r.ID, ObsUnitID: r.ObsUnitID}
+	}
+	return out, nil
+}
+
+// executedUnitsError is a delete of obs units refused by the foreign key of executed_obs_units
+// (409; executionsConflict names the executions when it can).
+type executedUnitsError struct{ constraint string }
+
+func (e *executedUnitsError) Error() string {
+	return "the program has obs units with executed observations, which cannot be deleted (" + e.constraint + ")"
+}
+
+// ProblemKind makes it a 409 (problem.Kinded).
+func (e *executedUnitsError) ProblemKind() problem.Kind { return problem.Conflict }
 
 func programWriteError(err error, shortName string) error {
 	code, constraint := pqCode(err)
@@ -226,7 +298,7 @@ func programWriteError(err error, shortName string) error {
 	case code == uniqueViolation && constraint == "observing_programs_short_name_key":
 		return &catalog.ConflictError{Location: "body.short_name", Message: fmt.Sprintf("short_name %q is taken by another program", shortName)}
 	case code == foreignKeyViolation:
-		return &catalog.ConflictError{Message: "the program has obs units with executed observations, which cannot be deleted (" + constraint + ")"}
+		return &executedUnitsError{constraint}
 	}
 	return err
 }

@@ -277,8 +277,16 @@ func (s *Store) DeleteSource(ctx context.Context, id int64) error {
 		_ = s.writer().SelectContext(ctx, &programs, `
 			SELECT DISTINCT p.short_name FROM obs_units u JOIN observing_programs p ON p.id = u.program_id
 			WHERE u.source_id = $1 ORDER BY 1 LIMIT 20`, id)
-		return &catalog.ConflictError{Message: "the source is used by obs units of program(s) " + strings.Join(programs, ", ") +
-			"; remove them from those programs first"}
+		msg := "the source is used by obs units of program(s) " + strings.Join(programs, ", ") + "; remove them from those programs first"
+		// Executions of those obs units keep them, and so the source, for good: named too.
+		if refs, err := s.executions(ctx, `u.source_id = $1`, id); err == nil && len(refs) > 0 {
+			names := make([]string, len(refs))
+			for i, r := range refs {
+				names[i] = fmt.Sprintf("%s (obs unit %d)", r.ID, r.ObsUnitID)
+			}
+			msg += "; obs units with executions (" + strings.Join(names, ", ") + ") cannot be removed: archive their programs instead"
+		}
+		return &catalog.ConflictError{Message: msg}
 	}
 	if err != nil {
 		return err

@@ -51,7 +51,12 @@ type Buffer struct {
 	timeout time.Duration
 	hold    *redis.Script
 	reclaim *redis.Script
-	rounds  groupcommit.Group[holdRound]
+	fence   *redis.Script // fence.go
+	seal    *redis.Script
+	release *redis.Script
+	// txStates reads the states of transactions for the reads (receipts.go)
+	txStates *redis.Script
+	rounds   groupcommit.Group[holdRound]
 }
 
 // New returns the buffer on rdb; timeout bounds each Redis round trip of a write.
@@ -59,6 +64,8 @@ func New(rdb redis.UniversalClient, timeout time.Duration) *Buffer {
 	return &Buffer{
 		rdb: rdb, client: asynq.NewClientFromRedisClient(rdb), insp: asynq.NewInspectorFromRedisClient(rdb),
 		timeout: timeout, hold: redis.NewScript(holdScript), reclaim: redis.NewScript(reclaimScript),
+		fence: redis.NewScript(fenceScript), seal: redis.NewScript(sealScript), release: redis.NewScript(releaseScript),
+		txStates: redis.NewScript(txStatesScript),
 	}
 }
 

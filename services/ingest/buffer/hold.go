@@ -40,7 +40,7 @@ type holdRound struct{ writes []*heldWrite }
 // heldWrite is one write in a round and how it was held.
 type heldWrite struct {
 	w       ingest.Write
-	outcome string // holdScript's: new, replay, unqueued, conflict
+	outcome string // holdScript's: new, replay, unqueued, conflict, fenced
 	detail  string
 	err     error
 }
@@ -69,6 +69,8 @@ func (b *Buffer) Hold(ctx context.Context, w ingest.Write) (ingest.HoldResult, e
 	case "conflict":
 		i, _ := strconv.Atoi(hw.detail)
 		return ingest.HoldResult{}, &ingest.BufferConflictError{Index: i - 1, ID: w.Items[i-1].ID}
+	case "fenced":
+		return ingest.HoldResult{}, &ingest.FencedError{Value: hw.detail}
 	case "replay":
 		return ingest.HoldResult{Tx: hw.detail, Replayed: true}, nil
 	case "unqueued":
@@ -203,8 +205,8 @@ func holdArgs(ws []*heldWrite) ([]string, []any, error) {
 			payload = append(append(append(append([]byte(`{"type":"`), w.TaskType...), `","payload":`...), payload...), '}')
 		}
 		keys = append(keys, txPrefix+w.Tx, recHash(kind))
-		args = slices.Grow(args, 5+2*len(w.Items)+2*indexed)
-		args = append(args, len(w.Items), indexed, w.Tx, info, payload)
+		args = slices.Grow(args, 6+2*len(w.Items)+2*indexed+len(w.Fences))
+		args = append(args, len(w.Items), indexed, w.Tx, info, payload, len(w.Fences))
 		for _, it := range w.Items {
 			var v []byte // go-redis sends []byte as it is, but not a json.RawMessage
 			if raw, encoded := it.Record.(json.RawMessage); encoded {
@@ -221,6 +223,9 @@ func holdArgs(ws []*heldWrite) ([]string, []any, error) {
 				args = append(args, it.Index, it.ID)
 			}
 		}
+		for _, f := range w.Fences {
+			args = append(args, f)
+		}
 	}
 	return keys, args, nil
 }
@@ -229,7 +234,8 @@ func holdArgs(ws []*heldWrite) ([]string, []any, error) {
 // accepts. Per write, in order: it refuses the write if a different record is held under one of
 // its ids (conflict); answers the original transaction if every record is already held,
 // identical (replay — or unqueued when that transaction's task is gone, taken off the queue by
-// hand: the caller enqueues it again); else caches the records in their kind's hash (one HSET
+// hand: the caller enqueues it again); refuses it if one of its fence keys exists (fenced: an obs
+// unit being or having been deleted, see fence.go); else caches the records in their kind's hash (one HSET
 // per 1,000 records; only the records not held yet when some are) with their index entries, and
 // the transaction's receipt info, and accepts its payload. The records held already are asked
 // for with one HMGET per 1,000 ids. The task is written the way asynq's client does (asynq
@@ -243,22 +249,32 @@ func holdArgs(ws []*heldWrite) ([]string, []any, error) {
 // ARGV: tx TTL ms, now (unix ns), queue, task id, message head, message tail, wrap ("1": the
 // payload is {"writes":[…]} of the accepted writes' payloads; "0": the one write's payload as it
 // is), number of writes; then per write: number of records n, number of index entries m, tx, tx
-// info, payload, then n pairs (record id, cache entry), then m pairs (index set, member). Replies
-// one {outcome, detail} per write: {"new", ""}, {"replay", tx}, {"unqueued", tx} or {"conflict",
-// i} (1-based record).
+// info, payload, number of fence keys f, then n pairs (record id, cache entry), then m pairs
+// (index set, member), then f fence keys. Replies one {outcome, detail} per write: {"new", ""},
+// {"replay", tx}, {"unqueued", tx}, {"conflict", i} (1-based record) or {"fenced", value of the
+// fence key}.
 const holdScript = `
 local function varint(n)
   local s = ''
   while n >= 128 do s = s .. string.char(n % 128 + 128); n = math.floor(n / 128) end
   return s .. string.char(n)
 end
+local fv
+local function fenced(s, c)
+  for j = s, s + c - 1 do
+    fv = redis.call('GET', ARGV[j])
+    if fv then return true end
+  end
+  return false
+end
 local out, accepted, fresh = {}, {}, {}
 local k, a = 4, 9
 for w = 1, tonumber(ARGV[8]) do
   local n, m, tx, info, payload = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
-  local txkey, hkey, ra = KEYS[k], KEYS[k + 1], a + 5
+  local txkey, hkey, ra = KEYS[k], KEYS[k + 1], a + 6
   local ia = ra + 2 * n
-  k, a = k + 2, ia + 2 * m
+  local fa, f = ia + 2 * m, tonumber(ARGV[a + 5])
+  k, a = k + 2, fa + f
   local vals = {}
   for c = 0, n - 1, 1000 do
     local ids = {}
@@ -288,6 +304,8 @@ for w = 1, tonumber(ARGV[8]) do
                redis.call('EXISTS', 'asynq:{' .. ARGV[3] .. '}:t:' .. d.task) == 1
     end
     out[w] = {queued and 'replay' or 'unqueued', first}
+  elseif f > 0 and fenced(fa, f) then
+    out[w] = {'fenced', fv}
   else
     if held == 0 then
       for c = 0, n - 1, 1000 do

@@ -166,3 +166,68 @@ func (b *Buffer) CommittedTxs(ctx context.Context, txs ...string) (map[string]bo
 	}
 	return out, nil
 }
+
+// txStatesScript answers, per transaction (ARGV[2..]), 'c' if its commit is recorded, 'd' and
+// the error if it is dead — its task archived (a dead letter), or gone from the queue with no
+// commit recorded (as Receipt says) — else 'b'; ARGV[1] is the queue. One step, so a task that
+// completes meanwhile reads committed, never dead.
+const txStatesScript = `
+local out = {}
+for i = 2, #ARGV do
+  local tx = ARGV[i]
+  local st = 'ingest:txstate:' .. tx
+  if redis.call('HEXISTS', st, 'committed_at') == 1 then
+    out[#out + 1] = {'c', ''}
+  else
+    local ok, d = pcall(cjson.decode, redis.call('GET', 'ingest:tx:' .. tx) or '')
+    local state = 'unknown'
+    if ok and type(d) == 'table' and type(d.task) == 'string' then
+      state = redis.call('HGET', 'asynq:{' .. ARGV[1] .. '}:t:' .. d.task, 'state') or 'gone'
+    end
+    if state == 'archived' or state == 'gone' then
+      local e = redis.call('HGET', st, 'last_error')
+      if not e or e == '' then
+        e = state == 'gone' and 'the task is no longer buffered and its commit was not recorded' or 'a dead letter'
+      end
+      out[#out + 1] = {'d', e}
+    else
+      out[#out + 1] = {'b', ''}
+    end
+  end
+end
+return out
+`
+
+// TxStates reports, in one round trip, which transactions have committed and which are dead
+// (their task archived as a dead letter, or gone without a commit), with the error the receipt
+// shows; transactions still buffered or being applied are absent.
+func (b *Buffer) TxStates(ctx context.Context, txs ...string) (map[string]ingest.TxState, error) {
+	out := make(map[string]ingest.TxState, len(txs))
+	if len(txs) == 0 {
+		return out, nil
+	}
+	args := make([]any, 0, len(txs)+1)
+	args = append(args, ingest.Queue)
+	for _, tx := range txs {
+		args = append(args, tx)
+	}
+	res, err := b.txStates.Run(ctx, b.rdb, nil, args...).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ingest.ErrBufferUnavailable, err)
+	}
+	for i, r := range res {
+		o, _ := r.([]any)
+		if i >= len(txs) || len(o) != 2 {
+			continue
+		}
+		kind, _ := o[0].(string)
+		msg, _ := o[1].(string)
+		switch kind {
+		case "c":
+			out[txs[i]] = ingest.TxState{Committed: true}
+		case "d":
+			out[txs[i]] = ingest.TxState{Dead: true, LastError: msg}
+		}
+	}
+	return out, nil
+}

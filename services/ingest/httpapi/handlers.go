@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/obsops/obsops/pkg/authn"
+	"github.com/obsops/obsops/pkg/contract"
 	"github.com/obsops/obsops/services/ingest"
 )
 
@@ -158,4 +159,26 @@ func (h *Handlers) receipt(ctx context.Context, in *receiptInput) (*receiptOutpu
 		return nil, err
 	}
 	return &receiptOutput{Body: r}, nil
+}
+
+// ---- internal: obs-unit fences ----
+
+type fenceInput struct {
+	Body contract.FenceRequest
+}
+
+func (h *Handlers) fenceObsUnits(ctx context.Context, in *fenceInput) (*struct{ Body contract.FenceAnswer }, error) {
+	a, err := h.Service.FenceObsUnits(ctx, authn.InternalTrusted(ctx), in.Body)
+	if err != nil {
+		return nil, err
+	}
+	return &struct{ Body contract.FenceAnswer }{a}, nil
+}
+
+func (h *Handlers) sealObsUnits(ctx context.Context, in *fenceInput) (*struct{}, error) {
+	return nil, h.Service.SealObsUnits(ctx, authn.InternalTrusted(ctx), in.Body)
+}
+
+func (h *Handlers) releaseObsUnits(ctx context.Context, in *fenceInput) (*struct{}, error) {
+	return nil, h.Service.ReleaseObsUnits(ctx, authn.InternalTrusted(ctx), in.Body)
 }

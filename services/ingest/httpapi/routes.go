@@ -9,6 +9,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/obsops/obsops/pkg/authn"
+	"github.com/obsops/obsops/pkg/contract"
 	"github.com/obsops/obsops/services/ingest"
 )
 
@@ -115,6 +116,20 @@ func Register(api huma.API, h *Handlers) {
 			"(a secondary site's replica has it), retrying " +
 			"(with the last error) or dead (a dead letter). API tokens need read:data or read:observations.",
 	}), h.receipt)
+
+	// ---- Internal (never routed by the gateway; only with the internal secret) ----
+	// Obs-unit fences for the catalog's deletes (ingest/fences.go, pkg/contract/fences.go).
+	huma.Register(api, h.Auth.InternalOp(huma.Operation{
+		OperationID: "internal-fence-obs-units", Method: http.MethodPost, Path: contract.ObsUnitFencePath, Hidden: true,
+	}), h.fenceObsUnits)
+	huma.Register(api, h.Auth.InternalOp(huma.Operation{
+		OperationID: "internal-seal-obs-units", Method: http.MethodPost, Path: contract.ObsUnitSealPath, Hidden: true,
+		DefaultStatus: http.StatusNoContent,
+	}), h.sealObsUnits)
+	huma.Register(api, h.Auth.InternalOp(huma.Operation{
+		OperationID: "internal-release-obs-units", Method: http.MethodPost, Path: contract.ObsUnitReleasePath, Hidden: true,
+		DefaultStatus: http.StatusNoContent,
+	}), h.releaseObsUnits)
 }
 
 // docBody documents the JSON body of an operation that reads its body raw.

@@ -19,6 +19,11 @@ type Config struct {
 	// TokenCacheTTL is how long a service other than authtoken reuses a successful API token
 	// verification (CachedTokens); 0 verifies every request at authtoken.
 	TokenCacheTTL time.Duration `env:"OPS_TOKEN_CACHE_TTL" envDefault:"1s"`
+	// TokenVerifyTimeout bounds the verification of one API token (the token cache's Redis
+	// round trips, the call to authtoken, authtoken's own Redis and PostgreSQL work): beyond it
+	// the request is answered 503 with Retry-After, so a hung Redis costs a client this long, not
+	// the seconds of every timeout along the way.
+	TokenVerifyTimeout time.Duration `env:"OPS_TOKEN_VERIFY_TIMEOUT" envDefault:"1s"`
 }
 
 // Validate checks the authentication settings.
@@ -36,6 +41,8 @@ func (c *Config) Validate() error {
 		return &config.Invalid{Var: "OPS_AUTH_FAILURE_WINDOW", Reason: "must be positive"}
 	case c.TokenCacheTTL < 0 || c.TokenCacheTTL > MaxTokenCacheTTL:
 		return &config.Invalid{Var: "OPS_TOKEN_CACHE_TTL", Reason: "must be within [0s, 1s]"}
+	case c.TokenVerifyTimeout < 10*time.Millisecond || c.TokenVerifyTimeout > 30*time.Second:
+		return &config.Invalid{Var: "OPS_TOKEN_VERIFY_TIMEOUT", Reason: "must be within [10ms, 30s]"}
 	}
 	return nil
 }
@@ -70,6 +77,7 @@ func New(c Config, keys KeySource, tokens TokenVerifier, rdb redis.UniversalClie
 		Redis:         rdb,
 		FailureLimit:  c.FailureLimit,
 		FailureWindow: c.FailureWindow,
+		VerifyTimeout: c.TokenVerifyTimeout,
 		Log:           log,
 	}
 }

@@ -64,7 +64,9 @@ func (a *Authenticator) VerifyInternal(ctx context.Context, req VerifyRequest) (
 	if !ic.trusted {
 		req.ClientIP = ic.addr
 	}
-	p, err := a.Tokens.VerifyToken(ctx, req)
+	vctx, cancel := a.verifyContext(ctx) // the caller gives up after its own bound: so does this
+	p, err := a.Tokens.VerifyToken(vctx, req)
+	cancel()
 	if errors.Is(err, ErrInvalidCredential) && !ic.trusted {
 		if retry := a.budget().Fail(ctx, req.ClientIP); retry > 0 {
 			return nil, &TooManyFailuresError{RetryAfter: retry}

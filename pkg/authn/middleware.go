@@ -46,14 +46,33 @@ type Authenticator struct {
 	// before its failures are answered 429.
 	FailureLimit  int
 	FailureWindow time.Duration
+	// VerifyTimeout bounds one API token verification (OPS_TOKEN_VERIFY_TIMEOUT); beyond it the
+	// request is answered 503 with Retry-After. 0: DefaultVerifyTimeout.
+	VerifyTimeout time.Duration
 	Log           *slog.Logger
+}
+
+// DefaultVerifyTimeout is OPS_TOKEN_VERIFY_TIMEOUT's default.
+const DefaultVerifyTimeout = time.Second
+
+// UnavailableRetryAfter is the Retry-After (seconds) of a 503 answered because token
+// verification could not finish (Redis or authtoken unavailable or too slow).
+const UnavailableRetryAfter = 1
+
+// verifyContext bounds one token verification by VerifyTimeout.
+func (a *Authenticator) verifyContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	d := a.VerifyTimeout
+	if d <= 0 {
+		d = DefaultVerifyTimeout
+	}
+	return context.WithTimeout(ctx, d)
 }
 
 // Failure is a refused authentication, ready to be written as problem+json.
 type Failure struct {
 	Problem    *problem.Problem
 	Challenge  string // WWW-Authenticate value, if any
-	RetryAfter int    // seconds, for 429
+	RetryAfter int    // seconds, for 429 and 503
 	// Verified is set when the credential itself verified and only the rule refused it (403);
 	// Account is then its account's user id when known (0: not known).
 	Verified bool
@@ -116,7 +135,9 @@ func (a *Authenticator) apiToken(ctx context.Context, cred, clientIP string, rul
 	if !WellFormedAPIToken(cred) {
 		return nil, a.failed(ctx, clientIP, fail(http.StatusUnauthorized, ProblemUnauthorized, "malformed API token", `Bearer realm="obsops", error="invalid_token"`))
 	}
-	p, err := a.Tokens.VerifyToken(ctx, VerifyRequest{Token: cred, Scopes: rule.Scopes, ClientIP: clientIP})
+	vctx, cancel := a.verifyContext(ctx)
+	p, err := a.Tokens.VerifyToken(vctx, VerifyRequest{Token: cred, Scopes: rule.Scopes, ClientIP: clientIP})
+	cancel()
 	var scopeErr *InsufficientScopeError
 	switch {
 	case errors.Is(err, ErrInvalidCredential):
@@ -131,7 +152,9 @@ func (a *Authenticator) apiToken(ctx context.Context, cred, clientIP string, rul
 		if a.Log != nil {
 			a.Log.Error("token verification unavailable", "error", err)
 		}
-		return nil, fail(http.StatusServiceUnavailable, problem.Unavailable.Type(), "token verification is unavailable; retry shortly", "")
+		f := fail(http.StatusServiceUnavailable, problem.Unavailable.Type(), "token verification is unavailable; retry shortly", "")
+		f.RetryAfter = UnavailableRetryAfter
+		return nil, f
 	}
 	if len(rule.TokenRoles) > 0 && !p.HasRole(rule.TokenRoles...) {
 		f := fail(http.StatusForbidden, ProblemForbidden, "needs an API token of a user with role "+strings.Join(rule.TokenRoles, " or "), "")

@@ -302,11 +302,17 @@ const (
 )
 
 // RedisFailFast sets opts so that commands fail at once when Redis refuses connections (see
-// RedisDialRetries); every obsops Redis client is made with it.
+// RedisDialRetries), and give up at their context's deadline when Redis hangs (accepts
+// connections, answers nothing: SIGSTOP, a full disk under appendfsync always); every obsops
+// Redis client is made with it. Without ContextTimeoutEnabled go-redis ignores the caller's
+// deadline for network I/O and waits ReadTimeout (3 s) per attempt: every bound written as a
+// context timeout (OPS_INGEST_REDIS_TIMEOUT, the token cache's 200 ms) was 3–6 s in fact, and a
+// buffered write with Redis hung answered 503 after 10–20 s.
 func RedisFailFast(opts *redis.Options) {
 	opts.DialerRetries = RedisDialRetries
 	opts.DialerRetryTimeout = RedisDialBackoff
 	opts.MaxRetries = RedisCommandRetries
 	opts.MinRetryBackoff = RedisDialBackoff
 	opts.MaxRetryBackoff = 2 * RedisDialBackoff
+	opts.ContextTimeoutEnabled = true
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -111,9 +112,26 @@ func (r *RedisServer) Kill() {
 	}
 }
 
+// Pause stops the server without closing anything (SIGSTOP): connections stay open and
+// connects are still accepted by the kernel, but nothing is answered — a hung Redis, which only
+// a client's own timeouts notice. Resume undoes it; the test's end resumes it before stopping.
+func (r *RedisServer) Pause() {
+	if r.cmd != nil {
+		_ = r.cmd.Process.Signal(syscall.SIGSTOP)
+	}
+}
+
+// Resume lets a paused server run again (SIGCONT).
+func (r *RedisServer) Resume() {
+	if r.cmd != nil {
+		_ = r.cmd.Process.Signal(syscall.SIGCONT)
+	}
+}
+
 // Stop shuts the server down.
 func (r *RedisServer) Stop() {
 	if r.cmd != nil {
+		r.Resume() // a paused server cannot act on SIGTERM
 		_ = r.cmd.Process.Signal(terminate)
 		select {
 		case <-r.exited:

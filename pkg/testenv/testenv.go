@@ -112,3 +112,28 @@ func envList(base []string, extra map[string]string) []string {
 	}
 	return out
 }
+
+// RequireInvariants fails the test if the database at dsn breaks any invariant of
+// migrations/invariants (what `ingest admin check` runs), naming each violation. The fault and
+// end-to-end tests call it at their end: whatever they did to the suite, the database must not
+// hold a contradiction.
+func RequireInvariants(t testing.TB, dsn string) {
+	t.Helper()
+	db, err := sql.Open("postgres", dsn)
+	if err != nil {
+		t.Fatalf("testenv: invariants: %v", err)
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	found, err := migrations.CheckInvariants(ctx, db)
+	if err != nil {
+		t.Fatalf("testenv: check invariants: %v", err)
+	}
+	for _, v := range found {
+		t.Errorf("invariant %s violated by %s: %s (%s)", v.Invariant, v.ID, v.Detail, v.Description)
+	}
+	if len(found) > 0 {
+		t.FailNow()
+	}
+}

@@ -755,6 +755,7 @@ func TestGatewayEndToEnd(t *testing.T) {
 		require.Equal(t, "unavailable", doc.Services["site"]["status"], "a service that is down shows as down")
 		requireNoInternals(t, body, s.URLs["site"])
 	})
+	testenv.RequireInvariants(t, s.DatabaseURL)
 }
 
 // requireNoInternals checks that an answer to an anonymous caller names no internal address and

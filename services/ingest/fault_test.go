@@ -16,6 +16,7 @@ import (
 	"github.com/lib/pq"
 	"github.com/stretchr/testify/require"
 
+	"github.com/obsops/obsops/pkg/testenv"
 	"github.com/obsops/obsops/services/ingest"
 )
 
@@ -172,6 +173,7 @@ func verdict(t *testing.T, e *env, lg *loadLog, drainWithin time.Duration) {
 	require.Empty(t, lost, "acknowledged writes lost")
 	require.Empty(t, dup, "writes applied twice")
 	require.Greater(t, len(acked), 50, "the load made too few writes to tell")
+	testenv.RequireInvariants(t, e.s.DatabaseURL)
 }
 
 // TestFaultWorkerKilled kills the worker with SIGKILL ten times under steady load, restarting it
@@ -297,4 +299,5 @@ func TestReplaysAndReordering(t *testing.T) {
 	}, 60*time.Second, 100*time.Millisecond)
 	require.Equal(t, observations, e.count(t, `SELECT count(*) FROM executed_obs_units`))
 	require.Equal(t, observations*7, e.count(t, `SELECT count(DISTINCT path) FROM raw_data_files`))
+	testenv.RequireInvariants(t, e.s.DatabaseURL)
 }

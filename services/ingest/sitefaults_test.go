@@ -17,6 +17,7 @@ import (
 	"github.com/lib/pq"
 	"github.com/stretchr/testify/require"
 
+	"github.com/obsops/obsops/pkg/testenv"
 	"github.com/obsops/obsops/services/ingest"
 )
 
@@ -257,6 +258,7 @@ func runSiteFaults(t *testing.T, p sitePhases) {
 	require.LessOrEqual(t, rd.nblips*100, rd.reads, "more than 1% of the reads failed outside the fault windows")
 	rd.mu.Unlock()
 	require.Empty(t, in.failures(), "the instrument got answers it must never get")
+	testenv.RequireInvariants(t, e.s.DatabaseURL)
 }
 
 func keys[V any](m map[string]V) []string {

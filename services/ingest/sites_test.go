@@ -13,6 +13,7 @@ import (
 	"github.com/lib/pq"
 	"github.com/stretchr/testify/require"
 
+	"github.com/obsops/obsops/pkg/testenv"
 	"github.com/obsops/obsops/services/ingest/buffer"
 )
 
@@ -213,6 +214,7 @@ func TestTwoSitesWANCut(t *testing.T) {
 	for p, k := range seen {
 		require.Equal(t, 1, k, "duplicated %s", p)
 	}
+	testenv.RequireInvariants(t, e.s.DatabaseURL)
 }
 
 // requireSecStatus reads at the secondary execution eou (in the list of obs unit ou), package pkg

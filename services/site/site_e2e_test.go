@@ -159,6 +159,12 @@ func TestBufferStatsReadTheIngestQueue(t *testing.T) {
 	s := testenv.StartSuite(t, testenv.SuiteOptions{Skip: []string{"ingest"}})
 	url := s.URLs["site"] + "/buffer-stats"
 
+	// The buffer's failure gauges are exported from the start, at 0 (an alert on them needs the
+	// series to exist before the first dead letter).
+	metrics := s.URLs["site"] + "/metrics"
+	require.Equal(t, 0.0, gauge(t, metrics, "obsops_site_buffer_dead_letters"))
+	require.Equal(t, 0.0, gauge(t, metrics, "obsops_site_buffer_oldest_pending_age_seconds"))
+
 	var st site.BufferStats
 	require.Equal(t, 200, get(t, url, &st))
 	require.Equal(t, site.BufferStats{Site: st.Site, SiteType: "main", Queue: "ingest", MainDBReachable: true, MeasuredAt: st.MeasuredAt, Main: st.Main}, st,
@@ -185,4 +191,27 @@ func TestBufferStatsReadTheIngestQueue(t *testing.T) {
 	require.Equal(t, 0, st.Active)
 	require.GreaterOrEqual(t, st.OldestPendingAgeS, 1.0)
 	require.True(t, st.MainDBReachable)
+	// The gauges follow within a sample interval (the monitor samples every 2 s, not per scrape).
+	require.Eventually(t, func() bool {
+		return gauge(t, metrics, "obsops_site_buffer_dead_letters") == 1 &&
+			gauge(t, metrics, "obsops_site_buffer_oldest_pending_age_seconds") >= 1
+	}, 3*site.SampleInterval, 100*time.Millisecond, "dead letters and the oldest pending write reach /metrics")
+}
+
+// gauge reads one unlabelled series from a Prometheus text exposition at url (-1: absent).
+func gauge(t *testing.T, url, name string) float64 {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			require.NoError(t, err, line)
+			return f
+		}
+	}
+	return -1
 }

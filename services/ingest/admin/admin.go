@@ -1,6 +1,7 @@
 // Package admin holds the ingest service's operator commands (`ingest admin ...`): the dead
 // letters of the buffer — tasks that can never apply, kept with their error — listed, retried
-// after a fix, or dropped.
+// after a fix, or dropped; the records left without a link (orphans); and the database's
+// invariants checked (check, an operator's fsck).
 package admin
 
 import (
@@ -15,6 +16,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/obsops/obsops/migrations"
 	"github.com/obsops/obsops/pkg/config"
 	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/services/ingest"
@@ -23,7 +25,8 @@ import (
 	"github.com/obsops/obsops/services/ingest/worker"
 )
 
-const usage = `usage: ingest admin orphans [--limit N]
+const usage = `usage: ingest admin check [--limit N]
+       ingest admin orphans [--limit N]
        ingest admin dead-letters list [--limit N]
        ingest admin dead-letters retry (--id TASK_ID | --all)
        ingest admin dead-letters drop  (--id TASK_ID | --all)`
@@ -42,6 +45,9 @@ type DeadLetter struct {
 func Run(ctx context.Context, cfg *ingest.Config, args []string, stdout, stderr io.Writer) error {
 	if len(args) >= 1 && args[0] == "orphans" {
 		return orphans(ctx, cfg, args[1:], stdout, stderr)
+	}
+	if len(args) >= 1 && args[0] == "check" {
+		return check(ctx, cfg, args[1:], stdout, stderr)
 	}
 	if len(args) < 2 || args[0] != "dead-letters" {
 		fmt.Fprintln(stderr, usage)
@@ -182,4 +188,60 @@ func orphans(ctx context.Context, cfg *ingest.Config, args []string, stdout, std
 		}
 	}
 	return nil
+}
+
+// ErrInvariantsViolated is check's error when the database breaks an invariant (the command
+// exits 1); the violations are on stdout.
+var ErrInvariantsViolated = errors.New("invariants violated")
+
+// check runs every invariant of migrations/invariants over the main database (read-only, one
+// snapshot) and prints the violations grouped by invariant, each with its description and then
+// one line per offending record: its id and what is wrong. With none it prints one line saying
+// how many invariants hold.
+func check(ctx context.Context, cfg *ingest.Config, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	limit := fs.Int("limit", 100, "print at most this many violations of each invariant")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if cfg.DatabaseURL == "" {
+		return &config.Invalid{Var: "OPS_DATABASE_URL", Reason: "required but not set"}
+	}
+	invs, err := migrations.Invariants()
+	if err != nil {
+		return err
+	}
+	db, err := database.Open(cfg.MainDB(), 1)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	found, err := migrations.CheckInvariants(ctx, db.DB)
+	if err != nil {
+		return fmt.Errorf("check invariants: %w", err)
+	}
+	if len(found) == 0 {
+		fmt.Fprintf(stdout, "all %d invariants hold\n", len(invs))
+		return nil
+	}
+	broken := 0
+	for i := 0; i < len(found); {
+		j := i
+		for j < len(found) && found[j].Invariant == found[i].Invariant {
+			j++
+		}
+		broken++
+		fmt.Fprintf(stdout, "%s: %d violation(s): %s\n", found[i].Invariant, j-i, found[i].Description)
+		for k, v := range found[i:j] {
+			if k == max(*limit, 1) {
+				fmt.Fprintf(stdout, "  … and %d more\n", j-i-k)
+				break
+			}
+			fmt.Fprintf(stdout, "  %s  %s\n", v.ID, v.Detail)
+		}
+		i = j
+	}
+	fmt.Fprintf(stdout, "%d of %d invariants violated, %d violation(s)\n", broken, len(invs), len(found))
+	return fmt.Errorf("%w: %d of %d (see above)", ErrInvariantsViolated, broken, len(invs))
 }

@@ -3,13 +3,18 @@ package admin_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
 	"testing"
 	"time"
 
 	"github.com/hibiken/asynq"
 	"github.com/stretchr/testify/require"
 
+	"github.com/obsops/obsops/migrations"
 	"github.com/obsops/obsops/pkg/testenv"
 	"github.com/obsops/obsops/services/ingest"
 	"github.com/obsops/obsops/services/ingest/admin"
@@ -65,4 +70,43 @@ func TestDropDeadLetter(t *testing.T) {
 	require.Zero(t, rdb.Exists(ctx, buffer.OUIndex(ou)).Val(), "and its index")
 	_, err = insp.GetTaskInfo(ingest.Queue, ingest.StartTaskID(id))
 	require.ErrorIs(t, err, asynq.ErrTaskNotFound)
+}
+
+// TestCheck: `ingest admin check` (the real binary) over a consistent database prints that every
+// invariant holds and exits 0; over one holding an execution that ends before it starts it
+// names the invariant and the execution, and exits 1.
+func TestCheck(t *testing.T) {
+	dsn := testenv.Database(t)
+	run := func() (string, string, int) {
+		cmd := exec.Command(testenv.Binary(t, "ingest"), "admin", "check")
+		cmd.Env = []string{"OPS_DATABASE_URL=" + dsn}
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		var exit *exec.ExitError
+		if err != nil && !errors.As(err, &exit) {
+			t.Fatal(err)
+		}
+		return out.String(), errb.String(), cmd.ProcessState.ExitCode()
+	}
+	invs, err := migrations.Invariants()
+	require.NoError(t, err)
+	out, errs, code := run()
+	require.Equal(t, 0, code, "stdout: %s\nstderr: %s", out, errs)
+	require.Equal(t, fmt.Sprintf("all %d invariants hold\n", len(invs)), out)
+
+	db, err := sql.Open("postgres", dsn)
+	require.NoError(t, err)
+	defer db.Close()
+	const bad = "0193c0de-0000-7000-8000-0000000000c1"
+	_, err = db.Exec(`ALTER TABLE executed_obs_units DROP CONSTRAINT executed_obs_units_ends_after_start`)
+	require.NoError(t, err)
+	_, err = db.Exec(`INSERT INTO executed_obs_units (id, start_time, end_time) VALUES ($1, '2026-11-25T05:00:00Z', '2026-11-25T04:00:00Z')`, bad)
+	require.NoError(t, err)
+	out, errs, code = run()
+	require.Equal(t, 1, code, "stdout: %s\nstderr: %s", out, errs)
+	require.Contains(t, out, "executions_end_after_start: 1 violation(s): An executed obs unit never ends before it starts")
+	require.Contains(t, out, "  "+bad+"  start_time 2026-11-25 05:00:00")
+	require.Contains(t, out, fmt.Sprintf("1 of %d invariants violated, 1 violation(s)", len(invs)))
+	require.Contains(t, errs, "invariants violated")
 }

@@ -175,7 +175,7 @@ func TestBenchAgentThroughput(t *testing.T) {
 			defer wg.Done()
 			agent := "bench-" + strconv.Itoa(w)
 			claimBody := `{"kinds":["raw_data_package"],"max":` + strconv.Itoa(max) + `,"agent":"` + agent + `"}`
-			completeBody := `{"agent":"` + agent + `","bytes":1,"checksum":"xxh64:00"}`
+			completeBody := `{"agent":"` + agent + `","bytes":1,"checksum":"xxh64:0123456789abcdef"}`
 			for time.Now().Before(stop) {
 				c0 := time.Now()
 				var claimed struct {
@@ -234,7 +234,7 @@ func TestBenchAgentThroughput(t *testing.T) {
 				}
 				lease(ids...)
 				for _, o := range ops {
-					if _, err := s.Kit.Completer.Complete(t.Context(), transfer.CompleteRequest{ID: o.ID, Holder: holder, Bytes: 1, Checksum: "xxh64:00"}); err != nil {
+					if _, err := s.Kit.Completer.Complete(t.Context(), transfer.CompleteRequest{ID: o.ID, Holder: holder, Bytes: 1, Checksum: "xxh64:0123456789abcdef"}); err != nil {
 						t.Error(err)
 						return
 					}

@@ -16,22 +16,26 @@ import (
 )
 
 // completeSQL completes a batch in one statement: transfer_complete_batch (migration 00011,
-// replaced in 00012), which locks the operations, checks each report as transfer.CheckReport
-// does (its outcome conflict), and writes the ok ones set-based (COMPLETED, history,
-// copies, legacy mirror, the package states their chains decide); joined to each operation as
+// replaced in 00012 and 00020), which locks the operations, checks each report as
+// transfer.CheckReport (its outcome conflict), transfer.CheckArchiveCopy (copy_missing) and
+// transfer.CheckVerified (mismatch, with the registration) do, and writes the ok ones
+// set-based (COMPLETED, history, the DTP's registration, copies with what was verified, legacy
+// mirror, the package states their chains decide); joined to each operation as
 // the statement's snapshot saw it (before the call), which CompleteAll then updates as the call
 // updated it; an unknown operation has no row in the answer. $5 holds each request's copies as a
 // JSON array of [location, path] pairs.
 const completeSQL = `
 	WITH r AS MATERIALIZED (SELECT * FROM transfer_complete_batch($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::text[]))
-	SELECT r.i, r.outcome, r.locked_status, r.locked_holder, r.bad_copy, r.locked_updated_at, now() AS now, ` + opColumns + `
+	SELECT r.i, r.outcome, r.locked_status, r.locked_holder, r.bad_copy, r.locked_updated_at, r.registered_checksum,
+	       r.registered_bytes, now() AS now, ` + opColumns + `
 	  FROM r JOIN operations o ON o.id = ($1::bigint[])[r.i] JOIN sites s ON s.id = o.site_id
 	  LEFT JOIN data_locations src ON src.id = o.source_location_id
 	  LEFT JOIN data_locations dst ON dst.id = o.destination_location_id
 	 ORDER BY r.i`
 
 // CompleteResult is the answer to one CompleteRequest: the operation as it is now, or the
-// error (problem.ErrNotFound, a conflict, a problem.FieldError naming the copy).
+// error (problem.ErrNotFound, a conflict, a problem.FieldError naming the copy, a
+// *transfer.ChecksumMismatchError once the mismatch is recorded as a failure).
 type CompleteResult struct {
 	Op  transfer.Operation
 	Err error
@@ -47,7 +51,10 @@ func (s *Store) Complete(ctx context.Context, id int64, holder string, bytes int
 }
 
 // CompleteAll completes every request in one statement, one transaction (each request's
-// outcome is its own: a conflict answers that request, the others are completed). The operation
+// outcome is its own: a conflict answers that request, the others are completed). A report
+// whose checksum or size does not match the registration is then recorded as a failure of type
+// checksum_mismatch (Fail: the retry policy decides), one more transaction for each such
+// report only, so the usual batch stays one round trip. The operation
 // ids must be distinct. They are locked in id order, so concurrent batches wait for each other
 // instead of deadlocking on operation rows; a deadlock on package rows (overlapping DTPs) is
 // retried.
@@ -83,6 +90,8 @@ func (s *Store) CompleteAll(ctx context.Context, reqs []transfer.CompleteRequest
 		Holder   sql.NullString `db:"locked_holder"`
 		Bad      sql.NullInt64  `db:"bad_copy"`
 		LockedAt sql.NullTime   `db:"locked_updated_at"`
+		RegSum   sql.NullString `db:"registered_checksum"`
+		RegBytes sql.NullInt64  `db:"registered_bytes"`
 		At       time.Time      `db:"now"`
 		transfer.Operation
 	}
@@ -94,6 +103,7 @@ func (s *Store) CompleteAll(ctx context.Context, reqs []transfer.CompleteRequest
 		return nil, err
 	}
 	out := make([]CompleteResult, len(reqs))
+	var mismatched []int // requests to record as checksum_mismatch failures
 	for _, row := range rows {
 		i := order[row.I-1]
 		r := reqs[i]
@@ -114,6 +124,20 @@ func (s *Store) CompleteAll(ctx context.Context, reqs []transfer.CompleteRequest
 		case "location":
 			c := int(row.Bad.Int64)
 			out[i].Err = problem.Field(fmt.Sprintf("body.physical_copies[%d].location", c), "no such data location", r.Copies[c].Location)
+			continue
+		case "copy_missing":
+			if out[i].Err = transfer.CheckArchiveCopy(row.Operation, r.Copies); out[i].Err == nil {
+				out[i].Err = fmt.Errorf("transfer_complete_batch: copy_missing for operation %d, which transfer.CheckArchiveCopy accepts", r.ID)
+			}
+			continue
+		case "mismatch":
+			reg := &transfer.Registration{Checksum: row.RegSum.String, Bytes: row.RegBytes.Int64}
+			if e := transfer.CheckVerified(row.Operation, r.Checksum, r.Bytes, reg); e != nil {
+				out[i].Err = e
+				mismatched = append(mismatched, i)
+			} else {
+				out[i].Err = fmt.Errorf("transfer_complete_batch: mismatch for operation %d, which transfer.CheckVerified accepts", r.ID)
+			}
 			continue
 		default:
 			out[i].Err = fmt.Errorf("transfer_complete_batch: unexpected outcome %q", row.Outcome)
@@ -137,6 +161,15 @@ func (s *Store) CompleteAll(ctx context.Context, reqs []transfer.CompleteRequest
 		if out[i].Err == nil && out[i].Op.ID == 0 { // no row: the operation does not exist
 			out[i].Err = notFound("", reqs[i].ID)
 		}
+	}
+	for _, i := range mismatched {
+		e := out[i].Err.(*transfer.ChecksumMismatchError)
+		op, err := s.Fail(ctx, reqs[i].ID, reqs[i].Holder, transfer.MismatchFailure(e))
+		if err != nil {
+			out[i].Err = err // e.g. the lease expired meanwhile: 409, as for any late report
+			continue
+		}
+		e.Now = op.Status
 	}
 	return out, nil
 }

@@ -153,12 +153,12 @@ type Copy struct {
 	Path     string
 }
 
-// CompleteRequest is one mover's report of success: operation ID, leased to Holder, moved Bytes
-// with Checksum and made Copies.
+// CompleteRequest is one mover's report of success: operation ID, leased to Holder, wrote Bytes
+// (nil: not reported, which CheckCompleteReport refuses) with Checksum and made Copies.
 type CompleteRequest struct {
 	ID       int64
 	Holder   string
-	Bytes    int64
+	Bytes    *int64
 	Checksum string
 	Copies   []Copy
 }

@@ -192,9 +192,12 @@ const ErrorTypeChecksumMismatch = "checksum_mismatch"
 var checksumFormat = regexp.MustCompile(`^(?i:sha256:[0-9a-f]{64}|xxh64:[0-9a-f]{16})$`)
 
 // CheckCompleteReport returns the 422 that keeps a completion from being recorded: every
-// completion reports the checksum of what the mover wrote, in the registration's form (and its
-// size, bytes, which the API requires). It costs no round trip: the batch path judges the rest.
-func CheckCompleteReport(checksum string) error {
+// completion reports the checksum of what the mover wrote, in the registration's form, and its
+// size in bytes. It costs no round trip: the batch path judges the rest.
+func CheckCompleteReport(checksum string, bytes *int64) error {
+	if bytes == nil {
+		return problem.Field("body.bytes", "required: the size of what was written", nil)
+	}
 	if checksum == "" {
 		return problem.Field("body.checksum", "required: the checksum of what was written (sha256:<64 hex> or xxh64:<16 hex>)", checksum)
 	}

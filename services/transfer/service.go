@@ -262,7 +262,7 @@ func (s *Service) Heartbeat(ctx context.Context, id int64, holder string) (Opera
 // subject's registration (CheckVerified) is recorded as a failure of type checksum_mismatch and
 // answered with a *ChecksumMismatchError, never COMPLETED.
 func (s *Service) Complete(ctx context.Context, req CompleteRequest) (Operation, error) {
-	if err := CheckCompleteReport(req.Checksum); err != nil {
+	if err := CheckCompleteReport(req.Checksum, req.Bytes); err != nil {
 		return Operation{}, err
 	}
 	op, err := s.Completer.Complete(ctx, req)

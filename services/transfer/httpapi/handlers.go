@@ -379,8 +379,8 @@ type copyBody struct {
 
 type completeBody struct {
 	Agent          string     `json:"agent,omitempty" maxLength:"100"`
-	Bytes          int64      `json:"bytes" minimum:"0" doc:"Size of what was written, in bytes (required): verified against the registered size."`
-	Checksum       string     `json:"checksum" maxLength:"200" doc:"Checksum of what was written (required), sha256:<64 hex> or xxh64:<16 hex> in the form of the registration: verified against the package's (long_term_archive, staging) or the DTP's (transfer, unpack); a data_transfer_package operation's registers the DTP's."`
+	Bytes          *int64     `json:"bytes" required:"false" minimum:"0" doc:"Size of what was written, in bytes (required): verified against the registered size."`
+	Checksum       string     `json:"checksum" required:"false" maxLength:"200" doc:"Checksum of what was written (required), sha256:<64 hex> or xxh64:<16 hex> in the form of the registration: verified against the package's (long_term_archive, staging) or the DTP's (transfer, unpack); a data_transfer_package operation's registers the DTP's."`
 	PhysicalCopies []copyBody `json:"physical_copies,omitempty" maxItems:"1000" doc:"Copies made (a long_term_archive operation: at least the one at its destination)."`
 }
 

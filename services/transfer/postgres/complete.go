@@ -43,7 +43,7 @@ type CompleteResult struct {
 
 // Complete records holder's successful end of operation id in one round trip.
 func (s *Store) Complete(ctx context.Context, id int64, holder string, bytes int64, checksum string, copies []transfer.Copy) (transfer.Operation, error) {
-	res, err := s.CompleteAll(ctx, []transfer.CompleteRequest{{ID: id, Holder: holder, Bytes: bytes, Checksum: checksum, Copies: copies}})
+	res, err := s.CompleteAll(ctx, []transfer.CompleteRequest{{ID: id, Holder: holder, Bytes: &bytes, Checksum: checksum, Copies: copies}})
 	if err != nil {
 		return transfer.Operation{}, err
 	}
@@ -68,7 +68,7 @@ func (s *Store) CompleteAll(ctx context.Context, reqs []transfer.CompleteRequest
 	bytes := make([]int64, len(reqs))
 	for k, i := range order {
 		r := reqs[i]
-		ids[k], holders[k], bytes[k], sums[k] = r.ID, r.Holder, r.Bytes, r.Checksum
+		ids[k], holders[k], bytes[k], sums[k] = r.ID, r.Holder, size(r), r.Checksum
 		pairs := make([][2]string, len(r.Copies))
 		for j, c := range r.Copies {
 			pairs[j] = [2]string{c.Location, c.Path}
@@ -132,7 +132,7 @@ func (s *Store) CompleteAll(ctx context.Context, reqs []transfer.CompleteRequest
 			continue
 		case "mismatch":
 			reg := &transfer.Registration{Checksum: row.RegSum.String, Bytes: row.RegBytes.Int64}
-			if e := transfer.CheckVerified(row.Operation, r.Checksum, r.Bytes, reg); e != nil {
+			if e := transfer.CheckVerified(row.Operation, r.Checksum, size(r), reg); e != nil {
 				out[i].Err = e
 				mismatched = append(mismatched, i)
 			} else {
@@ -150,7 +150,8 @@ func (s *Store) CompleteAll(ctx context.Context, reqs []transfer.CompleteRequest
 			continue
 		}
 		op.Status, op.LeaseHolder, op.LeaseExpiresAt, op.UpdatedAt, op.CompletedAt = transfer.StatusCompleted, nil, nil, row.At, &row.At
-		op.Bytes = &r.Bytes
+		n := size(r)
+		op.Bytes = &n
 		op.Checksum = nil
 		if r.Checksum != "" {
 			op.Checksum = &r.Checksum
@@ -172,6 +173,14 @@ func (s *Store) CompleteAll(ctx context.Context, reqs []transfer.CompleteRequest
 		e.Now = op.Status
 	}
 	return out, nil
+}
+
+// size is the size r reports (0 when it reports none: the service refuses that before the store).
+func size(r transfer.CompleteRequest) int64 {
+	if r.Bytes == nil {
+		return 0
+	}
+	return *r.Bytes
 }
 
 // Completer runs concurrent completes together (group commit): a request that finds fewer
@@ -257,7 +266,7 @@ func (c *Completer) run(ctx context.Context) {
 			// One request's unexpected failure must not fail the others: each on its own.
 			res, err = make([]CompleteResult, len(batch)), nil
 			for i, r := range reqs {
-				res[i].Op, res[i].Err = c.Store.Complete(ctx, r.ID, r.Holder, r.Bytes, r.Checksum, r.Copies)
+				res[i].Op, res[i].Err = c.Store.Complete(ctx, r.ID, r.Holder, size(r), r.Checksum, r.Copies)
 			}
 		}
 		cancel()

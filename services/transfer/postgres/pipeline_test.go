@@ -2,8 +2,8 @@ package postgres_test
 
 import (
 	"context"
-	"fmt"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -453,7 +453,8 @@ func TestCompleterAnswersEachRequest(t *testing.T) {
 	}
 	var reqs []transfer.CompleteRequest
 	for i, op := range ops {
-		reqs = append(reqs, transfer.CompleteRequest{ID: op.ID, Holder: "m", Bytes: int64(i), Checksum: "sha256:ab"})
+		n := int64(i)
+		reqs = append(reqs, transfer.CompleteRequest{ID: op.ID, Holder: "m", Bytes: &n, Checksum: "sha256:ab"})
 	}
 	reqs = append(reqs,
 		transfer.CompleteRequest{ID: ops[0].ID, Holder: "m"},         // twice: one of the two is refused
@@ -530,7 +531,7 @@ func TestCompleteTouchesPackageStatesOnlyWhenTheyCanChange(t *testing.T) {
 
 	quick, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	op, err := e.Completer.Complete(quick, transfer.CompleteRequest{ID: ops[0].ID, Holder: "m", Bytes: 1})
+	op, err := e.Completer.Complete(quick, transfer.CompleteRequest{ID: ops[0].ID, Holder: "m"})
 	require.NoError(t, err, "not held up by the package row")
 	require.Equal(t, transfer.StatusCompleted, op.Status)
 

@@ -196,3 +196,59 @@ func TestInconsistentSetDrainsAndSweepRebuilds(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, n)
 }
+
+// The replication rule is configurable (OPS_ARCHIVE_MIN_COPIES, OPS_ARCHIVE_SITES, stored by
+// Store.SetReplication): a changed rule derives every package's state again, and the sweep and
+// reconcile apply the stored rule.
+func TestReplicationRuleConfigured(t *testing.T) {
+	e := transfertest.New(t)
+	ctx := context.Background()
+	pkgs := transfertest.AddPackages(t, e.DB, 1, 1000, "complete")
+	e.Round(t)
+	copyAt := func(loc int) {
+		_, err := e.DB.Exec(`INSERT INTO physical_copies (raw_data_package_id, location_id, path, checksum, size_bytes, verified_at)
+			VALUES ($1::uuid, $2::integer, $3::text, $4, 1000, now())`, pkgs[0], loc, fmt.Sprintf("copy/%d", loc), transfertest.PackageChecksum)
+		require.NoError(t, err)
+		_, err = e.Store.Reconcile(ctx, pkgs)
+		require.NoError(t, err)
+	}
+	copyAt(4) // cornell-archive
+	require.Equal(t, "WAITING", e.State(t, pkgs[0]), "default: a verified copy at every active long-term archive location")
+
+	n, err := e.Store.SetReplication(ctx, transfer.Replication{MinCopies: 1})
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "a changed rule derives the states again")
+	require.Equal(t, "ARCHIVED", e.State(t, pkgs[0]))
+	n, err = e.Store.SetReplication(ctx, transfer.Replication{MinCopies: 1})
+	require.NoError(t, err)
+	require.Zero(t, n, "the same rule again changes nothing")
+
+	_, err = e.Store.SetReplication(ctx, transfer.Replication{MinCopies: 1, Sites: []string{"cologne"}})
+	require.NoError(t, err)
+	require.Equal(t, "WAITING", e.State(t, pkgs[0]), "a copy at cologne is required")
+	copyAt(3) // cologne-archive
+	require.Equal(t, "ARCHIVED", e.State(t, pkgs[0]))
+
+	_, err = e.Store.SetReplication(ctx, transfer.Replication{MinCopies: 3})
+	require.NoError(t, err)
+	require.Equal(t, "WAITING", e.State(t, pkgs[0]), "two copies of three")
+	n, err = e.Reconciler.Sweep(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n, "the sweep applies the same rule")
+
+	_, err = e.Store.SetReplication(ctx, transfer.Replication{Sites: []string{"mars"}})
+	var fe *problem.FieldError
+	require.ErrorAs(t, err, &fe)
+	require.Equal(t, "OPS_ARCHIVE_SITES", fe.Location)
+
+	_, err = e.Store.SetReplication(ctx, transfer.Replication{})
+	require.NoError(t, err)
+	require.Equal(t, "ARCHIVED", e.State(t, pkgs[0]), "default again: both archive locations hold one")
+	_, err = e.DB.Exec(`UPDATE data_locations SET active = false WHERE id = 3`)
+	require.NoError(t, err)
+	_, err = e.DB.Exec(`DELETE FROM physical_copies WHERE location_id = 3`)
+	require.NoError(t, err)
+	_, err = e.Store.Reconcile(ctx, pkgs)
+	require.NoError(t, err)
+	require.Equal(t, "ARCHIVED", e.State(t, pkgs[0]), "an inactive location is not required")
+}

@@ -128,7 +128,9 @@ func Statuses() []Status {
 	return []Status{StatusPending, StatusScheduled, StatusInProgress, StatusCompleted, StatusFailed}
 }
 
-// PackageState is a raw data package's lifecycle state, derived from its operation chain. The
+// PackageState is a raw data package's lifecycle state, derived from its operation chain and its
+// verified copies (FAILED while any operation of the chain is FAILED; ARCHIVED once the
+// replication rule, Replication, is met). The
 // rule deriving it is written once, in SQL: the function transfer_derived_state
 // (migrations/functions/transfer_derived_state.sql), because every change derives the states of the
 // packages it touches inside its own statement (transfer_complete_batch, transfer_make_dtp) or

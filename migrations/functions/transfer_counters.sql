@@ -7,6 +7,7 @@
 --   transfer_count_packages    pkg:<state>          package_states         AFTER INSERT, AFTER UPDATE
 --   transfer_count_dtps        dtp:<state>          data_transfer_packages AFTER INSERT, AFTER UPDATE
 --   transfer_count_files       files_registered     raw_data_files         AFTER INSERT, DELETE, TRUNCATE
+--   transfer_count_failures    failures:<type>      operation_failures     AFTER INSERT
 --
 -- The triggers are statement-level with transition tables (new_rows, old_rows), so a statement
 -- costs one insert of a few rows whatever it changed. An UPDATE counts its old rows -1 and its
@@ -15,7 +16,7 @@
 -- it belongs to transfer, whose overview the count is; TRUNCATE resets the counter.
 --
 -- History: 00008 (triggers and first bodies), 00011 (transfer_count_files; operations rewritten),
--- 00014 (operations, packages, dtps without a join).
+-- 00014 (operations, packages, dtps without a join), 00021 (transfer_count_failures).
 
 CREATE OR REPLACE FUNCTION transfer_count_operations() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -72,5 +73,15 @@ BEGIN
         DELETE FROM transfer_counter_deltas WHERE key = 'files_registered';
         UPDATE transfer_counters SET value = 0 WHERE key = 'files_registered';
     END IF;
+    RETURN NULL;
+END $$;
+-- transfer_count_failures keeps failures:<error_type> (operation_failures AFTER INSERT, from
+-- 00021): every failed attempt recorded, by its type (checksum_mismatch, stalled, or what a
+-- mover reported), exported as obsops_transfer_operation_failures_total (services/transfer
+-- planner/metrics.go). operation_failures is append-only, so the counter only grows.
+CREATE OR REPLACE FUNCTION transfer_count_failures() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO transfer_counter_deltas (key, delta)
+    SELECT 'failures:' || error_type, count(*) FROM new_rows GROUP BY error_type;
     RETURN NULL;
 END $$;

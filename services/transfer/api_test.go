@@ -127,7 +127,10 @@ func TestPipelineThroughAgentAPI(t *testing.T) {
 			}
 			r := call(t, "POST", fmt.Sprintf("%s/api/transfer/agent/operations/%d/heartbeat", gw, o.ID), s.Mover, map[string]any{"agent": "host1"})
 			require.Equal(t, 200, r.Status, "%s", r.Body)
-			body := map[string]any{"agent": "host1", "bytes": 1000, "checksum": "sha256:ab"}
+			full, err := s.Kit.Store.Operation(t.Context(), "", o.ID)
+			require.NoError(t, err)
+			size, sum := transfertest.Report(t, s.Kit.DB, full)
+			body := map[string]any{"agent": "host1", "bytes": size, "checksum": sum}
 			if o.Kind == "long_term_archive" {
 				body["physical_copies"] = []map[string]string{{"location": *o.Destination, "path": "rdp/" + *o.RawDataPackageID + ".tar"}}
 			}
@@ -208,7 +211,7 @@ func TestPipelineThroughAgentAPI(t *testing.T) {
 	require.Equal(t, 401, call(t, "GET", gw+fmt.Sprintf("/api/transfer/staging/%d", job.ID), "", nil).Status)
 	ops := claim(t, gw, s.Mover, map[string]any{"kinds": []string{"staging"}, "site": "cologne"})
 	require.Len(t, ops, 1)
-	r = call(t, "POST", fmt.Sprintf("%s/api/transfer/agent/operations/%d/complete", gw, ops[0].ID), s.Mover, map[string]any{"bytes": 1, "checksum": ""})
+	r = call(t, "POST", fmt.Sprintf("%s/api/transfer/agent/operations/%d/complete", gw, ops[0].ID), s.Mover, map[string]any{"bytes": 1000, "checksum": transfertest.PackageChecksum})
 	require.Equal(t, 200, r.Status, "%s", r.Body)
 	call(t, "GET", gw+"/api/transfer/overview", "", nil).JSON(t, &ov)
 	require.Equal(t, int64(1), ov.Funnel.Staged)
@@ -494,7 +497,7 @@ func TestCompleteWakesThePlanner(t *testing.T) {
 	s.Kit.Round(t)                                             // entered by the test's planner round
 	ops := claim(t, s.GatewayURL, s.Mover, map[string]any{"kinds": []string{"raw_data_package"}})
 	require.Len(t, ops, 1)
-	r := call(t, "POST", fmt.Sprintf("%s/api/transfer/agent/operations/%d/complete", s.GatewayURL, ops[0].ID), s.Mover, map[string]any{"bytes": 3000, "checksum": ""})
+	r := call(t, "POST", fmt.Sprintf("%s/api/transfer/agent/operations/%d/complete", s.GatewayURL, ops[0].ID), s.Mover, map[string]any{"bytes": 3000, "checksum": transfertest.PackageChecksum})
 	require.Equal(t, 200, r.Status, "%s", r.Body)
 	require.Eventually(t, func() bool {
 		var n int

@@ -175,7 +175,7 @@ func TestBenchAgentThroughput(t *testing.T) {
 			defer wg.Done()
 			agent := "bench-" + strconv.Itoa(w)
 			claimBody := `{"kinds":["raw_data_package"],"max":` + strconv.Itoa(max) + `,"agent":"` + agent + `"}`
-			completeBody := `{"agent":"` + agent + `","bytes":1,"checksum":"xxh64:00"}`
+			completeBody := `{"agent":"` + agent + `","bytes":1,"checksum":"xxh64:0123456789abcdef"}`
 			for time.Now().Before(stop) {
 				c0 := time.Now()
 				var claimed struct {
@@ -222,6 +222,7 @@ func TestBenchAgentThroughput(t *testing.T) {
 		go func(w int) {
 			defer wg.Done()
 			holder := "direct-" + strconv.Itoa(w)
+			one := int64(1)
 			for time.Now().Before(stop) {
 				ops, err := s.Kit.Claimer.Claim(t.Context(), transfer.ClaimRequest{Holder: holder, Kinds: []transfer.Kind{transfer.KindRawDataPackage}, Max: max})
 				if err != nil {
@@ -234,7 +235,7 @@ func TestBenchAgentThroughput(t *testing.T) {
 				}
 				lease(ids...)
 				for _, o := range ops {
-					if _, err := s.Kit.Completer.Complete(t.Context(), transfer.CompleteRequest{ID: o.ID, Holder: holder, Bytes: 1, Checksum: "xxh64:00"}); err != nil {
+					if _, err := s.Kit.Completer.Complete(t.Context(), transfer.CompleteRequest{ID: o.ID, Holder: holder, Bytes: &one, Checksum: "xxh64:0123456789abcdef"}); err != nil {
 						t.Error(err)
 						return
 					}

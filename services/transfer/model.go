@@ -88,6 +88,7 @@ type FailureHistory struct {
 	MaxRetries    int            `json:"max_retries"`
 	Failures      int            `json:"failures" doc:"Failed attempts recorded (mover reports and stalls)."`
 	Events        []HistoryEvent `json:"events" doc:"Every attempt, failure and reset, oldest first."`
+	Operation     Operation      `json:"-"` // the operation as it is now
 }
 
 // LegacyKind names the two legacy row types with reset shims.
@@ -152,12 +153,12 @@ type Copy struct {
 	Path     string
 }
 
-// CompleteRequest is one mover's report of success: operation ID, leased to Holder, moved Bytes
-// with Checksum and made Copies.
+// CompleteRequest is one mover's report of success: operation ID, leased to Holder, wrote Bytes
+// (nil: not reported, which CheckCompleteReport refuses) with Checksum and made Copies.
 type CompleteRequest struct {
 	ID       int64
 	Holder   string
-	Bytes    int64
+	Bytes    *int64
 	Checksum string
 	Copies   []Copy
 }
@@ -168,4 +169,43 @@ type Failure struct {
 	Message   string
 	Retryable bool
 	LogPath   string
+}
+
+// PhysicalCopy is a copy of a package (or of its DTP) a mover reported making: where it is and
+// what was verified of it. VerifiedAt is set when the reported checksum and size matched the
+// registered ones (only verified copies count for the replication rule).
+type PhysicalCopy struct {
+	Site        string     `json:"site" db:"site"`
+	Location    string     `json:"location" db:"location"`
+	Role        string     `json:"location_role" db:"location_role" doc:"source, buffer, long_term_archive or processing."`
+	Path        string     `json:"path" db:"path"`
+	Checksum    *string    `json:"checksum" db:"checksum" doc:"As the mover reported it."`
+	SizeBytes   *int64     `json:"size_bytes" db:"size_bytes" doc:"As the mover reported it."`
+	VerifiedAt  *time.Time `json:"verified_at" db:"verified_at" doc:"When the report matched the registered checksum and size; null: not verified."`
+	OperationID *int64     `json:"operation_id" db:"operation_id" doc:"The operation that made it."`
+	DTP         *int64     `json:"data_transfer_package_id" db:"data_transfer_package_id" doc:"Set for a copy of the package's DTP."`
+	CreatedAt   time.Time  `json:"created_at" db:"created_at"`
+}
+
+// RawPackageDetail is GET /raw-packages/{id}: the package as the list shows it (its state and
+// chain), its registered checksum and its physical copies.
+type RawPackageDetail struct {
+	RawPackage
+	Checksum *string        `json:"checksum" doc:"The checksum registered for the package (ingest's finalize): what its archive copies are verified against."`
+	Copies   []PhysicalCopy `json:"physical_copies" doc:"Copies of the package and of its DTP, oldest first."`
+}
+
+// OperationDetail is GET /operation/{kind}/{id}: the operation with its history and failures.
+type OperationDetail struct {
+	Operation
+	Failures int            `json:"failures" doc:"Failed attempts recorded (mover reports, checksum mismatches and stalls)."`
+	History  []HistoryEvent `json:"history" doc:"Every attempt, failure and reset, oldest first."`
+}
+
+// OperationQuery filters and pages the list of operations.
+type OperationQuery struct {
+	Kind   Kind   // "" any
+	Status Status // "" any
+	Limit  int
+	Offset int
 }

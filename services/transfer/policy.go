@@ -2,9 +2,12 @@ package transfer
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/obsops/obsops/pkg/problem"
 )
 
 // This file holds the decisions about operations: what a failed attempt, a lease expiry, a reset
@@ -177,4 +180,120 @@ func (g Grouping) Groups(ready []ReadyPackage, now time.Time) [][]ReadyPackage {
 		groups = append(groups, rest)
 	}
 	return groups
+}
+
+// ErrorTypeChecksumMismatch is the error_type of a failure recorded because a mover's report of
+// what it wrote did not match the registered checksum or size (CheckVerified).
+const ErrorTypeChecksumMismatch = "checksum_mismatch"
+
+// validChecksum says whether c has the form ingest registers a package's checksum in
+// (sha256:<64 hex> or xxh64:<16 hex>), without regard to case. Written out rather than as a
+// regular expression: it runs on every complete of the agent API.
+func validChecksum(c string) bool {
+	var hex string
+	switch {
+	case len(c) == 71 && strings.EqualFold(c[:7], "sha256:"):
+		hex = c[7:]
+	case len(c) == 22 && strings.EqualFold(c[:6], "xxh64:"):
+		hex = c[6:]
+	default:
+		return false
+	}
+	for i := 0; i < len(hex); i++ {
+		switch b := hex[i] | 0x20; { // lower case for letters; digits keep their value
+		case b >= '0' && b <= '9' && hex[i] == b, b >= 'a' && b <= 'f':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// CheckCompleteReport returns the 422 that keeps a completion from being recorded: every
+// completion reports the checksum of what the mover wrote, in the registration's form, and its
+// size in bytes. It costs no round trip: the batch path judges the rest.
+func CheckCompleteReport(checksum string, bytes *int64) error {
+	if bytes == nil {
+		return problem.Field("body.bytes", "required: the size of what was written", nil)
+	}
+	if checksum == "" {
+		return problem.Field("body.checksum", "required: the checksum of what was written (sha256:<64 hex> or xxh64:<16 hex>)", checksum)
+	}
+	if !validChecksum(checksum) {
+		return problem.Field("body.checksum", "must be sha256:<64 hex> or xxh64:<16 hex>", checksum)
+	}
+	return nil
+}
+
+// Registration is what a copy is verified against: the checksum and size registered for the
+// operation's subject (VerifiedAgainst).
+type Registration struct {
+	Checksum string
+	Bytes    int64
+}
+
+// VerifiedAgainst says what a completion of kind k is verified against: "package" (the raw data
+// package's checksum and size registered at finalize: long_term_archive and staging), "dtp" (the
+// DTP's, registered by the completion of its data_transfer_package operation: transfer and
+// unpack) or "" (raw_data_package and data_transfer_package: their reports are recorded, the
+// latter as the DTP's registration). The batched complete applies the same table inside
+// transfer_complete_batch (migrations/functions/transfer_complete_batch.sql, the lookup g).
+func VerifiedAgainst(k Kind) string {
+	switch k {
+	case KindLongTermArchive, KindStaging:
+		return "package"
+	case KindTransfer, KindUnpack:
+		return "dtp"
+	}
+	return ""
+}
+
+// CheckVerified returns the mismatch that fails a completion of op reporting checksum and bytes
+// against its subject's registration reg (nil: nothing registered to compare, e.g. a DTP built
+// before registrations were recorded): the checksums differ (ignoring case) or the sizes do. The
+// batched complete applies this rule inside transfer_complete_batch (outcome mismatch, answering
+// the registration) and the store then records the attempt as MismatchFailure says.
+func CheckVerified(op Operation, checksum string, bytes int64, reg *Registration) *ChecksumMismatchError {
+	if reg == nil || (strings.EqualFold(checksum, reg.Checksum) && bytes == reg.Bytes) {
+		return nil
+	}
+	return &ChecksumMismatchError{ID: op.ID, Kind: op.Kind, Subject: VerifiedAgainst(op.Kind), Reported: checksum, ReportedBytes: bytes,
+		Registered: reg.Checksum, RegisteredBytes: reg.Bytes}
+}
+
+// MismatchFailure is the failure recorded for a completion CheckVerified refused: of type
+// checksum_mismatch and retryable (another attempt may write a good copy), so the retry policy
+// decides as for any failure (NextAfterFailure): PENDING while retries remain, else FAILED.
+func MismatchFailure(e *ChecksumMismatchError) Failure {
+	return Failure{ErrorType: ErrorTypeChecksumMismatch, Message: e.Mismatch(), Retryable: true}
+}
+
+// CheckArchiveCopy returns the 422 that keeps a long_term_archive operation from completing
+// without reporting the copy it made at its destination: that copy, verified, is what counts
+// for the replication rule. transfer_complete_batch applies it (outcome copy_missing).
+func CheckArchiveCopy(op Operation, copies []Copy) error {
+	if op.Kind != KindLongTermArchive || op.Destination == nil {
+		return nil
+	}
+	for _, c := range copies {
+		if c.Location == *op.Destination {
+			return nil
+		}
+	}
+	return problem.Field("body.physical_copies", "a long_term_archive operation reports the copy it made at its destination location "+*op.Destination, len(copies))
+}
+
+// Replication is the replication rule a package must meet to be ARCHIVED: verified copies at
+// MinCopies long-term archive locations or more (0: one at every active long-term archive
+// location), and one at a long-term archive location of each of Sites. The rule itself is
+// applied in SQL (transfer_replicated, migrations/functions/transfer_derived_state.sql), where
+// every package state is derived; the service stores this in transfer_replication_rule at start.
+type Replication struct {
+	MinCopies int
+	Sites     []string
+}
+
+// Replication is the configured replication rule.
+func (c *Config) Replication() Replication {
+	return Replication{MinCopies: c.ArchiveMinCopies, Sites: c.ArchiveSites}
 }

@@ -1,6 +1,7 @@
 package transfer_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -69,4 +70,19 @@ func TestDTPStateAfter(t *testing.T) {
 	require.Equal(t, transfer.DTPUnpacked, to)
 	_, _, ok = transfer.DTPStateAfter(transfer.KindLongTermArchive)
 	require.False(t, ok)
+}
+
+func TestCheckCompleteReport(t *testing.T) {
+	n := int64(0)
+	for _, ok := range []string{"sha256:" + strings.Repeat("0a", 32), "SHA256:" + strings.Repeat("AF", 32), "xxh64:0123456789abcdef", "XXH64:0123456789ABCDEF"} {
+		require.NoError(t, transfer.CheckCompleteReport(ok, &n), ok)
+	}
+	for _, bad := range []string{"", "sha256:ab", "sha256:" + strings.Repeat("0g", 32), "md5:0123456789abcdef0123456789abcdef", "xxh64:0123456789abcdeg", "xxh64:0123456789abcde:", "xxh64:0123456789abcdef0"} {
+		var fe *prob.FieldError
+		require.ErrorAs(t, transfer.CheckCompleteReport(bad, &n), &fe, bad)
+		require.Equal(t, "body.checksum", fe.Location)
+	}
+	var fe *prob.FieldError
+	require.ErrorAs(t, transfer.CheckCompleteReport("xxh64:0123456789abcdef", nil), &fe)
+	require.Equal(t, "body.bytes", fe.Location)
 }

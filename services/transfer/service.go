@@ -18,6 +18,8 @@ type Store interface {
 	RawPackages(ctx context.Context, q ListQuery) (Page[RawPackage], error)
 	TransferPackages(ctx context.Context, q ListQuery) (Page[TransferPackage], error)
 	FailureHistory(ctx context.Context, kind Kind, id int64) (FailureHistory, error)
+	RawPackage(ctx context.Context, id uuid.UUID) (RawPackageDetail, error)
+	Operations(ctx context.Context, q OperationQuery) (Page[Operation], error)
 
 	Reset(ctx context.Context, kind Kind, id int64, actor, reason string, dryRun bool) (Operation, error)
 	ResetAllFailed(ctx context.Context, kind Kind, actor, reason string, dryRun bool) ([]int64, error)
@@ -130,6 +132,27 @@ func (s *Service) FailureHistory(ctx context.Context, kind Kind, id int64) (Fail
 	return s.Store.FailureHistory(ctx, kind, id)
 }
 
+// RawPackage returns one package in the pipeline with its chain and physical copies
+// (problem.ErrNotFound for a package that did not enter it).
+func (s *Service) RawPackage(ctx context.Context, id uuid.UUID) (RawPackageDetail, error) {
+	return s.Store.RawPackage(ctx, id)
+}
+
+// Operation returns operation (kind, id) with its history and failures.
+func (s *Service) Operation(ctx context.Context, kind Kind, id int64) (OperationDetail, error) {
+	h, err := s.Store.FailureHistory(ctx, kind, id)
+	if err != nil {
+		return OperationDetail{}, err
+	}
+	return OperationDetail{Operation: h.Operation, Failures: h.Failures, History: h.Events}, nil
+}
+
+// Operations lists operations, newest first, of a kind and a status (either may be empty):
+// e.g. every FAILED operation, for people and tools.
+func (s *Service) Operations(ctx context.Context, q OperationQuery) (Page[Operation], error) {
+	return s.Store.Operations(ctx, q)
+}
+
 // Reset turns FAILED operation (kind, id) back into PENDING (AfterReset), with the caller and
 // reason in its history, and asks the planner for a round; dryRun changes nothing and answers
 // what the operation would become. Admins only.
@@ -234,8 +257,14 @@ func (s *Service) Heartbeat(ctx context.Context, id int64, holder string) (Opera
 }
 
 // Complete records a mover's success and asks the planner for a round (it creates the next
-// operations of the chain).
+// operations of the chain). The report must carry the checksum of what was written
+// (CheckCompleteReport); a copy counts only when verified: a report that does not match its
+// subject's registration (CheckVerified) is recorded as a failure of type checksum_mismatch and
+// answered with a *ChecksumMismatchError, never COMPLETED.
 func (s *Service) Complete(ctx context.Context, req CompleteRequest) (Operation, error) {
+	if err := CheckCompleteReport(req.Checksum, req.Bytes); err != nil {
+		return Operation{}, err
+	}
 	op, err := s.Completer.Complete(ctx, req)
 	if err != nil {
 		return op, err

@@ -47,6 +47,11 @@ type Config struct {
 	// SweepInterval is how often the planner compares every package's stored state with its
 	// derivation and adds the ones that differ to the inconsistent set.
 	SweepInterval time.Duration `env:"OPS_RECONCILE_SWEEP_INTERVAL" envDefault:"1m"`
+	// ArchiveMinCopies and ArchiveSites are the replication rule (Replication): a package is
+	// ARCHIVED once it has verified copies at ArchiveMinCopies long-term archive locations (0,
+	// the default: at every active one) and at a long-term archive location of each site named.
+	ArchiveMinCopies int      `env:"OPS_ARCHIVE_MIN_COPIES" envDefault:"0"`
+	ArchiveSites     []string `env:"OPS_ARCHIVE_SITES" envSeparator:","`
 	// OverviewInterval is the shortest time between two overview updates (WebSocket).
 	OverviewInterval time.Duration `env:"OPS_OVERVIEW_INTERVAL" envDefault:"250ms"`
 	// WSHeartbeat is the WebSocket heartbeat period; WSMaxPerUser the connections one user
@@ -78,6 +83,8 @@ func (c *Config) Validate() error {
 		return &config.Invalid{Var: "OPS_OVERVIEW_INTERVAL", Reason: "must be at least 250ms (at most 4 updates per second)"}
 	case c.WSHeartbeat < 100*time.Millisecond:
 		return &config.Invalid{Var: "OPS_WS_HEARTBEAT", Reason: "must be at least 100ms"}
+	case c.ArchiveMinCopies < 0 || c.ArchiveMinCopies > 100:
+		return &config.Invalid{Var: "OPS_ARCHIVE_MIN_COPIES", Reason: "must be within [0, 100] (0: every active long-term archive location)"}
 	case c.WSMaxPerUser < 1:
 		return &config.Invalid{Var: "OPS_WS_MAX_PER_USER", Reason: "must be at least 1"}
 	}
@@ -121,7 +128,9 @@ func Statuses() []Status {
 	return []Status{StatusPending, StatusScheduled, StatusInProgress, StatusCompleted, StatusFailed}
 }
 
-// PackageState is a raw data package's lifecycle state, derived from its operation chain. The
+// PackageState is a raw data package's lifecycle state, derived from its operation chain and its
+// verified copies (FAILED while any operation of the chain is FAILED; ARCHIVED once the
+// replication rule, Replication, is met). The
 // rule deriving it is written once, in SQL: the function transfer_derived_state
 // (migrations/functions/transfer_derived_state.sql), because every change derives the states of the
 // packages it touches inside its own statement (transfer_complete_batch, transfer_make_dtp) or
@@ -190,6 +199,32 @@ func (e *LeaseConflictError) Error() string {
 
 // ProblemKind makes it a 409 whose detail is its text.
 func (e *LeaseConflictError) ProblemKind() problem.Kind { return problem.Conflict }
+
+// ChecksumMismatchError says a mover's report of what it wrote did not match the registered
+// checksum or size of the operation's subject (CheckVerified): the attempt was recorded as a
+// failure of type checksum_mismatch and the operation is Now (PENDING for a retry, or FAILED).
+// Answered 409: the operation was not completed.
+type ChecksumMismatchError struct {
+	ID                             int64
+	Kind                           Kind
+	Subject                        string // package or dtp
+	Reported, Registered           string
+	ReportedBytes, RegisteredBytes int64
+	Now                            Status
+}
+
+// Mismatch says what differs (the failure's message).
+func (e *ChecksumMismatchError) Mismatch() string {
+	return fmt.Sprintf("checksum_mismatch: wrote %s (%d bytes), the %s is registered as %s (%d bytes)",
+		e.Reported, e.ReportedBytes, e.Subject, e.Registered, e.RegisteredBytes)
+}
+
+func (e *ChecksumMismatchError) Error() string {
+	return fmt.Sprintf("%s operation %d not completed: %s; recorded as a failure, the operation is %s", e.Kind, e.ID, e.Mismatch(), e.Now)
+}
+
+// ProblemKind makes it a 409 whose detail is its text.
+func (e *ChecksumMismatchError) ProblemKind() problem.Kind { return problem.Conflict }
 
 // AdminRequiredError says an action is for admins only (403). The access table refuses
 // non-admins before a handler runs; the use cases check again, so no wiring mistake can open a

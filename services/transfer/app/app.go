@@ -57,6 +57,9 @@ func NewCore(cfg *transfer.Config, p Parts) *Core {
 	c.Waker = planner.NewWaker(p.Redis)
 	c.Service = &transfer.Service{Store: c.Store, Claimer: c.Claimer, Completer: c.Completer, Reconciler: c.Reconciler, Waker: c.Waker}
 	c.Hub = live.NewHub(c.Service, p.Redis, p.Log, cfg.WSHeartbeat, cfg.WSMaxPerUser, p.Metrics)
+	if p.Metrics != nil {
+		p.Metrics.MustRegister(planner.NewMetrics(c.Store))
+	}
 	return c
 }
 

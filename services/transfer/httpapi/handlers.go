@@ -103,6 +103,46 @@ func (h *Handlers) transferPackages(ctx context.Context, in *transferPackagesInp
 	return out(page), nil
 }
 
+type rawPackageInput struct {
+	ID uuid.UUID `path:"id" doc:"The raw data package's id."`
+}
+
+func (h *Handlers) rawPackage(ctx context.Context, in *rawPackageInput) (*bodyOutput[transfer.RawPackageDetail], error) {
+	d, err := h.Service.RawPackage(ctx, in.ID)
+	if err != nil {
+		return nil, err
+	}
+	return out(d), nil
+}
+
+type operationInput struct {
+	Kind kindParam `path:"kind"`
+	ID   int64     `path:"id" minimum:"1"`
+}
+
+func (h *Handlers) operation(ctx context.Context, in *operationInput) (*bodyOutput[transfer.OperationDetail], error) {
+	d, err := h.Service.Operation(ctx, transfer.Kind(in.Kind), in.ID)
+	if err != nil {
+		return nil, err
+	}
+	return out(d), nil
+}
+
+type operationsInput struct {
+	Limit  int    `query:"limit" default:"50" minimum:"1" maximum:"500" doc:"Page size (1-500)."`
+	Offset int    `query:"offset" default:"0" minimum:"0" doc:"Items to skip."`
+	Kind   string `query:"kind" enum:"raw_data_package,data_transfer_package,transfer,unpack,long_term_archive,staging" doc:"Only operations of this kind."`
+	Status string `query:"status" enum:"PENDING,SCHEDULED,IN_PROGRESS,COMPLETED,FAILED" doc:"Only operations in this status (FAILED: what needs a reset)."`
+}
+
+func (h *Handlers) operations(ctx context.Context, in *operationsInput) (*bodyOutput[transfer.Page[transfer.Operation]], error) {
+	page, err := h.Service.Operations(ctx, transfer.OperationQuery{Kind: transfer.Kind(in.Kind), Status: transfer.Status(in.Status), Limit: in.Limit, Offset: in.Offset})
+	if err != nil {
+		return nil, err
+	}
+	return out(page), nil
+}
+
 type historyInput struct {
 	Type kindParam `path:"operation_type"`
 	ID   int64     `path:"operation_id" minimum:"1"`
@@ -339,9 +379,9 @@ type copyBody struct {
 
 type completeBody struct {
 	Agent          string     `json:"agent,omitempty" maxLength:"100"`
-	Bytes          int64      `json:"bytes" minimum:"0" doc:"Bytes moved."`
-	Checksum       string     `json:"checksum" maxLength:"200" doc:"Checksum of what was moved, e.g. sha256:<hex>."`
-	PhysicalCopies []copyBody `json:"physical_copies,omitempty" maxItems:"1000" doc:"Copies made."`
+	Bytes          *int64     `json:"bytes" required:"false" minimum:"0" doc:"Size of what was written, in bytes (required): verified against the registered size."`
+	Checksum       string     `json:"checksum" required:"false" maxLength:"200" doc:"Checksum of what was written (required), sha256:<64 hex> or xxh64:<16 hex> in the form of the registration: verified against the package's (long_term_archive, staging) or the DTP's (transfer, unpack); a data_transfer_package operation's registers the DTP's."`
+	PhysicalCopies []copyBody `json:"physical_copies,omitempty" maxItems:"1000" doc:"Copies made (a long_term_archive operation: at least the one at its destination)."`
 }
 
 type completeInput struct {

@@ -47,6 +47,26 @@ func Register(api huma.API, app *fiber.App, h *Handlers) {
 			"unpack operations. Filter by state, site (with an operation at that site) and creation time.",
 	}), h.transferPackages)
 	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "get-raw-package", Method: http.MethodGet, Path: "/api/transfer/raw-packages/{id}",
+		Summary: "One raw data package with its chain and copies", Tags: tags, Errors: []int{404, 422},
+		Description: "The package as the list shows it (state, chain of operations), its registered checksum and its physical " +
+			"copies (site, location, path, the checksum and size the mover reported, verified_at when they matched the " +
+			"registration: only verified copies count for ARCHIVED). 404 for a package not in the pipeline.",
+	}), h.rawPackage)
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "get-operation", Method: http.MethodGet, Path: "/api/transfer/operation/{kind}/{id}",
+		Summary: "One operation with its history and failures", Tags: tags, Errors: []int{404, 422},
+		Description: "The operation (as the agent API answers it) with failures (the number of failed attempts) and history " +
+			"(every attempt, failure — error type such as checksum_mismatch, message, log path — and reset, oldest first). " +
+			"422 for an unknown kind, 404 for an unknown id or one of another kind.",
+	}), h.operation)
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "list-operations", Method: http.MethodGet, Path: "/api/transfer/operations",
+		Summary: "List operations by kind and status", Tags: tags, Errors: []int{422},
+		Description: "Operations, newest first, filtered by kind and status (e.g. status=FAILED: what needs a reset). total " +
+			"comes from the maintained counters (constant time).",
+	}), h.operations)
+	huma.Register(api, h.Auth.Op(huma.Operation{
 		OperationID: "failure-history", Method: http.MethodGet, Path: "/api/transfer/failure-history/{operation_type}/{operation_id}",
 		Summary: "Failure trail of one operation", Tags: tags, Errors: []int{404, 422},
 		Description: "current_status, retry_count and every attempt, failure (error type, message, log path) and reset (who, " +
@@ -133,8 +153,11 @@ func Register(api huma.API, app *fiber.App, h *Handlers) {
 	huma.Register(api, h.Auth.Op(huma.Operation{
 		OperationID: "agent-complete", Method: http.MethodPost, Path: "/api/transfer/agent/operations/{id}/complete",
 		Summary: "Report success", Tags: agent, Errors: []int{404, 409, 422},
-		Description: "Marks the operation COMPLETED with the bytes moved, the checksum and the physical copies made; the " +
-			"planner then creates the next operations of the chain.",
+		Description: "Marks the operation COMPLETED with the size (bytes) and checksum of what was written and the physical " +
+			"copies made; the planner then creates the next operations of the chain. Both are required (422 naming the " +
+			"field). A long_term_archive, staging, transfer or unpack report is verified against the package's (or DTP's) " +
+			"registered checksum and size: a mismatch is recorded as a failure of type checksum_mismatch (retried as the " +
+			"retry policy says, else FAILED) and answered 409; the operation is never COMPLETED with it.",
 	}), h.complete)
 	huma.Register(api, h.Auth.Op(huma.Operation{
 		OperationID: "agent-fail", Method: http.MethodPost, Path: "/api/transfer/agent/operations/{id}/fail",

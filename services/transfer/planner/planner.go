@@ -6,6 +6,7 @@ package planner
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -55,6 +56,8 @@ type Planner struct {
 	// out, so the planner owes one at lastGroup + groupEvery.
 	lastGroup    time.Time
 	groupSkipped bool
+	// ruleApplied says the replication rule was stored (applyReplication).
+	ruleApplied bool
 }
 
 // NewPlanner returns a planner registering its metrics with reg.
@@ -96,6 +99,9 @@ func (p *Planner) lead(ctx context.Context) error {
 	defer func() {
 		_, _ = conn.ExecContext(context.Background(), `SELECT pg_advisory_unlock($1)`, PlannerLockID)
 	}()
+	if err := p.applyReplication(ctx); err != nil {
+		return err
+	}
 	p.active.Set(1)
 	defer p.active.Set(0)
 	p.Log.Info("planner active")
@@ -194,8 +200,29 @@ func (p *Planner) round(ctx context.Context) {
 }
 
 // RunOnce runs one planner round without the lock, every step included (tests and the bench
-// drive the pipeline step by step with it).
+// drive the pipeline step by step with it); the first also stores the replication rule, as the
+// active planner does when it takes the lock.
 func (p *Planner) RunOnce(ctx context.Context) {
+	if !p.ruleApplied {
+		if err := p.applyReplication(ctx); err != nil {
+			p.Log.Warn("planner: replication rule", "error", err)
+		}
+	}
 	p.lastGroup = time.Time{}
 	p.round(ctx)
+}
+
+// applyReplication stores the configured replication rule (OPS_ARCHIVE_MIN_COPIES,
+// OPS_ARCHIVE_SITES) for transfer_derived_state; when it differs from the stored one, every
+// package's state is derived again (logged). An unknown site keeps the planner from working.
+func (p *Planner) applyReplication(ctx context.Context) error {
+	n, err := p.Store.SetReplication(ctx, p.Config.Replication())
+	if err != nil {
+		return fmt.Errorf("replication rule: %w", err)
+	}
+	p.ruleApplied = true
+	if n > 0 {
+		p.Log.Warn("planner: replication rule changed; package states derived again", "changed", n)
+	}
+	return nil
 }

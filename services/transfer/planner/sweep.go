@@ -28,7 +28,9 @@ type Reconciler struct {
 const sweepPage = 5000
 
 // Sweep adds every package whose stored state differs from its derivation to the set and
-// returns how many it found.
+// returns how many it found. The derivation is the one every change stores
+// (transfer_derived_state through Store.Inconsistent: FAILED chains first, then the replication
+// rule of verified copies), so the sweep applies exactly the same rule.
 func (r *Reconciler) Sweep(ctx context.Context) (int, error) {
 	n := 0
 	after := uuid.Nil

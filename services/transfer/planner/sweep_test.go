@@ -2,6 +2,7 @@ package planner_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/google/uuid"
@@ -27,7 +28,16 @@ func finish(t *testing.T, e *transfertest.Env, id int64, ok bool) {
 	_, err := e.DB.Exec(`UPDATE operations SET status = 'IN_PROGRESS', lease_holder = 'm', lease_expires_at = now() + interval '1 minute' WHERE id = $1`, id)
 	require.NoError(t, err)
 	if ok {
-		_, err = e.Store.Complete(ctx, id, "m", 1, "", nil)
+		op, err := e.Store.Operation(ctx, "", id)
+		require.NoError(t, err)
+		size, sum := transfertest.Report(t, e.DB, op)
+		var copies []transfer.Copy
+		if op.Kind == transfer.KindLongTermArchive {
+			copies = []transfer.Copy{{Location: *op.Destination, Path: fmt.Sprintf("archive/%d", id)}}
+		}
+		_, err = e.Store.Complete(ctx, id, "m", size, sum, copies)
+		require.NoError(t, err)
+		return
 	} else {
 		_, err = e.Store.Fail(ctx, id, "m", transfer.Failure{ErrorType: "broken", Message: "no", Retryable: false})
 	}
@@ -106,25 +116,41 @@ func TestDerivationRulesAndReconcile(t *testing.T) {
 	e.DriveAll(t, "m", transfer.KindTransfer, transfer.KindUnpack)
 	t.Run("WAITING: DTP unpacked, archive pending", func(t *testing.T) { reconcileCase(t, e, pkgs[0], "WAITING") })
 
+	var failedArchive int64
 	t.Run("FAILED: an archive operation failed", func(t *testing.T) {
-		id := opOf(t, e, transfer.KindLongTermArchive, "raw_data_package_id = $2", pkgs[0])
-		finish(t, e, id, false)
+		failedArchive = opOf(t, e, transfer.KindLongTermArchive, "raw_data_package_id = $2", pkgs[0])
+		finish(t, e, failedArchive, false)
 		reconcileCase(t, e, pkgs[0], "FAILED")
 	})
 
-	t.Run("ARCHIVED: one archive operation completed (beats a failed one)", func(t *testing.T) {
+	t.Run("FAILED beats a verified copy; ARCHIVED once every archive location holds one", func(t *testing.T) {
 		var id int64
 		require.NoError(t, e.DB.Get(&id, `SELECT id FROM operations WHERE kind = 'long_term_archive' AND raw_data_package_id = $1 AND status = 'PENDING'`, pkgs[0]))
 		finish(t, e, id, true)
+		reconcileCase(t, e, pkgs[0], "FAILED")
+		_, err := e.Store.Reset(ctx, transfer.KindLongTermArchive, failedArchive, "admin", "", false)
+		require.NoError(t, err)
+		require.Equal(t, "WAITING", e.State(t, pkgs[0]), "reset: one verified copy of two")
+		finish(t, e, failedArchive, true)
 		reconcileCase(t, e, pkgs[0], "ARCHIVED")
 	})
 
-	t.Run("ARCHIVED: a copy at an archive location", func(t *testing.T) {
+	t.Run("ARCHIVED: verified copies at every archive location", func(t *testing.T) {
 		require.Equal(t, "WAITING", e.State(t, pkgs[1]))
-		_, err := e.DB.Exec(`INSERT INTO physical_copies (raw_data_package_id, location_id, path) VALUES ($1, 4, 'restored/copy')`, pkgs[1])
-		require.NoError(t, err)
-		require.Equal(t, "WAITING", e.State(t, pkgs[1]), "a copy registered by hand is not seen until reconciled")
+		copyAt := func(loc int, verified bool) {
+			_, err := e.DB.Exec(`INSERT INTO physical_copies (raw_data_package_id, location_id, path, checksum, size_bytes, verified_at)
+				VALUES ($1::uuid, $2::integer, $5::text, $4, 1000, CASE WHEN $3::boolean THEN now() END)`, pkgs[1], loc, verified, transfertest.PackageChecksum,
+				fmt.Sprintf("restored/%s/%d/%v", pkgs[1], loc, verified))
+			require.NoError(t, err)
+		}
+		copyAt(4, true)
+		copyAt(3, false)
 		n, err := e.Reconciler.Sweep(ctx)
+		require.NoError(t, err)
+		require.Zero(t, n, "one verified copy of two, and an unverified one: still WAITING")
+		copyAt(3, true)
+		require.Equal(t, "WAITING", e.State(t, pkgs[1]), "a copy registered by hand is not seen until reconciled")
+		n, err = e.Reconciler.Sweep(ctx)
 		require.NoError(t, err)
 		require.Equal(t, 1, n)
 		changes, err := e.Reconciler.ReconcileInconsistent(ctx)
@@ -169,4 +195,60 @@ func TestInconsistentSetDrainsAndSweepRebuilds(t *testing.T) {
 	n, err = e.Reconciler.Sweep(ctx)
 	require.NoError(t, err)
 	require.Zero(t, n)
+}
+
+// The replication rule is configurable (OPS_ARCHIVE_MIN_COPIES, OPS_ARCHIVE_SITES, stored by
+// Store.SetReplication): a changed rule derives every package's state again, and the sweep and
+// reconcile apply the stored rule.
+func TestReplicationRuleConfigured(t *testing.T) {
+	e := transfertest.New(t)
+	ctx := context.Background()
+	pkgs := transfertest.AddPackages(t, e.DB, 1, 1000, "complete")
+	e.Round(t)
+	copyAt := func(loc int) {
+		_, err := e.DB.Exec(`INSERT INTO physical_copies (raw_data_package_id, location_id, path, checksum, size_bytes, verified_at)
+			VALUES ($1::uuid, $2::integer, $3::text, $4, 1000, now())`, pkgs[0], loc, fmt.Sprintf("copy/%d", loc), transfertest.PackageChecksum)
+		require.NoError(t, err)
+		_, err = e.Store.Reconcile(ctx, pkgs)
+		require.NoError(t, err)
+	}
+	copyAt(4) // cornell-archive
+	require.Equal(t, "WAITING", e.State(t, pkgs[0]), "default: a verified copy at every active long-term archive location")
+
+	n, err := e.Store.SetReplication(ctx, transfer.Replication{MinCopies: 1})
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "a changed rule derives the states again")
+	require.Equal(t, "ARCHIVED", e.State(t, pkgs[0]))
+	n, err = e.Store.SetReplication(ctx, transfer.Replication{MinCopies: 1})
+	require.NoError(t, err)
+	require.Zero(t, n, "the same rule again changes nothing")
+
+	_, err = e.Store.SetReplication(ctx, transfer.Replication{MinCopies: 1, Sites: []string{"cologne"}})
+	require.NoError(t, err)
+	require.Equal(t, "WAITING", e.State(t, pkgs[0]), "a copy at cologne is required")
+	copyAt(3) // cologne-archive
+	require.Equal(t, "ARCHIVED", e.State(t, pkgs[0]))
+
+	_, err = e.Store.SetReplication(ctx, transfer.Replication{MinCopies: 3})
+	require.NoError(t, err)
+	require.Equal(t, "WAITING", e.State(t, pkgs[0]), "two copies of three")
+	n, err = e.Reconciler.Sweep(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n, "the sweep applies the same rule")
+
+	_, err = e.Store.SetReplication(ctx, transfer.Replication{Sites: []string{"mars"}})
+	var fe *problem.FieldError
+	require.ErrorAs(t, err, &fe)
+	require.Equal(t, "OPS_ARCHIVE_SITES", fe.Location)
+
+	_, err = e.Store.SetReplication(ctx, transfer.Replication{})
+	require.NoError(t, err)
+	require.Equal(t, "ARCHIVED", e.State(t, pkgs[0]), "default again: both archive locations hold one")
+	_, err = e.DB.Exec(`UPDATE data_locations SET active = false WHERE id = 3`)
+	require.NoError(t, err)
+	_, err = e.DB.Exec(`DELETE FROM physical_copies WHERE location_id = 3`)
+	require.NoError(t, err)
+	_, err = e.Store.Reconcile(ctx, pkgs)
+	require.NoError(t, err)
+	require.Equal(t, "ARCHIVED", e.State(t, pkgs[0]), "an inactive location is not required")
 }

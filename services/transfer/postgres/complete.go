@@ -16,22 +16,26 @@ import (
 )
 
 // completeSQL completes a batch in one statement: transfer_complete_batch (migration 00011,
-// replaced in 00012), which locks the operations, checks each report as transfer.CheckReport
-// does (its outcome conflict), and writes the ok ones set-based (COMPLETED, history,
-// copies, legacy mirror, the package states their chains decide); joined to each operation as
+// replaced in 00012 and 00020), which locks the operations, checks each report as
+// transfer.CheckReport (its outcome conflict), transfer.CheckArchiveCopy (copy_missing) and
+// transfer.CheckVerified (mismatch, with the registration) do, and writes the ok ones
+// set-based (COMPLETED, history, the DTP's registration, copies with what was verified, legacy
+// mirror, the package states their chains decide); joined to each operation as
 // the statement's snapshot saw it (before the call), which CompleteAll then updates as the call
 // updated it; an unknown operation has no row in the answer. $5 holds each request's copies as a
 // JSON array of [location, path] pairs.
 const completeSQL = `
 	WITH r AS MATERIALIZED (SELECT * FROM transfer_complete_batch($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::text[]))
-	SELECT r.i, r.outcome, r.locked_status, r.locked_holder, r.bad_copy, r.locked_updated_at, now() AS now, ` + opColumns + `
+	SELECT r.i, r.outcome, r.locked_status, r.locked_holder, r.bad_copy, r.locked_updated_at, r.registered_checksum,
+	       r.registered_bytes, now() AS now, ` + opColumns + `
 	  FROM r JOIN operations o ON o.id = ($1::bigint[])[r.i] JOIN sites s ON s.id = o.site_id
 	  LEFT JOIN data_locations src ON src.id = o.source_location_id
 	  LEFT JOIN data_locations dst ON dst.id = o.destination_location_id
 	 ORDER BY r.i`
 
 // CompleteResult is the answer to one CompleteRequest: the operation as it is now, or the
-// error (problem.ErrNotFound, a conflict, a problem.FieldError naming the copy).
+// error (problem.ErrNotFound, a conflict, a problem.FieldError naming the copy, a
+// *transfer.ChecksumMismatchError once the mismatch is recorded as a failure).
 type CompleteResult struct {
 	Op  transfer.Operation
 	Err error
@@ -39,7 +43,7 @@ type CompleteResult struct {
 
 // Complete records holder's successful end of operation id in one round trip.
 func (s *Store) Complete(ctx context.Context, id int64, holder string, bytes int64, checksum string, copies []transfer.Copy) (transfer.Operation, error) {
-	res, err := s.CompleteAll(ctx, []transfer.CompleteRequest{{ID: id, Holder: holder, Bytes: bytes, Checksum: checksum, Copies: copies}})
+	res, err := s.CompleteAll(ctx, []transfer.CompleteRequest{{ID: id, Holder: holder, Bytes: &bytes, Checksum: checksum, Copies: copies}})
 	if err != nil {
 		return transfer.Operation{}, err
 	}
@@ -47,7 +51,10 @@ func (s *Store) Complete(ctx context.Context, id int64, holder string, bytes int
 }
 
 // CompleteAll completes every request in one statement, one transaction (each request's
-// outcome is its own: a conflict answers that request, the others are completed). The operation
+// outcome is its own: a conflict answers that request, the others are completed). A report
+// whose checksum or size does not match the registration is then recorded as a failure of type
+// checksum_mismatch (Fail: the retry policy decides), one more transaction for each such
+// report only, so the usual batch stays one round trip. The operation
 // ids must be distinct. They are locked in id order, so concurrent batches wait for each other
 // instead of deadlocking on operation rows; a deadlock on package rows (overlapping DTPs) is
 // retried.
@@ -61,7 +68,7 @@ func (s *Store) CompleteAll(ctx context.Context, reqs []transfer.CompleteRequest
 	bytes := make([]int64, len(reqs))
 	for k, i := range order {
 		r := reqs[i]
-		ids[k], holders[k], bytes[k], sums[k] = r.ID, r.Holder, r.Bytes, r.Checksum
+		ids[k], holders[k], bytes[k], sums[k] = r.ID, r.Holder, size(r), r.Checksum
 		pairs := make([][2]string, len(r.Copies))
 		for j, c := range r.Copies {
 			pairs[j] = [2]string{c.Location, c.Path}
@@ -83,6 +90,8 @@ func (s *Store) CompleteAll(ctx context.Context, reqs []transfer.CompleteRequest
 		Holder   sql.NullString `db:"locked_holder"`
 		Bad      sql.NullInt64  `db:"bad_copy"`
 		LockedAt sql.NullTime   `db:"locked_updated_at"`
+		RegSum   sql.NullString `db:"registered_checksum"`
+		RegBytes sql.NullInt64  `db:"registered_bytes"`
 		At       time.Time      `db:"now"`
 		transfer.Operation
 	}
@@ -94,6 +103,7 @@ func (s *Store) CompleteAll(ctx context.Context, reqs []transfer.CompleteRequest
 		return nil, err
 	}
 	out := make([]CompleteResult, len(reqs))
+	var mismatched []int // requests to record as checksum_mismatch failures
 	for _, row := range rows {
 		i := order[row.I-1]
 		r := reqs[i]
@@ -115,6 +125,20 @@ func (s *Store) CompleteAll(ctx context.Context, reqs []transfer.CompleteRequest
 			c := int(row.Bad.Int64)
 			out[i].Err = problem.Field(fmt.Sprintf("body.physical_copies[%d].location", c), "no such data location", r.Copies[c].Location)
 			continue
+		case "copy_missing":
+			if out[i].Err = transfer.CheckArchiveCopy(row.Operation, r.Copies); out[i].Err == nil {
+				out[i].Err = fmt.Errorf("transfer_complete_batch: copy_missing for operation %d, which transfer.CheckArchiveCopy accepts", r.ID)
+			}
+			continue
+		case "mismatch":
+			reg := &transfer.Registration{Checksum: row.RegSum.String, Bytes: row.RegBytes.Int64}
+			if e := transfer.CheckVerified(row.Operation, r.Checksum, size(r), reg); e != nil {
+				out[i].Err = e
+				mismatched = append(mismatched, i)
+			} else {
+				out[i].Err = fmt.Errorf("transfer_complete_batch: mismatch for operation %d, which transfer.CheckVerified accepts", r.ID)
+			}
+			continue
 		default:
 			out[i].Err = fmt.Errorf("transfer_complete_batch: unexpected outcome %q", row.Outcome)
 			continue
@@ -126,7 +150,8 @@ func (s *Store) CompleteAll(ctx context.Context, reqs []transfer.CompleteRequest
 			continue
 		}
 		op.Status, op.LeaseHolder, op.LeaseExpiresAt, op.UpdatedAt, op.CompletedAt = transfer.StatusCompleted, nil, nil, row.At, &row.At
-		op.Bytes = &r.Bytes
+		n := size(r)
+		op.Bytes = &n
 		op.Checksum = nil
 		if r.Checksum != "" {
 			op.Checksum = &r.Checksum
@@ -138,7 +163,24 @@ func (s *Store) CompleteAll(ctx context.Context, reqs []transfer.CompleteRequest
 			out[i].Err = notFound("", reqs[i].ID)
 		}
 	}
+	for _, i := range mismatched {
+		e := out[i].Err.(*transfer.ChecksumMismatchError)
+		op, err := s.Fail(ctx, reqs[i].ID, reqs[i].Holder, transfer.MismatchFailure(e))
+		if err != nil {
+			out[i].Err = err // e.g. the lease expired meanwhile: 409, as for any late report
+			continue
+		}
+		e.Now = op.Status
+	}
 	return out, nil
+}
+
+// size is the size r reports (0 when it reports none: the service refuses that before the store).
+func size(r transfer.CompleteRequest) int64 {
+	if r.Bytes == nil {
+		return 0
+	}
+	return *r.Bytes
 }
 
 // Completer runs concurrent completes together (group commit): a request that finds fewer
@@ -224,7 +266,7 @@ func (c *Completer) run(ctx context.Context) {
 			// One request's unexpected failure must not fail the others: each on its own.
 			res, err = make([]CompleteResult, len(batch)), nil
 			for i, r := range reqs {
-				res[i].Op, res[i].Err = c.Store.Complete(ctx, r.ID, r.Holder, r.Bytes, r.Checksum, r.Copies)
+				res[i].Op, res[i].Err = c.Store.Complete(ctx, r.ID, r.Holder, size(r), r.Checksum, r.Copies)
 			}
 		}
 		cancel()

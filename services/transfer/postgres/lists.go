@@ -6,7 +6,10 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
+	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
+
+	"github.com/obsops/obsops/pkg/database"
 
 	"github.com/obsops/obsops/services/transfer"
 )
@@ -69,8 +72,23 @@ func (s *Store) RawPackages(ctx context.Context, q transfer.ListQuery) (transfer
 	for i, p := range page.Items {
 		ids[i] = p.ID
 	}
+	byOwner, err := chainsOf(ctx, s.DB, ids)
+	if err != nil {
+		return page, err
+	}
+	for i := range page.Items {
+		page.Items[i].Chain = byOwner[page.Items[i].ID.String()]
+		if page.Items[i].Chain == nil {
+			page.Items[i].Chain = []transfer.ChainStep{}
+		}
+	}
+	return page, nil
+}
+
+// chainsOf reads the chains of packages ids (their operations and their DTPs'), by package id.
+func chainsOf(ctx context.Context, q sqlx.QueryerContext, ids []uuid.UUID) (map[string][]transfer.ChainStep, error) {
 	var steps []transfer.ChainStep
-	if err := s.DB.SelectContext(ctx, &steps, `
+	if err := sqlx.SelectContext(ctx, q, &steps, `
 		SELECT `+chainColumns+`, x.raw_data_package_id::text AS owner FROM package_states x
 		  JOIN operations o ON o.raw_data_package_id = x.raw_data_package_id
 		  JOIN sites s ON s.id = o.site_id LEFT JOIN data_locations dst ON dst.id = o.destination_location_id
@@ -81,19 +99,13 @@ func (s *Store) RawPackages(ctx context.Context, q transfer.ListQuery) (transfer
 		  JOIN sites s ON s.id = o.site_id LEFT JOIN data_locations dst ON dst.id = o.destination_location_id
 		 WHERE x.raw_data_package_id = ANY($1::uuid[])
 		ORDER BY id`, uuids(ids)); err != nil {
-		return page, err
+		return nil, err
 	}
 	byOwner := map[string][]transfer.ChainStep{}
 	for _, st := range steps {
 		byOwner[st.Owner] = append(byOwner[st.Owner], st)
 	}
-	for i := range page.Items {
-		page.Items[i].Chain = byOwner[page.Items[i].ID.String()]
-		if page.Items[i].Chain == nil {
-			page.Items[i].Chain = []transfer.ChainStep{}
-		}
-	}
-	return page, nil
+	return byOwner, nil
 }
 
 // TransferPackages lists data transfer packages, newest first, each with its chain.
@@ -198,4 +210,86 @@ func (s *Store) FoldCounters(ctx context.Context) error {
 		INSERT INTO transfer_counters (key, value) SELECT key, v FROM t
 		ON CONFLICT (key) DO UPDATE SET value = transfer_counters.value + EXCLUDED.value`)
 	return err
+}
+
+// RawPackage reads one package in the pipeline as RawPackages lists it, with its registered
+// checksum (ingest's raw_data_packages) and its physical copies and its DTP's.
+func (s *Store) RawPackage(ctx context.Context, id uuid.UUID) (transfer.RawPackageDetail, error) {
+	var d transfer.RawPackageDetail
+	err := database.InReadTx(ctx, s.DB, func(tx *sqlx.Tx) error {
+		var p []transfer.RawPackage
+		if err := tx.SelectContext(ctx, &p, `
+			SELECT raw_data_package_id, name, state, size_bytes, instrument_module_id, data_transfer_package_id, finalized_at, state_changed_at, created_at
+			  FROM package_states WHERE raw_data_package_id = $1`, id); err != nil {
+			return err
+		}
+		if len(p) == 0 {
+			return transfer.NotFound("raw data package in the transfer pipeline", id)
+		}
+		d.RawPackage = p[0]
+		if err := tx.GetContext(ctx, &d.Checksum, `SELECT (SELECT checksum FROM raw_data_packages WHERE id = $1)`, id); err != nil {
+			return err
+		}
+		chains, err := chainsOf(ctx, tx, []uuid.UUID{id})
+		if err != nil {
+			return err
+		}
+		d.Chain = chains[id.String()]
+		if d.Chain == nil {
+			d.Chain = []transfer.ChainStep{}
+		}
+		d.Copies = []transfer.PhysicalCopy{}
+		return tx.SelectContext(ctx, &d.Copies, `
+			SELECT s.name AS site, l.name AS location, l.role AS location_role, c.path, c.checksum, c.size_bytes, c.verified_at,
+			       c.operation_id, c.data_transfer_package_id, c.created_at
+			  FROM physical_copies c JOIN data_locations l ON l.id = c.location_id JOIN sites s ON s.id = l.site_id
+			 WHERE c.raw_data_package_id = $1 OR ($2::bigint IS NOT NULL AND c.data_transfer_package_id = $2 AND c.raw_data_package_id IS NULL)
+			 ORDER BY c.id`, id, d.DataTransferPackageID)
+	})
+	return d, err
+}
+
+// Operations lists operations of q.Kind and q.Status (either "" for any), newest first. The
+// total comes from the maintained counters (op:<kind>:<status>, Counters): constant time
+// whatever the filter, where a count(*) of COMPLETED operations would read most of the table.
+func (s *Store) Operations(ctx context.Context, q transfer.OperationQuery) (transfer.Page[transfer.Operation], error) {
+	page := transfer.Page[transfer.Operation]{Items: []transfer.Operation{}, Limit: q.Limit, Offset: q.Offset}
+	counts, err := s.Counters(ctx)
+	if err != nil {
+		return page, err
+	}
+	for _, k := range transfer.Kinds() {
+		for _, st := range transfer.Statuses() {
+			if (q.Kind == "" || q.Kind == k) && (q.Status == "" || q.Status == st) {
+				page.Total += int(counts["op:"+string(k)+":"+string(st)])
+			}
+		}
+	}
+	err = s.DB.SelectContext(ctx, &page.Items, `SELECT `+opColumns+opFrom+`
+		WHERE ($1 = '' OR o.kind = $1) AND ($2 = '' OR o.status = $2) ORDER BY o.id DESC LIMIT $3 OFFSET $4`,
+		string(q.Kind), string(q.Status), q.Limit, q.Offset)
+	return page, err
+}
+
+// Lag is what the metrics read besides the counters: the leases past their deadline that the
+// planner has not yet expired, and how old the oldest package not yet archived is.
+type Lag struct {
+	OverdueLeases     int64   `db:"overdue"`
+	OverdueSeconds    float64 `db:"overdue_seconds"`
+	UnarchivedSeconds float64 `db:"unarchived_seconds"`
+}
+
+// Lag reads the Lag in one statement, from indexes (operations_leases; package_states_state_list).
+func (s *Store) Lag(ctx context.Context) (Lag, error) {
+	var l Lag
+	err := s.DB.GetContext(ctx, &l, `
+		SELECT (SELECT count(*) FROM operations WHERE status = 'IN_PROGRESS' AND lease_expires_at < now()) AS overdue,
+		       coalesce(extract(epoch FROM now() - (SELECT min(lease_expires_at) FROM operations WHERE status = 'IN_PROGRESS')), 0)::float8 AS overdue_seconds,
+		       coalesce(extract(epoch FROM now() - least(
+		           (SELECT min(created_at) FROM package_states WHERE state = 'WAITING'),
+		           (SELECT min(created_at) FROM package_states WHERE state = 'TRANSFERRING'))), 0)::float8 AS unarchived_seconds`)
+	if l.OverdueSeconds < 0 {
+		l.OverdueSeconds = 0
+	}
+	return l, err
 }

@@ -466,7 +466,8 @@ func (s *Store) FailureHistory(ctx context.Context, kind transfer.Kind, id int64
 	if err != nil {
 		return transfer.FailureHistory{}, err
 	}
-	h := transfer.FailureHistory{OperationID: op.ID, OperationType: op.Kind, CurrentStatus: op.Status, RetryCount: op.RetryCount, MaxRetries: op.MaxRetries, Events: []transfer.HistoryEvent{}}
+	h := transfer.FailureHistory{OperationID: op.ID, OperationType: op.Kind, CurrentStatus: op.Status, RetryCount: op.RetryCount, MaxRetries: op.MaxRetries,
+		Events: []transfer.HistoryEvent{}, Operation: op}
 	err = s.DB.SelectContext(ctx, &h.Events, `
 		SELECT h.at, h.event, h.from_status, h.to_status,
 		       h.actor, h.reason, h.attempt, h.retry_count, f.error_type, f.message, f.retryable, f.log_path

@@ -439,3 +439,40 @@ func (s *Store) CreateStaging(ctx context.Context, actor string, packages []uuid
 	})
 	return job, err
 }
+
+// SetReplication stores rule as the replication rule transfer_replicated applies
+// (transfer_replication_rule) and, if that changed it, derives every package's state again in
+// the same transaction; it answers how many states changed. A site the rule names must exist
+// (problem.FieldError naming OPS_ARCHIVE_SITES otherwise).
+func (s *Store) SetReplication(ctx context.Context, rule transfer.Replication) (int, error) {
+	sites := rule.Sites
+	if sites == nil {
+		sites = []string{}
+	}
+	var minCopies *int
+	if rule.MinCopies > 0 {
+		minCopies = &rule.MinCopies
+	}
+	n := 0
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		var unknown []string
+		if err := tx.SelectContext(ctx, &unknown, `SELECT n FROM unnest($1::text[]) AS n WHERE NOT EXISTS (SELECT 1 FROM sites s WHERE s.name = n)`, pq.Array(sites)); err != nil {
+			return err
+		}
+		if len(unknown) > 0 {
+			return problem.Field("OPS_ARCHIVE_SITES", "no such site", unknown)
+		}
+		var changed bool
+		if err := tx.GetContext(ctx, &changed, `
+			WITH u AS (
+				UPDATE transfer_replication_rule SET min_copies = $1, sites = $2, updated_at = now()
+				 WHERE min_copies IS DISTINCT FROM $1 OR sites <> $2::text[] RETURNING 1)
+			SELECT EXISTS (SELECT 1 FROM u)`, minCopies, pq.Array(sites)); err != nil || !changed {
+			return err
+		}
+		changes, err := refreshPackages(ctx, tx, `true`)
+		n = len(changes)
+		return err
+	})
+	return n, err
+}

@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -69,18 +70,29 @@ func TestPlannerChainIsIdempotent(t *testing.T) {
 	for _, id := range ids {
 		require.Equal(t, "WAITING", e.State(t, id), "unpacked, waiting for its archive")
 	}
-	// Archived as soon as one of its archive operations completes.
-	ops, err := e.Store.Claim(ctx, "m", []transfer.Kind{transfer.KindLongTermArchive}, "cornell", 100)
-	require.NoError(t, err)
-	require.Len(t, ops, 3)
-	for _, op := range ops {
-		_, err := e.Store.Complete(ctx, op.ID, "m", 1, "", nil)
+	// ARCHIVED once the replication rule is met (by default a verified copy at every long-term
+	// archive location: here cornell-archive and cologne-archive), not by the first copy.
+	archive := func(site string) {
+		ops, err := e.Store.Claim(ctx, "m", []transfer.Kind{transfer.KindLongTermArchive}, site, 100)
 		require.NoError(t, err)
+		require.Len(t, ops, 3)
+		for _, op := range ops {
+			size, sum := transfertest.Report(t, e.DB, op)
+			_, err := e.Store.Complete(ctx, op.ID, "m", size, sum, []transfer.Copy{{Location: *op.Destination, Path: fmt.Sprintf("rdp/%d", op.ID)}})
+			require.NoError(t, err)
+		}
 	}
+	archive("cornell")
+	for _, id := range ids {
+		require.Equal(t, "WAITING", e.State(t, id), "one verified archive copy of two")
+	}
+	archive("cologne")
 	for _, id := range ids {
 		require.Equal(t, "ARCHIVED", e.State(t, id))
 	}
-	require.Equal(t, 3, count(t, e, `SELECT count(*) FROM long_term_archive_transfers WHERE status = 'completed' AND attempt_count = 1`), "the legacy mirror")
+	var err error
+	require.Equal(t, 6, count(t, e, `SELECT count(*) FROM physical_copies WHERE verified_at IS NOT NULL AND checksum = $1 AND size_bytes = 1000`, transfertest.PackageChecksum))
+	require.Equal(t, 6, count(t, e, `SELECT count(*) FROM long_term_archive_transfers WHERE status = 'completed' AND attempt_count = 1`), "the legacy mirror")
 	// Running the planner again creates nothing.
 	before := count(t, e, `SELECT count(*) FROM operations`)
 	e.Round(t)
@@ -311,7 +323,8 @@ func TestCompleteRefusalsWriteNothing(t *testing.T) {
 	require.Equal(t, before, writes())
 	require.Equal(t, "IN_PROGRESS", opStatus(t, e, id))
 
-	// A copy at a long-term archive location archives the package, in the same call.
+	// A copy is recorded with what the mover reported of it; a raw_data_package operation's
+	// report is verified against nothing, so the copy is not verified and archives nothing.
 	op, err := e.Store.Complete(ctx, id, "m", 7, "sha256:ab", []transfer.Copy{{Location: "cologne-archive", Path: "a"}})
 	require.NoError(t, err)
 	require.Equal(t, transfer.StatusCompleted, op.Status)
@@ -319,7 +332,8 @@ func TestCompleteRefusalsWriteNothing(t *testing.T) {
 	require.Equal(t, int64(7), *op.Bytes)
 	require.NotNil(t, op.CompletedAt)
 	require.Equal(t, before+2, writes())
-	require.Equal(t, "ARCHIVED", e.State(t, ids[0]))
+	require.Equal(t, 1, count(t, e, `SELECT count(*) FROM physical_copies WHERE checksum = 'sha256:ab' AND size_bytes = 7 AND verified_at IS NULL`))
+	require.Equal(t, "WAITING", e.State(t, ids[0]), "an unverified copy does not count")
 
 	_, err = e.Store.Complete(ctx, id, "m", 7, "", nil)
 	var st *transfer.StatusConflictError
@@ -439,7 +453,8 @@ func TestCompleterAnswersEachRequest(t *testing.T) {
 	}
 	var reqs []transfer.CompleteRequest
 	for i, op := range ops {
-		reqs = append(reqs, transfer.CompleteRequest{ID: op.ID, Holder: "m", Bytes: int64(i), Checksum: "sha256:ab"})
+		n := int64(i)
+		reqs = append(reqs, transfer.CompleteRequest{ID: op.ID, Holder: "m", Bytes: &n, Checksum: "sha256:ab"})
 	}
 	reqs = append(reqs,
 		transfer.CompleteRequest{ID: ops[0].ID, Holder: "m"},         // twice: one of the two is refused
@@ -516,7 +531,7 @@ func TestCompleteTouchesPackageStatesOnlyWhenTheyCanChange(t *testing.T) {
 
 	quick, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	op, err := e.Completer.Complete(quick, transfer.CompleteRequest{ID: ops[0].ID, Holder: "m", Bytes: 1})
+	op, err := e.Completer.Complete(quick, transfer.CompleteRequest{ID: ops[0].ID, Holder: "m"})
 	require.NoError(t, err, "not held up by the package row")
 	require.Equal(t, transfer.StatusCompleted, op.Status)
 
@@ -545,7 +560,7 @@ func TestCompleteTouchesPackageStatesOnlyWhenTheyCanChange(t *testing.T) {
 	require.NoError(t, tx.Rollback())
 	require.NoError(t, <-done)
 	require.Equal(t, "WAITING", e.State(t, pkg[ops[0].ID]))
-	require.Equal(t, "ARCHIVED", e.State(t, pkg[ops[1].ID]))
+	require.Equal(t, "WAITING", e.State(t, pkg[ops[1].ID]), "derived again (an unverified copy counts for nothing)")
 }
 
 // A DTP made by Group (transfer_make_dtp, migration 00013): its members, their DTP and derived

@@ -61,6 +61,41 @@ func NewOn(t testing.TB, databaseURL string, rs *testenv.RedisServer) *Env {
 	return e
 }
 
+// PackageChecksum is the checksum AddPackages registers for every package; DTPChecksum the one
+// Report gives a data_transfer_package operation (its DTP's registration).
+const (
+	PackageChecksum = "sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+	DTPChecksum     = "sha256:dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd"
+	// WrongChecksum matches no registration.
+	WrongChecksum = "sha256:cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc"
+)
+
+// Report returns what an honest mover reports completing op: the size and checksum registered
+// for what it verifies against (transfer.VerifiedAgainst: the package's, or the DTP's as its
+// data_transfer_package operation registered it), and for the other kinds DTPChecksum with 100
+// bytes.
+func Report(t testing.TB, db *sqlx.DB, op transfer.Operation) (int64, string) {
+	t.Helper()
+	var reg struct {
+		Sum   *string `db:"checksum"`
+		Bytes *int64  `db:"bytes"`
+	}
+	var err error
+	switch transfer.VerifiedAgainst(op.Kind) {
+	case "package":
+		err = db.Get(&reg, `SELECT checksum, size_bytes AS bytes FROM raw_data_packages WHERE id = $1`, *op.RawDataPackageID)
+	case "dtp":
+		err = db.Get(&reg, `SELECT checksum, built_size_bytes AS bytes FROM data_transfer_packages WHERE id = $1`, *op.DataTransferPackageID)
+	}
+	if err != nil {
+		t.Fatalf("registration of operation %d: %v", op.ID, err)
+	}
+	if reg.Sum == nil || reg.Bytes == nil {
+		return 100, DTPChecksum
+	}
+	return *reg.Bytes, *reg.Sum
+}
+
 // AddPackages inserts n raw data packages of size bytes with the given status ("complete":
 // finalized) and returns their ids.
 func AddPackages(t testing.TB, db *sqlx.DB, n int, size int64, status string) []uuid.UUID {
@@ -73,8 +108,8 @@ func AddPackages(t testing.TB, db *sqlx.DB, n int, size int64, status string) []
 	for i := range ids {
 		ids[i] = uuid.Must(uuid.NewV7())
 		if _, err := db.Exec(`INSERT INTO raw_data_packages (id, executed_obs_unit_id, status, size_bytes, checksum, name, instrument_module_id, finalized_at)
-			VALUES ($1, $2, $3, $4, 'sha256:00', $5, $6, CASE WHEN $3 = 'complete' THEN now() END)`,
-			ids[i], uuid.New(), status, size, fmt.Sprintf("pkg-%d-%s", i, ids[i].String()[:8]), module); err != nil {
+			VALUES ($1, $2, $3, $4, $7, $5, $6, CASE WHEN $3 = 'complete' THEN now() END)`,
+			ids[i], uuid.New(), status, size, fmt.Sprintf("pkg-%d-%s", i, ids[i].String()[:8]), module, PackageChecksum); err != nil {
 			t.Fatalf("insert raw data package: %v", err)
 		}
 	}
@@ -113,7 +148,8 @@ func (e *Env) DriveAll(t testing.TB, mover string, kinds ...transfer.Kind) int {
 			if op.Kind == transfer.KindLongTermArchive && op.Destination != nil {
 				copies = []transfer.Copy{{Location: *op.Destination, Path: fmt.Sprintf("%s/%d", op.Kind, op.ID)}}
 			}
-			if _, err := e.Store.Complete(ctx, op.ID, mover, 100, "sha256:ab", copies); err != nil {
+			size, sum := Report(t, e.DB, op)
+			if _, err := e.Store.Complete(ctx, op.ID, mover, size, sum, copies); err != nil {
 				t.Fatalf("complete %d: %v", op.ID, err)
 			}
 			n++

@@ -28,6 +28,7 @@ func Access() map[string]Rule {
 		"POST /api/transfer/long-term-archive/reset-all-failed":             admin,
 		"POST /api/transfer/staging":                                        AnyUser(),
 		"GET /api/transfer/staging/{id}":                                    AnyUser(),
+		"GET /api/transfer/staging":                                         AnyUser(),
 		// Movers' agent API: service-account API tokens with write:data
 		"POST /api/transfer/agent/claim":                     ServiceAccount("write:data"),
 		"POST /api/transfer/agent/operations/{id}/heartbeat": ServiceAccount("write:data"),

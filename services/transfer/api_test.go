@@ -73,7 +73,7 @@ func dtpState(t *testing.T, gw, token string) string {
 // The planner's whole chain from finalized packages to ARCHIVED, driven by a mover through the
 // agent API behind the gateway, then staging on request.
 func TestPipelineThroughAgentAPI(t *testing.T) {
-	s := startStack(t, nil)
+	s := startStack(t, map[string]string{"OPS_STAGING_MAX_PACKAGES": "2", "OPS_STAGING_MAX_OPEN_JOBS": "1"})
 	gw := s.GatewayURL
 	pkgs := transfertest.AddPackages(t, s.Kit.DB, 3, 1000, "complete")
 	all := []string{"raw_data_package", "data_transfer_package", "transfer", "unpack", "long_term_archive"}
@@ -208,6 +208,35 @@ func TestPipelineThroughAgentAPI(t *testing.T) {
 	require.Equal(t, job.Operations[0].ID, read.Operations[0].ID)
 	require.Equal(t, "PENDING", read.Operations[0].Status)
 	require.Equal(t, 404, call(t, "GET", fmt.Sprintf("%s/api/transfer/staging/%d", gw, job.ID+1000), s.Viewer, nil).Status)
+	// A staging job is its requester's: another user reads it as unknown and does not list it;
+	// an admin sees every job. One user's open jobs and a job's packages are bounded.
+	carol := s.JWT(t, "carol", "viewer")
+	require.Equal(t, 404, call(t, "GET", gw+r.Header.Get("Location"), carol, nil).Status, "another user's staging job")
+	require.Equal(t, 200, call(t, "GET", fmt.Sprintf("%s/api/transfer/staging/%d", gw, job.ID), s.AdminJWT, nil).Status)
+	var jobs struct {
+		Total int `json:"total"`
+		Items []struct {
+			ID          int64          `json:"id"`
+			RequestedBy string         `json:"requested_by"`
+			Open        bool           `json:"open"`
+			Operations  map[string]int `json:"operations"`
+		} `json:"items"`
+	}
+	call(t, "GET", gw+"/api/transfer/staging", s.Viewer, nil).JSON(t, &jobs)
+	require.Equal(t, 1, jobs.Total)
+	require.Equal(t, job.ID, jobs.Items[0].ID)
+	require.True(t, jobs.Items[0].Open)
+	require.Equal(t, map[string]int{"PENDING": 1}, jobs.Items[0].Operations)
+	call(t, "GET", gw+"/api/transfer/staging", carol, nil).JSON(t, &jobs)
+	require.Zero(t, jobs.Total, "carol has no staging jobs")
+	call(t, "GET", gw+"/api/transfer/staging", s.AdminJWT, nil).JSON(t, &jobs)
+	require.Equal(t, 1, jobs.Total, "an admin lists everyone's")
+	r = call(t, "POST", gw+"/api/transfer/staging", s.Viewer, map[string]any{"raw_data_package_ids": []string{pkgs[1].String()}})
+	require.Equal(t, 429, r.Status, "bob has OPS_STAGING_MAX_OPEN_JOBS (1) open: %s", r.Body)
+	require.Contains(t, string(r.Body), "OPS_STAGING_MAX_OPEN_JOBS")
+	r = call(t, "POST", gw+"/api/transfer/staging", carol, map[string]any{"raw_data_package_ids": []string{pkgs[0].String(), pkgs[1].String(), pkgs[2].String()}})
+	require.Equal(t, 422, r.Status, "%s", r.Body)
+	require.Equal(t, "body.raw_data_package_ids", problemOf(t, r).Errors[0].Location)
 	require.Equal(t, 401, call(t, "GET", gw+fmt.Sprintf("/api/transfer/staging/%d", job.ID), "", nil).Status)
 	ops := claim(t, gw, s.Mover, map[string]any{"kinds": []string{"staging"}, "site": "cologne"})
 	require.Len(t, ops, 1)

@@ -123,6 +123,24 @@ type StagingJob struct {
 	Operations  []Operation `json:"operations"`
 }
 
+// StagingSummary is a staging job as the list of jobs shows it: its operations counted by status.
+type StagingSummary struct {
+	ID          int64          `json:"id" db:"id"`
+	RequestedBy string         `json:"requested_by" db:"requested_by"`
+	Destination string         `json:"destination_location" db:"destination"`
+	Reason      string         `json:"reason" db:"reason"`
+	CreatedAt   time.Time      `json:"created_at" db:"created_at"`
+	Open        bool           `json:"open" db:"open" doc:"Some operation is still PENDING or IN_PROGRESS."`
+	Operations  map[string]int `json:"operations" doc:"The job's operations by status."`
+}
+
+// StagingLimits bound what one user may ask of the staging movers (OPS_STAGING_MAX_PACKAGES,
+// OPS_STAGING_MAX_OPEN_JOBS): every package staged is a copy out of a long-term archive.
+type StagingLimits struct {
+	MaxPackages int // packages in one job
+	MaxOpenJobs int // jobs of one user with an operation still PENDING or IN_PROGRESS
+}
+
 // StagingRequest asks for archived packages to be staged to Destination (a processing location;
 // the first active one when empty).
 type StagingRequest struct {

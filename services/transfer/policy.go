@@ -297,3 +297,25 @@ type Replication struct {
 func (c *Config) Replication() Replication {
 	return Replication{MinCopies: c.ArchiveMinCopies, Sites: c.ArchiveSites}
 }
+
+// checkPackages refuses a staging job of more packages than one job may stage (422 naming the
+// limit).
+func (l StagingLimits) checkPackages(n int) error {
+	if l.MaxPackages > 0 && n > l.MaxPackages {
+		return problem.Field("body.raw_data_package_ids", fmt.Sprintf("at most %d packages per staging job (OPS_STAGING_MAX_PACKAGES)", l.MaxPackages), n)
+	}
+	return nil
+}
+
+// ErrTooManyStagingJobs refuses a staging job while its requester has OPS_STAGING_MAX_OPEN_JOBS
+// open ones (a 429: wait until one is done).
+var ErrTooManyStagingJobs error = tooManyStagingJobs{}
+
+type tooManyStagingJobs struct{}
+
+func (tooManyStagingJobs) Error() string {
+	return "too many open staging jobs (OPS_STAGING_MAX_OPEN_JOBS): wait until one is done"
+}
+
+// ProblemKind makes it a 429.
+func (tooManyStagingJobs) ProblemKind() problem.Kind { return problem.RateLimited }

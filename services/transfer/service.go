@@ -26,8 +26,12 @@ type Store interface {
 	ResetLegacy(ctx context.Context, kind LegacyKind, id int64, actor, reason string, dryRun bool) (LegacyReset, error)
 	ResetAllLegacy(ctx context.Context, kind LegacyKind, actor, reason string, dryRun bool) (LegacyResetAll, error)
 
-	CreateStaging(ctx context.Context, actor string, packages []uuid.UUID, destination, reason string) (StagingJob, error)
+	// CreateStaging records a staging job of actor's unless actor has maxOpen open jobs already
+	// (ErrTooManyStagingJobs), decided under a per-user lock so concurrent requests cannot pass.
+	CreateStaging(ctx context.Context, actor string, packages []uuid.UUID, destination, reason string, maxOpen int) (StagingJob, error)
 	StagingJobByID(ctx context.Context, id int64) (StagingJob, error)
+	// StagingJobs lists staging jobs, newest first: actor's, or everyone's when actor is "".
+	StagingJobs(ctx context.Context, actor string, limit, offset int) (Page[StagingSummary], error)
 
 	Heartbeat(ctx context.Context, id int64, holder string) (Operation, error)
 	Fail(ctx context.Context, id int64, holder string, f Failure) (Operation, error)
@@ -78,6 +82,7 @@ func (c Caller) adminOnly() error {
 // staging requests and the movers' agent API. The HTTP handlers decode a request, call one
 // method and encode its answer.
 type Service struct {
+	Staging    StagingLimits
 	Store      Store
 	Claimer    Claimer
 	Completer  Completer
@@ -215,14 +220,31 @@ func (s *Service) ReconcileInconsistent(ctx context.Context, c Caller) ([]StateC
 }
 
 // RequestStaging creates a staging job for the caller: one staging operation per ARCHIVED
-// package, to the requested processing location.
+// package, to the requested processing location, within the caller's StagingLimits.
 func (s *Service) RequestStaging(ctx context.Context, c Caller, r StagingRequest) (StagingJob, error) {
-	return s.Store.CreateStaging(ctx, c.Name, r.Packages, r.Destination, r.Reason)
+	if err := s.Staging.checkPackages(len(r.Packages)); err != nil {
+		return StagingJob{}, err
+	}
+	return s.Store.CreateStaging(ctx, c.Name, r.Packages, r.Destination, r.Reason, s.Staging.MaxOpenJobs)
 }
 
-// GetStaging returns staging job id with its operations.
-func (s *Service) GetStaging(ctx context.Context, id int64) (StagingJob, error) {
-	return s.Store.StagingJobByID(ctx, id)
+// GetStaging returns staging job id with its operations: the caller's own job (admins: any);
+// another user's reads as unknown (404), as if it did not exist.
+func (s *Service) GetStaging(ctx context.Context, c Caller, id int64) (StagingJob, error) {
+	job, err := s.Store.StagingJobByID(ctx, id)
+	if err == nil && !c.Admin && job.RequestedBy != c.Name {
+		return StagingJob{}, NotFound("staging job", id)
+	}
+	return job, err
+}
+
+// StagingJobs lists the caller's staging jobs (admins: everyone's), newest first.
+func (s *Service) StagingJobs(ctx context.Context, c Caller, limit, offset int) (Page[StagingSummary], error) {
+	actor := c.Name
+	if c.Admin {
+		actor = ""
+	}
+	return s.Store.StagingJobs(ctx, actor, limit, offset)
 }
 
 // Claim leases up to req.Max (default 1) due PENDING operations of req.Kinds to req.Holder,

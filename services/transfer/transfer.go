@@ -58,11 +58,18 @@ type Config struct {
 	// may hold open at one replica.
 	WSHeartbeat  time.Duration `env:"OPS_WS_HEARTBEAT" envDefault:"15s"`
 	WSMaxPerUser int           `env:"OPS_WS_MAX_PER_USER" envDefault:"8"`
+	// StagingMaxPackages and StagingMaxOpenJobs bound one user's staging requests (StagingLimits).
+	StagingMaxPackages int `env:"OPS_STAGING_MAX_PACKAGES" envDefault:"1000"`
+	StagingMaxOpenJobs int `env:"OPS_STAGING_MAX_OPEN_JOBS" envDefault:"10"`
 }
 
 // Validate checks the transfer settings.
 func (c *Config) Validate() error {
 	switch {
+	case c.StagingMaxPackages < 1 || c.StagingMaxPackages > 1000:
+		return &config.Invalid{Var: "OPS_STAGING_MAX_PACKAGES", Reason: "must be within [1, 1000] (a request lists at most 1000)"}
+	case c.StagingMaxOpenJobs < 1:
+		return &config.Invalid{Var: "OPS_STAGING_MAX_OPEN_JOBS", Reason: "must be at least 1"}
 	case c.DTPTargetBytes < 1:
 		return &config.Invalid{Var: "OPS_DTP_TARGET_BYTES", Reason: "must be at least 1"}
 	case c.DTPMaxWait < 0:

@@ -55,7 +55,8 @@ func NewCore(cfg *transfer.Config, p Parts) *Core {
 	c.Reconciler = &planner.Reconciler{Store: c.Store, Redis: p.Redis}
 	c.Planner = planner.NewPlanner(p.DB, c.Store, p.Redis, c.Reconciler, cfg, p.Log, p.Metrics)
 	c.Waker = planner.NewWaker(p.Redis)
-	c.Service = &transfer.Service{Store: c.Store, Claimer: c.Claimer, Completer: c.Completer, Reconciler: c.Reconciler, Waker: c.Waker}
+	c.Service = &transfer.Service{Store: c.Store, Claimer: c.Claimer, Completer: c.Completer, Reconciler: c.Reconciler, Waker: c.Waker,
+		Staging: transfer.StagingLimits{MaxPackages: cfg.StagingMaxPackages, MaxOpenJobs: cfg.StagingMaxOpenJobs}}
 	c.Hub = live.NewHub(c.Service, p.Redis, p.Log, cfg.WSHeartbeat, cfg.WSMaxPerUser, p.Metrics)
 	if p.Metrics != nil {
 		p.Metrics.MustRegister(planner.NewMetrics(c.Store))

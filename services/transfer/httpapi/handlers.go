@@ -304,11 +304,32 @@ func (h *Handlers) requestStaging(ctx context.Context, in *struct{ Body stagingB
 func (h *Handlers) getStaging(ctx context.Context, in *struct {
 	ID int64 `path:"id" minimum:"1" doc:"The staging job's id (from the Location of its request)."`
 }) (*struct{ Body transfer.StagingJob }, error) {
-	job, err := h.Service.GetStaging(ctx, in.ID)
+	c, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	job, err := h.Service.GetStaging(ctx, c, in.ID)
 	if err != nil {
 		return nil, err
 	}
 	return &struct{ Body transfer.StagingJob }{Body: job}, nil
+}
+
+type stagingListInput struct {
+	Limit  int `query:"limit" default:"50" minimum:"1" maximum:"500" doc:"Page size (1-500)."`
+	Offset int `query:"offset" default:"0" minimum:"0" doc:"Items to skip."`
+}
+
+func (h *Handlers) listStaging(ctx context.Context, in *stagingListInput) (*bodyOutput[transfer.Page[transfer.StagingSummary]], error) {
+	c, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	page, err := h.Service.StagingJobs(ctx, c, in.Limit, in.Offset)
+	if err != nil {
+		return nil, err
+	}
+	return out(page), nil
 }
 
 // ---- agent API ----

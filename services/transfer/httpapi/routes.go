@@ -134,6 +134,12 @@ func Register(api huma.API, app *fiber.App, h *Handlers) {
 		Description: "The staging job a request created (its Location): who asked, the destination and its staging " +
 			"operations with their current status. Any signed-in user, like the request; 404 for an unknown id.",
 	}), h.getStaging)
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "list-staging", Method: http.MethodGet, Path: "/api/transfer/staging",
+		Summary: "Your staging jobs", Tags: tags, Errors: []int{422},
+		Description: "The caller's staging jobs (an admin's: everyone's), newest first, each with its operations counted by " +
+			"status and whether it is still open.",
+	}), h.listStaging)
 
 	// ---- Agent API for movers (service-account token with write:data) ----
 	agent := []string{"Transfer agent (movers)"}

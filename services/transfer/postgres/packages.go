@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"encoding/json"
 	"context"
 	"database/sql"
 	"errors"
@@ -367,14 +368,62 @@ func (s *Store) StagingJobByID(ctx context.Context, id int64) (transfer.StagingJ
 	return job, err
 }
 
+// StagingJobs lists staging jobs newest first, actor's or (actor "") everyone's, each with its
+// operations counted by status.
+func (s *Store) StagingJobs(ctx context.Context, actor string, limit, offset int) (transfer.Page[transfer.StagingSummary], error) {
+	page := transfer.Page[transfer.StagingSummary]{Items: []transfer.StagingSummary{}, Limit: limit, Offset: offset}
+	if err := s.DB.GetContext(ctx, &page.Total, `SELECT count(*) FROM staging_jobs WHERE $1 = '' OR requested_by = $1`, actor); err != nil {
+		return page, err
+	}
+	rows, err := s.DB.QueryxContext(ctx, `
+		SELECT j.id, j.requested_by, l.name AS destination, j.reason, j.created_at,
+		       EXISTS (SELECT 1 FROM operations o WHERE o.staging_job_id = j.id AND o.status IN ('PENDING', 'SCHEDULED', 'IN_PROGRESS')) AS open,
+		       COALESCE((SELECT json_object_agg(status, n) FROM (SELECT o.status, count(*) AS n FROM operations o
+		                  WHERE o.staging_job_id = j.id GROUP BY o.status) c), '{}') AS counts
+		  FROM staging_jobs j JOIN data_locations l ON l.id = j.destination_location_id
+		 WHERE $1 = '' OR j.requested_by = $1
+		 ORDER BY j.id DESC LIMIT $2 OFFSET $3`, actor, limit, offset)
+	if err != nil {
+		return page, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var j transfer.StagingSummary
+		var counts []byte
+		if err := rows.Scan(&j.ID, &j.RequestedBy, &j.Destination, &j.Reason, &j.CreatedAt, &j.Open, &counts); err != nil {
+			return page, err
+		}
+		if err := json.Unmarshal(counts, &j.Operations); err != nil {
+			return page, err
+		}
+		page.Items = append(page.Items, j)
+	}
+	return page, rows.Err()
+}
+
 // CreateStaging requests staging of archived packages to a processing location (the first
 // active one when destination is empty): one staging operation per package, from an archive
 // location holding it.
-func (s *Store) CreateStaging(ctx context.Context, actor string, packages []uuid.UUID, destination, reason string) (transfer.StagingJob, error) {
+func (s *Store) CreateStaging(ctx context.Context, actor string, packages []uuid.UUID, destination, reason string, maxOpen int) (transfer.StagingJob, error) {
 	job := transfer.StagingJob{RequestedBy: actor}
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		var dest location
 		var err error
+		if maxOpen > 0 { // one user's requests one at a time, so the count below cannot be passed
+			if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext('obsops:staging:' || $1))`, actor); err != nil {
+				return err
+			}
+			var open int
+			if err := tx.GetContext(ctx, &open, `
+				SELECT count(*) FROM staging_jobs j WHERE j.requested_by = $1 AND EXISTS (
+				  SELECT 1 FROM operations o WHERE o.staging_job_id = j.id AND o.status IN ('PENDING', 'SCHEDULED', 'IN_PROGRESS'))`,
+				actor); err != nil {
+				return err
+			}
+			if open >= maxOpen {
+				return transfer.ErrTooManyStagingJobs
+			}
+		}
 		if destination == "" {
 			dest, err = firstLocation(ctx, tx, "processing")
 			if err != nil {

@@ -108,11 +108,11 @@ func TestPlannerChainIsIdempotent(t *testing.T) {
 	require.Equal(t, 6, count(t, e, `SELECT count(*) FROM long_term_archive_transfers`))
 
 	// Staging: archived packages only.
-	_, err = e.Store.CreateStaging(ctx, "bob", []uuid.UUID{uuid.New()}, "", "")
+	_, err = e.Store.CreateStaging(ctx, "bob", []uuid.UUID{uuid.New()}, "", "", 0)
 	var input *problem.FieldError
 	require.ErrorAs(t, err, &input)
 	require.Equal(t, "body.raw_data_package_ids[0]", input.Location)
-	job, err := e.Store.CreateStaging(ctx, "bob", ids[:2], "", "analysis")
+	job, err := e.Store.CreateStaging(ctx, "bob", ids[:2], "", "analysis", 0)
 	require.NoError(t, err)
 	require.Len(t, job.Operations, 2)
 	require.Equal(t, "cologne-processing", job.Destination)

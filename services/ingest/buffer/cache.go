@@ -103,15 +103,22 @@ func (b *Buffer) Forget(ctx context.Context, items []ingest.Item) error {
 	return err
 }
 
-// queueRemoval adds to pipe the removal of items' cached records and index entries: one HDEL
-// per kind and 1,000 records.
+// queueRemoval adds to pipe the removal of items' cached records, index entries and claims (their
+// rows, committed, now hold the rule in the database): one HDEL per kind and 1,000 records.
 func queueRemoval(ctx context.Context, pipe redis.Pipeliner, items []ingest.Item) {
 	byKind := map[string][]string{}
+	var claims []string
 	for _, it := range items {
 		byKind[it.Kind] = append(byKind[it.Kind], it.ID)
 		if it.Index != "" {
 			pipe.SRem(ctx, it.Index, it.ID)
 		}
+		for _, c := range it.Claims {
+			claims = append(claims, c.Key)
+		}
+	}
+	for start := 0; start < len(claims); start += 1000 {
+		pipe.HDel(ctx, claimsKey, claims[start:min(start+1000, len(claims))]...)
 	}
 	for kind, ids := range byKind {
 		for start := 0; start < len(ids); start += 1000 {

@@ -72,7 +72,7 @@ func New(svc *service.Service, cfg *ingest.Config, role string) (*App, error) {
 			Metrics: ingest.NewMetrics(svc.Metrics),
 		}
 		if !cfg.BufferingEnabled {
-			s.Direct = &postgres.Applier{DB: pools.Write, BatchRows: 5000}
+			s.Direct = &postgres.Applier{DB: pools.Write, BatchRows: 5000, RefuseCollisions: true}
 		}
 		httpapi.Register(svc.API, &httpapi.Handlers{
 			Auth:    authn.NewRemote(cfg.Config, cfg.AuthtokenURL, cfg.InternalSecret, svc.Redis, svc.Log),

@@ -27,6 +27,10 @@ type Applier struct {
 	// BatchRows is the most files one INSERT carries (a bulk task is split into such batches, in
 	// one transaction).
 	BatchRows int
+	// RefuseCollisions: a write that collides (a path, file or package name another record holds)
+	// fails, rolled back, instead of being kept in ingest_collisions — for the API's direct writes
+	// (buffering disabled), which answer only once applied; the worker leaves it false.
+	RefuseCollisions bool
 
 	newFilesStmt    atomic.Pointer[sqlx.Stmt] // insertFilesSQL, prepared on first use
 	upsertFilesStmt atomic.Pointer[sqlx.Stmt] // upsertFilesSQL, prepared on first use

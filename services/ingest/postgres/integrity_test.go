@@ -235,3 +235,34 @@ func TestDirectJoinRefusesFileOfAnotherPackage(t *testing.T) {
 	require.NoError(t, db.Get(&status, `SELECT status FROM raw_data_packages WHERE id = $1`, p2))
 	require.Equal(t, "building", status, "the refused finalize changed nothing")
 }
+
+// TestDirectWritesRefuseCollisions: with buffering disabled the API answers once the write is
+// applied, so a collision (a path another file took concurrently, a name, a file of another
+// package) fails the write, rolled back — answered 409 — instead of being kept aside.
+func TestDirectWritesRefuseCollisions(t *testing.T) {
+	db := openDB(t)
+	a := &postgres.Applier{DB: db, RefuseCollisions: true}
+	at := time.Date(2026, 11, 25, 5, 0, 0, 0, time.UTC)
+	eou := ingest.NewID()
+	file := func(path string) ingest.File {
+		return ingest.File{ID: ingest.NewID(), ExecutedObsUnitID: eou, InstrumentModuleID: 11, Path: path, SizeBytes: 1,
+			Checksum: "xxh64:0123456789abcdef", Meta: json.RawMessage(`{}`)}
+	}
+	first := file("a")
+	_, err := a.ApplyFiles(t.Context(), ingest.FilesTask{Envelope: ingest.Envelope{TxID: ingest.NewID(), AcceptedAt: at}, Files: []ingest.File{first}})
+	require.NoError(t, err)
+	_, err = a.ApplyFiles(t.Context(), ingest.FilesTask{Envelope: ingest.Envelope{TxID: ingest.NewID(), AcceptedAt: at}, Files: []ingest.File{file("b"), file("a")}})
+	var pe *ingest.PermanentError
+	require.ErrorAs(t, err, &pe)
+	require.Contains(t, pe.Error(), first.ID)
+	p1 := ingest.NewID()
+	_, err = a.ApplyPackage(t.Context(), ingest.PackageTask{Envelope: ingest.Envelope{TxID: ingest.NewID(), AcceptedAt: at},
+		Package: ingest.Package{ID: p1, ExecutedObsUnitID: eou, InstrumentModuleID: 11, Name: "n", FileIDs: []string{first.ID}}})
+	require.NoError(t, err)
+	_, err = a.ApplyPackage(t.Context(), ingest.PackageTask{Envelope: ingest.Envelope{TxID: ingest.NewID(), AcceptedAt: at},
+		Package: ingest.Package{ID: ingest.NewID(), ExecutedObsUnitID: eou, InstrumentModuleID: 11, Name: "n"}})
+	require.ErrorAs(t, err, &pe)
+	var n int
+	require.NoError(t, db.Get(&n, `SELECT (SELECT count(*) FROM ingest_collisions) + (SELECT count(*) FROM raw_data_files WHERE path = 'b')`))
+	require.Zero(t, n, "refused writes leave nothing behind")
+}

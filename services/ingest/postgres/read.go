@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
+	"github.com/obsops/obsops/pkg/groupcommit"
 	"github.com/obsops/obsops/services/ingest"
 )
 
@@ -28,6 +30,8 @@ type Store struct {
 	modMu     sync.Mutex
 	modules   map[int64]bool
 	modLoaded time.Time
+
+	lookups groupcommit.Group[fileLookup] // FilesByIDOrPath's shared queries
 }
 
 // writer is the pool for the direct writes (see Write).
@@ -126,11 +130,68 @@ FROM raw_data_packages WHERE id = ANY($1::uuid[])`, pq.StringArray(ids)); err !=
 }
 
 // FilesByIDOrPath returns the registered files that have one of ids or one of the (module, path)
-// pairs (modules[i], paths[i]): a registration's id and path checks in one query.
+// pairs (modules[i], paths[i]): a registration's id and path checks in one query. Small lookups
+// (single registrations, small bulks) made at about the same time share one query (a group
+// commit, as the buffer's rounds): under load, a registration's path check costs a fraction of a
+// round trip instead of one each.
 func (s *Store) FilesByIDOrPath(ctx context.Context, ids []string, modules []int64, paths []string) ([]ingest.RawDataFile, error) {
 	if len(ids) == 0 && len(paths) == 0 {
 		return nil, nil
 	}
+	if len(ids)+len(paths) > sharedLookupMax {
+		return s.filesByIDOrPath(ctx, ids, modules, paths)
+	}
+	round, err := s.lookups.Join(ctx, func(r *fileLookup) {
+		r.ids = append(r.ids, ids...)
+		r.modules = append(r.modules, modules...)
+		r.paths = append(r.paths, paths...)
+	}, func(r *fileLookup) error {
+		qctx, cancel := context.WithTimeout(context.Background(), lookupTimeout)
+		defer cancel()
+		r.rows, r.err = s.filesByIDOrPath(qctx, r.ids, r.modules, r.paths)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if round.err != nil {
+		return nil, round.err
+	}
+	mine := make(map[string]bool, len(ids)+len(paths))
+	for _, id := range ids {
+		mine[id] = true
+	}
+	for i, p := range paths {
+		mine[strconv.FormatInt(modules[i], 10)+":"+p] = true
+	}
+	var out []ingest.RawDataFile
+	for _, r := range round.rows {
+		if mine[r.ID] || mine[strconv.FormatInt(r.InstrumentModuleID, 10)+":"+r.Path] {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// Shared file lookups (FilesByIDOrPath): the most ids and paths one caller may bring to a shared
+// query, and the bound of that query.
+const (
+	sharedLookupMax = 128
+	lookupTimeout   = 10 * time.Second
+)
+
+// fileLookup is one shared query of FilesByIDOrPath: what its callers asked for, and every row
+// found for any of them (each caller keeps its own).
+type fileLookup struct {
+	ids     []string
+	modules []int64
+	paths   []string
+	rows    []ingest.RawDataFile
+	err     error
+}
+
+// filesByIDOrPath is FilesByIDOrPath's query.
+func (s *Store) filesByIDOrPath(ctx context.Context, ids []string, modules []int64, paths []string) ([]ingest.RawDataFile, error) {
 	if ids == nil {
 		ids = []string{}
 	}

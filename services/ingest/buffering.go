@@ -17,6 +17,9 @@ type Buffer interface {
 	Hold(ctx context.Context, w Write) (HoldResult, error)
 	// Get reads cached records of one kind by id; missing ones are absent from the map.
 	Get(ctx context.Context, kind string, ids ...string) (map[string]Cached, error)
+	// ClaimOwners returns the owner of each of the claim keys held by a buffered record (see
+	// Claim); keys nobody holds are absent.
+	ClaimOwners(ctx context.Context, keys ...string) (map[string]string, error)
 	// Exists reports which of the ids are cached as kind.
 	Exists(ctx context.Context, kind string, ids ...string) (map[string]bool, error)
 	// Members lists an index set (OUIndex, PackageIndex).

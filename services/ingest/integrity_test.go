@@ -310,3 +310,25 @@ func TestFinishBeforeStartFlaggedByWorker(t *testing.T) {
 	require.Contains(t, string(r.Body), "obsops_ingest_inconsistent_executions 1")
 	require.Contains(t, string(r.Body), "obsops_ingest_collisions 0")
 }
+
+// TestDirectWritesRespectBufferedClaims: a file a package still in the buffer was given cannot be
+// put into another package by the direct writes (PUT /raw_data_files/{id}, finalize): 409 naming
+// the package that has it, though the database does not know of it yet.
+func TestDirectWritesRespectBufferedClaims(t *testing.T) {
+	e := newSplitEnv(t)
+	st := e.start(t, startBody(e.obsUnit))
+	f := e.created(t, "/raw_data_files/", fileBody(st.ID, "claims/a.fits"))
+	p := e.created(t, "/raw_data_package/", pkgBody(st.ID, "p", f.ID))
+	q := e.created(t, "/raw_data_package/", pkgBody(st.ID, "q"))
+	r := e.do(t, http.MethodPut, "/raw_data_files/"+f.ID, e.token, map[string]any{"raw_data_package_id": q.ID})
+	require.Equal(t, http.StatusConflict, r.Status, "%s", r.Body)
+	require.Contains(t, r.detail(t), p.ID)
+	r = e.do(t, http.MethodPut, "/raw_data_package/"+q.ID+"/finalize", e.token, map[string]any{"size_bytes": 10, "checksum": "sha256:" + strings.Repeat("cd", 32), "file_ids": []string{f.ID}})
+	require.Equal(t, http.StatusConflict, r.Status, "%s", r.Body)
+	require.Contains(t, r.detail(t), p.ID)
+	ingestProc(t, e.s, "worker", nil)
+	e.waitCommitted(t, p.TransactionID)
+	require.Equal(t, 1, e.count(t, `SELECT count(*) FROM raw_data_package_files WHERE file_id = $1 AND package_id = $2`, f.ID, p.ID))
+	require.Zero(t, e.count(t, `SELECT count(*) FROM ingest_collisions`))
+	require.Zero(t, e.bufferStats(t).Archived)
+}

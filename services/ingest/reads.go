@@ -342,6 +342,31 @@ func (s *Service) checkJoin(ctx context.Context, id, pkg string, pending *FilesT
 		return problem.Field("body.raw_data_package_id", "a package's files are of its execution and instrument module: this package's are "+
 			in.ExecutedObsUnitID+" and "+strconv.FormatInt(in.InstrumentModuleID, 10)+", the file's "+eou+" and "+strconv.FormatInt(module, 10), pkg)
 	}
+	return s.checkClaimed(ctx, pkg, []string{id}, "body.raw_data_package_id")
+}
+
+// checkClaimed refuses (409 listing them) files a buffered write reserved for another package
+// than pkg (their ClaimMember claims): a direct write (file update, finalize) must not take a
+// file a package still in the buffer has been promised. Committed memberships are the
+// database's to refuse.
+func (s *Service) checkClaimed(ctx context.Context, pkg string, files []string, loc string) error {
+	keys := make([]string, len(files))
+	for i, f := range files {
+		keys[i] = ClaimMember + f
+	}
+	owners, err := s.Buffer.ClaimOwners(ctx, keys...)
+	if err != nil {
+		return s.readErr(err)
+	}
+	taken := map[string]string{}
+	for i, f := range files {
+		if o, ok := owners[keys[i]]; ok && o != pkg {
+			taken[f] = o
+		}
+	}
+	if len(taken) > 0 {
+		return &MembershipConflictError{Loc: loc, Files: taken}
+	}
 	return nil
 }
 
@@ -423,6 +448,9 @@ func (s *Service) Finalize(ctx context.Context, rawID string, body []byte) (RawD
 		}
 		if err := s.checkPackageFiles(ctx, id, eou, module, fin.FileIDs); err != nil {
 			return RawDataPackage{}, s.writeErr(err)
+		}
+		if err := s.checkClaimed(ctx, id, fin.FileIDs, "body.file_ids"); err != nil {
+			return RawDataPackage{}, err
 		}
 	}
 	row, _, err := s.Store.Finalize(ctx, id, fin, pending)

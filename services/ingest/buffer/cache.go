@@ -52,6 +52,25 @@ func (b *Buffer) Members(ctx context.Context, index string) ([]string, error) {
 	return m, nil
 }
 
+// ClaimOwners returns the owner of each of keys held in the claims hash (ingest.Claim), in one
+// HMGET per 1,000 keys; keys nobody holds are absent.
+func (b *Buffer) ClaimOwners(ctx context.Context, keys ...string) (map[string]string, error) {
+	out := map[string]string{}
+	for start := 0; start < len(keys); start += 1000 {
+		end := min(start+1000, len(keys))
+		vals, err := b.rdb.HMGet(ctx, claimsKey, keys[start:end]...).Result()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ingest.ErrBufferUnavailable, err)
+		}
+		for i, v := range vals {
+			if o, ok := v.(string); ok {
+				out[keys[start+i]] = o
+			}
+		}
+	}
+	return out, nil
+}
+
 // Exists reports which of the ids are held in the cache as kind: one pipelined HEXISTS per id,
 // so checking the up to 10,000 files of a package moves no record over the wire.
 func (b *Buffer) Exists(ctx context.Context, kind string, ids ...string) (map[string]bool, error) {

@@ -65,11 +65,12 @@ func (s *Service) idempotent(ctx context.Context, caller Caller, kind, key, meth
 	if result == "" {
 		result = "held"
 		var ce *BufferConflictError
+		var k problem.Kinded
 		switch {
 		case err == nil:
 		case errors.Is(err, ErrBufferUnavailable):
 			result = "unavailable"
-		case errors.As(err, &ce):
+		case errors.As(err, &ce), errors.As(err, &k) && k.ProblemKind() == problem.Conflict: // claims, paths, names too
 			result = "conflict"
 		default:
 			result = "refused"

@@ -305,6 +305,10 @@ func TestFinishBeforeStartFlaggedByWorker(t *testing.T) {
 	}, 30*time.Second, 50*time.Millisecond)
 	require.Equal(t, 1, e.count(t, `SELECT count(*) FROM executed_obs_units WHERE id = $1 AND inconsistent IS NOT NULL`, st.ID))
 	require.Zero(t, e.bufferStats(t).Archived, "nothing dead-lettered")
+	require.Eventually(t, func() bool { // the read says so, once the buffer has let go of the start
+		r := e.do(t, http.MethodGet, "/executed_obs_units/"+strconv.FormatInt(e.obsUnit, 10), e.token, nil)
+		return r.Status == http.StatusOK && strings.Contains(string(r.Body), `"inconsistent":"`)
+	}, 30*time.Second, 50*time.Millisecond)
 	r := doURL(t, e.c, http.MethodGet, url+"/metrics", "", nil)
 	require.Equal(t, http.StatusOK, r.Status)
 	require.Contains(t, string(r.Body), "obsops_ingest_inconsistent_executions 1")

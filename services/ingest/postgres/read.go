@@ -242,6 +242,7 @@ type eouRow struct {
 	StartMeta   json.RawMessage `db:"start_meta"`
 	FinishMeta  json.RawMessage `db:"finish_meta"`
 	FinishTxSet bool            `db:"finished"`
+	Flag        sql.NullString  `db:"inconsistent"`
 }
 
 func (r eouRow) record(status string) (ingest.ExecutedObsUnit, bool) {
@@ -262,10 +263,14 @@ func (r eouRow) record(status string) (ingest.ExecutedObsUnit, bool) {
 		t := r.EndTime.Time.UTC()
 		e.EndTime = &t
 	}
+	if r.Flag.Valid {
+		v := r.Flag.String
+		e.Inconsistent = &v
+	}
 	return e, r.FinishTxSet
 }
 
-const eouColumns = `id::text, obs_unit_id, instrument_module_id, site, status, start_time, end_time, start_meta, finish_meta, finish_tx IS NOT NULL AS finished`
+const eouColumns = `id::text, obs_unit_id, instrument_module_id, site, status, start_time, end_time, start_meta, finish_meta, finish_tx IS NOT NULL AS finished, inconsistent`
 
 // ExecutionsOf returns every committed execution of a planned obs unit (at most max), and for
 // each whether its finish has been applied.

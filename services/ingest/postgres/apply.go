@@ -8,6 +8,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -33,6 +34,7 @@ type Applier struct {
 	RefuseCollisions bool
 
 	newFilesStmt    atomic.Pointer[sqlx.Stmt] // insertFilesSQL, prepared on first use
+	bareFilesStmt   atomic.Pointer[sqlx.Stmt] // insertBareFilesSQL, prepared on first use
 	upsertFilesStmt atomic.Pointer[sqlx.Stmt] // upsertFilesSQL, prepared on first use
 	lsn             groupcommit.Group[walPosition]
 }
@@ -165,6 +167,16 @@ const insertFilesSQL = filesCTE + `
 ins AS (` + insertFilesRows + `)
 INSERT INTO raw_data_package_files (file_id, package_id) SELECT id, pkg FROM f WHERE pkg IS NOT NULL`
 
+// insertBareFilesSQL is insertFilesSQL for a batch in which no file names a package (nearly
+// all): the rows go straight from unnest into the table, without the CTE the membership needs
+// (which PostgreSQL would materialize).
+const insertBareFilesSQL = `
+INSERT INTO raw_data_files (id, executed_obs_unit_id, instrument_module_id, path, size_bytes, checksum, meta, tx, created_at)
+SELECT id, eou, module, path, size, checksum, meta::jsonb, ($9::uuid[])[task],
+       COALESCE(NULLIF(created, '')::timestamptz, ($10::timestamptz[])[task])
+FROM unnest($1::uuid[], $2::uuid[], $3::int[], $4::text[], $5::bigint[], $6::text[], $7::text[], $8::text[], $11::text[], $12::int[])
+     AS u(id, eou, module, path, size, checksum, pkg, meta, created, task)`
+
 // filesCTE is the unnested rows of a files batch (f); filesCTEDistinct once per id (a task
 // applied twice in one batch), for the upsert.
 const (
@@ -244,8 +256,19 @@ func (a *Applier) filesExec(ctx context.Context, tx *sqlx.Tx, upsert bool) (file
 	if upsert {
 		return st.ExecContext, nil
 	}
+	bare, err := a.prepared(ctx, &a.bareFilesStmt, insertBareFilesSQL)
+	if err != nil {
+		return nil, err
+	}
+	if tx != nil {
+		bare = tx.StmtxContext(ctx, bare)
+	}
 	return func(ctx context.Context, args ...any) (sql.Result, error) {
-		res, err := st.ExecContext(ctx, args...)
+		run := bare
+		if pkgs, _ := args[6].(pq.StringArray); slices.ContainsFunc(pkgs, func(p string) bool { return p != "" }) {
+			run = st
+		}
+		res, err := run.ExecContext(ctx, args...)
 		var pe *pq.Error
 		if errors.As(err, &pe) && pe.Code == "23505" { // a file, its path or its membership already there
 			return nil, errFileExists

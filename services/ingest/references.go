@@ -369,23 +369,18 @@ func (s *Service) checkPackageFiles(ctx context.Context, id, eou string, module 
 	if err != nil {
 		return err
 	}
-	files := make(map[string]RawDataFile, len(ids))
-	var ask []string
-	for _, f := range ids {
-		c, ok := cached[f]
-		var r CacheRecord[File]
-		if ok && json.Unmarshal(c.Record, &r) == nil {
-			files[f] = r.R.Record(r.At)
-		} else {
-			ask = append(ask, f)
-		}
-	}
-	committed, err := s.Store.Files(ctx, ask)
+	// Every id is asked of the database too (one query either way): a file both committed and
+	// still cached (just applied; at a secondary site until replicated) has its committed
+	// membership, which a package may have written, the record does not show.
+	files, err := s.Store.Files(ctx, ids)
 	if err != nil {
 		return dbErr(err)
 	}
-	for f, r := range committed {
-		files[f] = r // committed wins: its membership may come from a package too
+	for f, c := range cached {
+		var r CacheRecord[File]
+		if _, committed := files[f]; !committed && json.Unmarshal(c.Record, &r) == nil {
+			files[f] = r.R.Record(r.At)
+		}
 	}
 	var ve ValidationError
 	taken := map[string]string{}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"time"
 )
 
@@ -16,6 +17,9 @@ type Buffer interface {
 	Hold(ctx context.Context, w Write) (HoldResult, error)
 	// Get reads cached records of one kind by id; missing ones are absent from the map.
 	Get(ctx context.Context, kind string, ids ...string) (map[string]Cached, error)
+	// ClaimOwners returns the owner of each of the claim keys held by a buffered record (see
+	// Claim); keys nobody holds are absent.
+	ClaimOwners(ctx context.Context, keys ...string) (map[string]string, error)
 	// Exists reports which of the ids are cached as kind.
 	Exists(ctx context.Context, kind string, ids ...string) (map[string]bool, error)
 	// Members lists an index set (OUIndex, PackageIndex).
@@ -66,6 +70,66 @@ type Item struct {
 	Hash   string
 	Record any    // cached as JSON; a json.RawMessage is taken as already encoded
 	Index  string // "" or an index set key (see Buffer.OUIndex, Buffer.PackageIndex)
+	// Claims are what the record reserves while it is buffered (see Claim); released with it.
+	Claims []Claim
+}
+
+// Claim reserves, for a record while it is buffered, something only one record may hold: a
+// path on an instrument module (owner: the file), a file's membership of a package (owner: the
+// package) or a package name in an execution (owner: the package). Buffer.Hold checks and takes
+// a write's claims in the same script that holds its records, so of two concurrent writes
+// claiming one key with different owners exactly one is held and the other is refused at once
+// (*ClaimConflictError → 409), however close together they arrive; committed rows are checked in
+// the database before holding (references.go), and the database's unique keys hold the same
+// rules (migration 00018). A claim is released when its record leaves the buffer (committed, or
+// dropped from the dead letters).
+type Claim struct {
+	Key   string
+	Owner string
+}
+
+// Claim keys.
+const (
+	ClaimPath   = "path:"   // + module + ":" + path → file id
+	ClaimMember = "member:" // + file id → package id
+	ClaimName   = "name:"   // + executed obs unit id + ":" + name → package id
+)
+
+// FileClaims are the claims of a file's registration: its path, and its package if it names one.
+func FileClaims(f File) []Claim {
+	c := []Claim{{Key: ClaimPath + strconv.FormatInt(f.InstrumentModuleID, 10) + ":" + f.Path, Owner: f.ID}}
+	if f.RawDataPackageID != "" {
+		c = append(c, Claim{Key: ClaimMember + f.ID, Owner: f.RawDataPackageID})
+	}
+	return c
+}
+
+// PackageClaims are the claims of a package's creation: its name in its execution and its files.
+func PackageClaims(p Package) []Claim {
+	c := make([]Claim, 0, 1+len(p.FileIDs))
+	c = append(c, Claim{Key: ClaimName + p.ExecutedObsUnitID + ":" + p.Name, Owner: p.ID})
+	for _, f := range p.FileIDs {
+		c = append(c, Claim{Key: ClaimMember + f, Owner: p.ID})
+	}
+	return c
+}
+
+// ClaimConflictError is a write refused because another buffered record holds some of its claims:
+// per conflicting claim, the record (Items index) that asked for it and the owner holding it.
+type ClaimConflictError struct {
+	Conflicts []ClaimConflict
+}
+
+// ClaimConflict is one claim held by another owner.
+type ClaimConflict struct {
+	Item  int
+	Claim Claim
+	Owner string // who holds it
+}
+
+func (e *ClaimConflictError) Error() string {
+	c := e.Conflicts[0]
+	return "claim " + c.Claim.Key + " is held by " + c.Owner
 }
 
 // Write is one buffered write: its records and the task that applies them.

@@ -79,7 +79,9 @@ func runLoad(ctx context.Context, t *testing.T, e *env, eou string, n, perSecond
 						lg.acked[id] = path
 					}
 					lg.mu.Unlock()
-					if status == http.StatusCreated {
+					if status == http.StatusCreated || status == http.StatusConflict {
+						// 409: the path is registered already — an earlier attempt was held though its
+						// answer was lost (a phantom: allowed); a path is unique per module.
 						break
 					}
 				}

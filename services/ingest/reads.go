@@ -325,6 +325,65 @@ func (s *Service) Package(ctx context.Context, rawID string, limit, offset int) 
 	return view, nil
 }
 
+// checkJoin checks that file id may join package pkg (PUT /raw_data_files/{id} naming a
+// package, rule 1): the package exists (422) and is of the file's execution and module (422);
+// that the file is in no other package is held by the database when it is written (409, see
+// Store.UpdateFile).
+func (s *Service) checkJoin(ctx context.Context, id, pkg string, pending *FilesTask) error {
+	infos, err := s.packageInfos(ctx, []string{pkg})
+	if err != nil {
+		return s.writeErr(err)
+	}
+	in, ok := infos[pkg]
+	if !ok {
+		return problem.Field("body.raw_data_package_id", "no such raw data package", pkg)
+	}
+	var eou string
+	var module int64
+	if pending != nil {
+		eou, module = pending.Files[0].ExecutedObsUnitID, pending.Files[0].InstrumentModuleID
+	} else {
+		f, err := s.Store.File(ctx, id)
+		if err != nil {
+			return s.readErr(err)
+		}
+		if f == nil {
+			return notFound("no raw data file " + id)
+		}
+		eou, module = f.ExecutedObsUnitID, f.InstrumentModuleID
+	}
+	if in.ExecutedObsUnitID != eou || in.InstrumentModuleID != module {
+		return problem.Field("body.raw_data_package_id", "a package's files are of its execution and instrument module: this package's are "+
+			in.ExecutedObsUnitID+" and "+strconv.FormatInt(in.InstrumentModuleID, 10)+", the file's "+eou+" and "+strconv.FormatInt(module, 10), pkg)
+	}
+	return s.checkClaimed(ctx, pkg, []string{id}, "body.raw_data_package_id")
+}
+
+// checkClaimed refuses (409 listing them) files a buffered write reserved for another package
+// than pkg (their ClaimMember claims): a direct write (file update, finalize) must not take a
+// file a package still in the buffer has been promised. Committed memberships are the
+// database's to refuse.
+func (s *Service) checkClaimed(ctx context.Context, pkg string, files []string, loc string) error {
+	keys := make([]string, len(files))
+	for i, f := range files {
+		keys[i] = ClaimMember + f
+	}
+	owners, err := s.Buffer.ClaimOwners(ctx, keys...)
+	if err != nil {
+		return s.readErr(err)
+	}
+	taken := map[string]string{}
+	for i, f := range files {
+		if o, ok := owners[keys[i]]; ok && o != pkg {
+			taken[f] = o
+		}
+	}
+	if len(taken) > 0 {
+		return &MembershipConflictError{Loc: loc, Files: taken}
+	}
+	return nil
+}
+
 // UpdateFile changes a registered file in the database (not buffered; a registration still
 // buffered is applied first).
 func (s *Service) UpdateFile(ctx context.Context, rawID string, body []byte) (RawDataFile, error) {
@@ -336,15 +395,6 @@ func (s *Service) UpdateFile(ctx context.Context, rawID string, body []byte) (Ra
 	if err != nil {
 		return RawDataFile{}, err
 	}
-	if u.RawDataPackageID != nil {
-		missing, err := s.missingRecords(ctx, KindPackage, "raw_data_packages", []string{*u.RawDataPackageID})
-		if err != nil {
-			return RawDataFile{}, s.writeErr(err)
-		}
-		if missing[*u.RawDataPackageID] {
-			return RawDataFile{}, problem.Field("body.raw_data_package_id", "no such raw data package", *u.RawDataPackageID)
-		}
-	}
 	cached, err := s.Buffer.Get(ctx, KindFile, id)
 	if err != nil {
 		return RawDataFile{}, s.readErr(err)
@@ -354,6 +404,11 @@ func (s *Service) UpdateFile(ctx context.Context, rawID string, body []byte) (Ra
 		var r CacheRecord[File]
 		if json.Unmarshal(c.Record, &r) == nil {
 			pending = &FilesTask{Envelope: Envelope{TxID: c.Tx, AcceptedAt: r.At}, Files: []File{r.R}}
+		}
+	}
+	if u.RawDataPackageID != nil {
+		if err := s.checkJoin(ctx, id, *u.RawDataPackageID, pending); err != nil {
+			return RawDataFile{}, err
 		}
 	}
 	f, err := s.Store.UpdateFile(ctx, id, u, pending)
@@ -379,9 +434,6 @@ func (s *Service) Finalize(ctx context.Context, rawID string, body []byte) (RawD
 	if err != nil {
 		return RawDataPackage{}, err
 	}
-	if err := s.checkFileIDs(ctx, fin.FileIDs); err != nil {
-		return RawDataPackage{}, s.writeErr(err)
-	}
 	cached, err := s.Buffer.Get(ctx, KindPackage, id)
 	if err != nil {
 		return RawDataPackage{}, s.readErr(err)
@@ -391,6 +443,28 @@ func (s *Service) Finalize(ctx context.Context, rawID string, body []byte) (RawD
 		var r CacheRecord[Package]
 		if json.Unmarshal(c.Record, &r) == nil {
 			pending = &PackageTask{Envelope: Envelope{TxID: c.Tx, AcceptedAt: r.At}, Package: r.R}
+		}
+	}
+	if len(fin.FileIDs) > 0 {
+		var eou string
+		var module int64
+		if pending != nil {
+			eou, module = pending.Package.ExecutedObsUnitID, pending.Package.InstrumentModuleID
+		} else {
+			row, err := s.Store.Package(ctx, id)
+			if err != nil {
+				return RawDataPackage{}, s.readErr(err)
+			}
+			if row == nil {
+				return RawDataPackage{}, notFound("no raw data package " + id)
+			}
+			eou, module = row.Package.ExecutedObsUnitID, row.Package.InstrumentModuleID
+		}
+		if err := s.checkPackageFiles(ctx, id, eou, module, fin.FileIDs); err != nil {
+			return RawDataPackage{}, s.writeErr(err)
+		}
+		if err := s.checkClaimed(ctx, id, fin.FileIDs, "body.file_ids"); err != nil {
+			return RawDataPackage{}, err
 		}
 	}
 	row, _, err := s.Store.Finalize(ctx, id, fin, pending)

@@ -37,8 +37,11 @@ type ExecutedObsUnit struct {
 	StartTime          *time.Time      `json:"start_time"`
 	EndTime            *time.Time      `json:"end_time,omitempty"`
 	Meta               json.RawMessage `json:"meta"`
-	BufferStatus       string          `json:"buffer_status" enum:"buffered,committed,replicated,dead" doc:"Where the record was read from: buffered (held in the buffer, not in the main database yet), committed (in the main database; at a secondary site served from the buffer until this site's replica has it), replicated (read from this site's replica), dead (held in the buffer, but its write is a dead letter: it will not be applied unless an operator retries it; last_error says why). A record made of several writes (an execution's start and finish) reads as its least advanced one, dead before buffered."`
-	LastError          *string         `json:"last_error" doc:"Why the record's write is a dead letter (buffer_status dead), as its receipt says; null otherwise."`
+	// Inconsistent is why the execution's stored start and finish contradict each other (both
+	// acknowledged, by two sites; see postgres.Applier.ApplyStart), absent when they do not.
+	Inconsistent *string `json:"inconsistent,omitempty" doc:"Present only when the start and the finish, acknowledged separately (two sites), contradict each other (end before start): why. Both are kept; an operator decides."`
+	BufferStatus string  `json:"buffer_status" enum:"buffered,committed,replicated,dead" doc:"Where the record was read from: buffered (held in the buffer, not in the main database yet), committed (in the main database; at a secondary site served from the buffer until this site's replica has it), replicated (read from this site's replica), dead (held in the buffer, but its write is a dead letter: it will not be applied unless an operator retries it; last_error says why). A record made of several writes (an execution's start and finish) reads as its least advanced one, dead before buffered."`
+	LastError    *string `json:"last_error" doc:"Why the record's write is a dead letter (buffer_status dead), as its receipt says; null otherwise."`
 }
 
 // RawDataFile is a registered raw data file, as read.

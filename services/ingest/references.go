@@ -6,14 +6,18 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/obsops/obsops/pkg/problem"
 )
 
 // The reference rules of the buffered writes: every referenced record exists (in the buffer or
-// the database), no file joins a complete package, and a client-chosen id is not registered with
-// other content.
+// the database), no file joins a complete package, a client-chosen id is not registered with
+// other content, and the integrity rules of issue 23 (docs/api.md, "Integrity rules"): a file
+// belongs to at most one package, of its execution and module; a package name is unique in its
+// execution; a path is unique per instrument module; an execution ends after it starts; an
+// execution runs on a module of its obs unit's instrument.
 
 // checkObsUnit refuses (422 at loc) an obs unit that does not exist.
 func (s *Service) checkObsUnit(ctx context.Context, id int64, loc string) error {
@@ -111,42 +115,43 @@ func (s *Service) missingExecutions(ctx context.Context, ids []string) (map[stri
 	return missing, nil
 }
 
-// missingRecords returns which ids of kind (files, packages) exist neither in the buffer nor in
-// table.
-func (s *Service) missingRecords(ctx context.Context, kind, table string, ids []string) (map[string]bool, error) {
-	missing := map[string]bool{}
-	if len(ids) == 0 {
-		return missing, nil
-	}
-	inBuffer, err := s.Buffer.Exists(ctx, kind, ids...)
-	if err != nil {
-		return nil, err
-	}
-	var ask []string
-	for _, id := range ids {
-		if !inBuffer[id] {
-			ask = append(ask, id)
-		}
-	}
-	found, err := s.Store.ExistingIDs(ctx, table, ask)
+// packageInfos returns what files joining packages are checked against, for those of ids that
+// exist: committed (one query), else buffered (one Redis call for the rest; status building).
+func (s *Service) packageInfos(ctx context.Context, ids []string) (map[string]PackageInfo, error) {
+	infos, err := s.Store.PackageInfos(ctx, ids)
 	if err != nil {
 		return nil, dbErr(err)
 	}
-	for _, id := range ask {
-		if !found[id] {
-			missing[id] = true
+	var uncommitted []string
+	for _, p := range ids {
+		if _, ok := infos[p]; !ok {
+			uncommitted = append(uncommitted, p)
 		}
 	}
-	return missing, nil
+	cached, err := s.Buffer.Get(ctx, KindPackage, uncommitted...)
+	if err != nil {
+		return nil, err
+	}
+	for id, c := range cached {
+		var r CacheRecord[Package]
+		if json.Unmarshal(c.Record, &r) == nil {
+			infos[id] = PackageInfo{Status: PackageBuilding, ExecutedObsUnitID: r.R.ExecutedObsUnitID, InstrumentModuleID: r.R.InstrumentModuleID}
+		}
+	}
+	return infos, nil
 }
 
 // checkFiles validates the references of files (one or a bulk): modules, executed obs units and
-// packages exist, no package is complete, and no client-chosen id is registered with other
-// content. prefix(i) is the location of file i ("body" or "body.files[i]").
+// packages exist, a named package is of the file's execution and module and is not complete, no
+// client-chosen id is registered with other content, and no path is registered on its module
+// under another id (rule 2: a path is unique per instrument module). prefix(i) is the location
+// of file i ("body" or "body.files[i]"). Buffered files of the same path are refused when the
+// write is held (FileClaims), committed ones here — with the id check, in one query.
 func (s *Service) checkFiles(ctx context.Context, files []File, prefix func(int) string) error {
 	first := map[string]int{} // first file using each reference
 	var modules []int64
 	var eous, pkgs, clientIDs []string
+	fileModules, paths := make([]int64, len(files)), make([]string, len(files))
 	for i, f := range files {
 		mk := "m" + strconv.FormatInt(f.InstrumentModuleID, 10)
 		if _, ok := first[mk]; !ok {
@@ -166,6 +171,7 @@ func (s *Service) checkFiles(ctx context.Context, files []File, prefix func(int)
 		if f.ID != "" {
 			clientIDs = append(clientIDs, f.ID)
 		}
+		fileModules[i], paths[i] = f.InstrumentModuleID, f.Path
 	}
 	for _, m := range modules {
 		if err := s.checkModule(ctx, m, prefix(first["m"+strconv.FormatInt(m, 10)])+".instrument_module_id"); err != nil {
@@ -182,48 +188,91 @@ func (s *Service) checkFiles(ctx context.Context, files []File, prefix func(int)
 			ve = append(ve, problem.FieldError{Location: prefix(first["e"+e]) + ".executed_obs_unit_id", Message: "no such executed obs unit", Value: e})
 		}
 	}
-	// Packages: one query for existence and completeness; the buffer for those not committed yet.
-	statuses, err := s.Store.PackageStatuses(ctx, pkgs)
-	if err != nil {
-		return dbErr(err)
-	}
-	var uncommitted []string
-	for _, p := range pkgs {
-		if _, ok := statuses[p]; !ok {
-			uncommitted = append(uncommitted, p)
-		}
-	}
-	inBuffer, err := s.Buffer.Exists(ctx, KindPackage, uncommitted...)
+	infos, err := s.packageInfos(ctx, pkgs)
 	if err != nil {
 		return err
 	}
-	for _, p := range uncommitted {
-		if !inBuffer[p] {
+	for _, p := range pkgs {
+		if _, ok := infos[p]; !ok {
 			ve = append(ve, problem.FieldError{Location: prefix(first["p"+p]) + ".raw_data_package_id", Message: "no such raw data package", Value: p})
+		}
+	}
+	for i, f := range files {
+		if in, ok := infos[f.RawDataPackageID]; ok && (in.ExecutedObsUnitID != f.ExecutedObsUnitID || in.InstrumentModuleID != f.InstrumentModuleID) {
+			ve = append(ve, problem.FieldError{Location: prefix(i) + ".raw_data_package_id",
+				Message: "a package's files are of its execution and instrument module: this package's are " + in.ExecutedObsUnitID +
+					" and " + strconv.FormatInt(in.InstrumentModuleID, 10), Value: f.RawDataPackageID})
 		}
 	}
 	if len(ve) > 0 {
 		return ve
 	}
 	for _, p := range pkgs {
-		if statuses[p] == PackageComplete {
+		if infos[p].Status == PackageComplete {
 			return conflict(prefix(first["p"+p]) + ".raw_data_package_id: raw data package " + p + " is complete; no file can join it")
 		}
 	}
-	if len(clientIDs) == 0 {
-		return nil
-	}
-	existing, err := s.Store.Files(ctx, clientIDs)
+	existing, err := s.Store.FilesByIDOrPath(ctx, clientIDs, fileModules, paths)
 	if err != nil {
 		return dbErr(err)
 	}
+	byID := make(map[string]RawDataFile, len(existing))
+	byPath := make(map[string]RawDataFile, len(existing))
+	for _, r := range existing {
+		byID[r.ID] = r
+		byPath[strconv.FormatInt(r.InstrumentModuleID, 10)+":"+r.Path] = r
+	}
 	for i, f := range files {
-		if r, ok := existing[f.ID]; ok && !sameFile(f, r) {
+		if r, ok := byID[f.ID]; ok && f.ID != "" && !sameFile(f, r) {
 			return conflict(prefix(i) + ".id: file " + f.ID + " is already registered with other content; choose a new id")
+		}
+		if r, ok := byPath[strconv.FormatInt(f.InstrumentModuleID, 10)+":"+f.Path]; ok && r.ID != f.ID {
+			return &PathConflictError{Loc: prefix(i) + ".path", Path: f.Path, Module: f.InstrumentModuleID, ExistingID: r.ID}
 		}
 	}
 	return nil
 }
+
+// PathConflictError is a registration of a path its instrument module already has under another
+// file id (409, rule 2): the existing file is named so that the instrument can tell a retry of a
+// registration it forgot from a second file written over the first.
+type PathConflictError struct {
+	Loc        string
+	Path       string
+	Module     int64
+	ExistingID string
+}
+
+func (e *PathConflictError) Error() string {
+	return e.Loc + ": path " + strconv.Quote(e.Path) + " is already registered on instrument module " +
+		strconv.FormatInt(e.Module, 10) + " as file " + e.ExistingID + " (a path is unique per instrument module)"
+}
+
+// ProblemKind makes it a 409 (problem.Kinded).
+func (e *PathConflictError) ProblemKind() problem.Kind { return problem.Conflict }
+
+// MembershipConflictError is a package claiming files that already belong to another package
+// (409, rule 1: a file belongs to at most one package), listing them.
+type MembershipConflictError struct {
+	Loc   string
+	Files map[string]string // file id → the package holding it
+}
+
+func (e *MembershipConflictError) Error() string {
+	ids := make([]string, 0, len(e.Files))
+	for f := range e.Files {
+		ids = append(ids, f)
+	}
+	slices.Sort(ids)
+	parts := make([]string, len(ids))
+	for i, f := range ids {
+		parts[i] = f + " (in package " + e.Files[f] + ")"
+	}
+	return e.Loc + ": a file belongs to at most one package; already in another package: " + strings.Join(parts, ", ")
+}
+
+// ProblemKind makes it a 409 (problem.Kinded).
+func (e *MembershipConflictError) ProblemKind() problem.Kind { return problem.Conflict }
 
 // sameJSON compares two JSON documents by value (jsonb reorders keys).
 func sameJSON(a, b json.RawMessage) bool {
@@ -247,8 +296,13 @@ func sameFile(f File, r RawDataFile) bool {
 	return same
 }
 
-// checkPackage validates a package creation's references and a client-chosen id.
-func (s *Service) checkPackage(ctx context.Context, p Package) error {
+// checkPackage validates a package creation (p.ID set; clientID: chosen by the client): module
+// and execution exist, the name is not another package's in the execution, and the files (rule
+// 1) exist, are of the package's execution and module and belong to no other package. Committed
+// rows are checked here (the package lookup by id and name in one query, the files in one);
+// buffered packages of the same name or claiming the same files are refused when the write is
+// held (PackageClaims).
+func (s *Service) checkPackage(ctx context.Context, p Package, clientID bool) error {
 	if err := s.checkModule(ctx, p.InstrumentModuleID, "body.instrument_module_id"); err != nil {
 		return err
 	}
@@ -259,42 +313,95 @@ func (s *Service) checkPackage(ctx context.Context, p Package) error {
 	if missing[p.ExecutedObsUnitID] {
 		return problem.Field("body.executed_obs_unit_id", "no such executed obs unit", p.ExecutedObsUnitID)
 	}
-	if err := s.checkFileIDs(ctx, p.FileIDs); err != nil {
-		return err
+	id := ""
+	if clientID {
+		id = p.ID
 	}
-	if p.ID == "" {
-		return nil
-	}
-	row, err := s.Store.Package(ctx, p.ID)
+	rows, err := s.Store.PackagesByIDOrName(ctx, id, p.ExecutedObsUnitID, p.Name)
 	if err != nil {
 		return dbErr(err)
 	}
-	if row != nil {
-		a, b := slices.Clone(p.FileIDs), slices.Clone(row.FileIDs)
-		slices.Sort(a)
-		slices.Sort(b)
-		if row.Package.ExecutedObsUnitID != p.ExecutedObsUnitID || row.Package.InstrumentModuleID != p.InstrumentModuleID ||
-			row.Package.Name != p.Name || (row.Package.Status == PackageBuilding && !slices.Equal(a, b)) {
+	for _, row := range rows {
+		switch {
+		case row.Package.ID != p.ID:
+			return &NameConflictError{Execution: p.ExecutedObsUnitID, Name: p.Name, ExistingID: row.Package.ID}
+		case row.Package.ExecutedObsUnitID != p.ExecutedObsUnitID || row.Package.InstrumentModuleID != p.InstrumentModuleID || row.Package.Name != p.Name:
 			return conflict("body.id: raw data package " + p.ID + " already exists with other content; choose a new id")
+		case row.Package.Status == PackageComplete && !subset(p.FileIDs, row.FileIDs):
+			return conflict("body.id: raw data package " + p.ID + " is complete with other files; no file can join it")
 		}
 	}
-	return nil
+	return s.checkPackageFiles(ctx, p.ID, p.ExecutedObsUnitID, p.InstrumentModuleID, p.FileIDs)
 }
 
-// checkFileIDs checks that every listed file is registered (buffered or committed).
-func (s *Service) checkFileIDs(ctx context.Context, ids []string) error {
-	missing, err := s.missingRecords(ctx, KindFile, "raw_data_files", ids)
+// subset reports whether every element of a is in b.
+func subset(a, b []string) bool {
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			return false
+		}
+	}
+	return true
+}
+
+// NameConflictError is a package named as another package of its execution (409, rule 1).
+type NameConflictError struct {
+	Execution, Name, ExistingID string
+}
+
+func (e *NameConflictError) Error() string {
+	return "body.name: execution " + e.Execution + " already has a package named " + strconv.Quote(e.Name) + ": " + e.ExistingID +
+		" (a package name is unique within its execution)"
+}
+
+// ProblemKind makes it a 409 (problem.Kinded).
+func (e *NameConflictError) ProblemKind() problem.Kind { return problem.Conflict }
+
+// checkPackageFiles checks the files a package (id, of execution eou and module) names at
+// creation or finalize (body.file_ids): each is registered, committed or buffered (422), of the
+// package's execution and module (422), and in no other package (409 listing them). Buffered
+// records are read in one Redis call, the others in one query.
+func (s *Service) checkPackageFiles(ctx context.Context, id, eou string, module int64, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	cached, err := s.Buffer.Get(ctx, KindFile, ids...)
 	if err != nil {
 		return err
 	}
+	// Every id is asked of the database too (one query either way): a file both committed and
+	// still cached (just applied; at a secondary site until replicated) has its committed
+	// membership, which a package may have written, the record does not show.
+	files, err := s.Store.Files(ctx, ids)
+	if err != nil {
+		return dbErr(err)
+	}
+	for f, c := range cached {
+		var r CacheRecord[File]
+		if _, committed := files[f]; !committed && json.Unmarshal(c.Record, &r) == nil {
+			files[f] = r.R.Record(r.At)
+		}
+	}
 	var ve ValidationError
-	for i, id := range ids {
-		if missing[id] {
-			ve = append(ve, problem.FieldError{Location: "body.file_ids[" + strconv.Itoa(i) + "]", Message: "no such raw data file", Value: id})
+	taken := map[string]string{}
+	for i, f := range ids {
+		loc := "body.file_ids[" + strconv.Itoa(i) + "]"
+		r, ok := files[f]
+		switch {
+		case !ok:
+			ve = append(ve, problem.FieldError{Location: loc, Message: "no such raw data file", Value: f})
+		case r.ExecutedObsUnitID != eou || r.InstrumentModuleID != module:
+			ve = append(ve, problem.FieldError{Location: loc, Message: "a package's files are of its execution and instrument module: this file's are " +
+				r.ExecutedObsUnitID + " and " + strconv.FormatInt(r.InstrumentModuleID, 10), Value: f})
+		case r.RawDataPackageID != nil && *r.RawDataPackageID != id:
+			taken[f] = *r.RawDataPackageID
 		}
 	}
 	if len(ve) > 0 {
 		return ve
+	}
+	if len(taken) > 0 {
+		return &MembershipConflictError{Loc: "body.file_ids", Files: taken}
 	}
 	return nil
 }

@@ -21,8 +21,13 @@ type Store interface {
 	ModuleAllowed(ctx context.Context, obsUnit, module int64) (bool, error)
 	// ExistingIDs reports which ids have a row in table.
 	ExistingIDs(ctx context.Context, table string, ids []string) (map[string]bool, error)
-	// PackageStatuses returns the status of each committed package among ids.
-	PackageStatuses(ctx context.Context, ids []string) (map[string]string, error)
+	// PackageInfos returns status, execution and module of each committed package among ids.
+	PackageInfos(ctx context.Context, ids []string) (map[string]PackageInfo, error)
+	// FilesByIDOrPath returns the registered files having one of ids or one of the (module,
+	// path) pairs (modules[i], paths[i]), in one query.
+	FilesByIDOrPath(ctx context.Context, ids []string, modules []int64, paths []string) ([]RawDataFile, error)
+	// PackagesByIDOrName returns the packages with id or named name in execution eou.
+	PackagesByIDOrName(ctx context.Context, id, eou, name string) ([]PackageRow, error)
 	// ExecutedObsUnit returns an execution (nil if none) and whether its finish is applied.
 	ExecutedObsUnit(ctx context.Context, id string) (*ExecutedObsUnit, bool, error)
 	// ExecutionsOf returns the executions of an obs unit (at most max) and which are finished.
@@ -67,7 +72,14 @@ type PermanentError struct{ Err error }
 func (e *PermanentError) Error() string { return "permanent: " + e.Err.Error() }
 func (e *PermanentError) Unwrap() error { return e.Err }
 
-// PackageRow is a package as stored, with what finalize compares.
+// PackageInfo is what a file joining a committed package is checked against.
+type PackageInfo struct {
+	Status             string
+	ExecutedObsUnitID  string
+	InstrumentModuleID int64
+}
+
+// PackageRow is a package as stored, with what finalize compares (FileIDs: its members).
 type PackageRow struct {
 	Package      RawDataPackage
 	FileIDs      []string

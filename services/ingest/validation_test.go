@@ -120,7 +120,9 @@ func TestIdempotencyKey(t *testing.T) {
 	require.Equal(t, http.StatusConflict, other.Status, "%s", other.Body)
 
 	// Client-chosen id, no key: the retry answers the original transaction; other content 409.
+	// (Another path: x/1.fits is registered, and a path is unique per instrument module.)
 	id := ingest.NewID()
+	body = fileBody(eou, "x/3.fits")
 	body["id"] = id
 	a := e.do(t, "POST", "/raw_data_files/", e.token, body)
 	require.Equal(t, http.StatusCreated, a.Status, "%s", a.Body)

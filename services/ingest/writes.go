@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/obsops/obsops/pkg/database"
@@ -64,11 +65,12 @@ func (s *Service) idempotent(ctx context.Context, caller Caller, kind, key, meth
 	if result == "" {
 		result = "held"
 		var ce *BufferConflictError
+		var k problem.Kinded
 		switch {
 		case err == nil:
 		case errors.Is(err, ErrBufferUnavailable):
 			result = "unavailable"
-		case errors.As(err, &ce):
+		case errors.As(err, &ce), errors.As(err, &k) && k.ProblemKind() == problem.Conflict: // claims, paths, names too
 			result = "conflict"
 		default:
 			result = "refused"
@@ -275,7 +277,7 @@ func (s *Service) RegisterFile(ctx context.Context, caller Caller, req WriteRequ
 		if err := s.checkFiles(ctx, files, func(int) string { return "body" }); err != nil {
 			return heldAnswer{}, err
 		}
-		tx, err := s.holdFiles(ctx, files)
+		tx, err := s.holdFiles(ctx, files, func(int) string { return "body" })
 		if err != nil {
 			return heldAnswer{}, err
 		}
@@ -290,10 +292,11 @@ func (s *Service) RegisterFiles(ctx context.Context, caller Caller, req WriteReq
 		if err != nil {
 			return heldAnswer{}, err
 		}
-		if err := s.checkFiles(ctx, files, func(i int) string { return "body.files[" + strconv.Itoa(i) + "]" }); err != nil {
+		prefix := func(i int) string { return "body.files[" + strconv.Itoa(i) + "]" }
+		if err := s.checkFiles(ctx, files, prefix); err != nil {
 			return heldAnswer{}, err
 		}
-		tx, err := s.holdFiles(ctx, files)
+		tx, err := s.holdFiles(ctx, files, prefix)
 		if err != nil {
 			return heldAnswer{}, err
 		}
@@ -305,10 +308,12 @@ func (s *Service) RegisterFiles(ctx context.Context, caller Caller, req WriteReq
 	})
 }
 
-// holdFiles assigns missing ids and holds the files as one task.
+// holdFiles assigns missing ids and holds the files as one task, with their claims (FileClaims:
+// a path, or a file's package, held by another buffered record is a 409 naming it; prefix(i)
+// locates file i in the request).
 // Each file is encoded once: its fingerprint, its cache entry (cacheRecord) and the task are
 // made of the same bytes (a 1,000-file bulk spent a third of its API time encoding them thrice).
-func (s *Service) holdFiles(ctx context.Context, files []File) (string, error) {
+func (s *Service) holdFiles(ctx context.Context, files []File, prefix func(int) string) (string, error) {
 	at := time.Now().UTC()
 	atJSON, err := json.Marshal(at)
 	if err != nil {
@@ -328,17 +333,27 @@ func (s *Service) holdFiles(ctx context.Context, files []File) (string, error) {
 		encoded[i] = b
 		rec := make([]byte, 0, len(atJSON)+len(b)+12)
 		rec = append(append(append(append(append(rec, `{"at":`...), atJSON...), `,"r":`...), b...), '}') // cacheRecord{at, f}
-		items[i] = Item{Kind: KindFile, ID: f.ID, Hash: HashJSON(b), Record: json.RawMessage(rec)}
+		items[i] = Item{Kind: KindFile, ID: f.ID, Hash: HashJSON(b), Record: json.RawMessage(rec), Claims: FileClaims(f)}
 		if f.RawDataPackageID != "" {
 			items[i].Index = s.Buffer.PackageIndex(f.RawDataPackageID)
 		}
 	}
-	return s.hold(ctx, Write{
+	tx, err := s.hold(ctx, Write{
 		Tx: NewID(), TaskType: TaskFiles, TaskID: FilesTaskID(files), Items: items,
 		Payload: func(tx string) ([]byte, error) {
 			return EncodeFilesTask(Envelope{TxID: tx, AcceptedAt: at}, encoded)
 		},
 	})
+	var cc *ClaimConflictError
+	if errors.As(err, &cc) {
+		c := cc.Conflicts[0]
+		f := files[c.Item]
+		if strings.HasPrefix(c.Claim.Key, ClaimMember) {
+			return "", &MembershipConflictError{Loc: prefix(c.Item) + ".raw_data_package_id", Files: map[string]string{f.ID: c.Owner}}
+		}
+		return "", &PathConflictError{Loc: prefix(c.Item) + ".path", Path: f.Path, Module: f.InstrumentModuleID, ExistingID: c.Owner}
+	}
+	return tx, err
 }
 
 // CreatePackage creates a raw data package, status building (buffered).
@@ -348,25 +363,43 @@ func (s *Service) CreatePackage(ctx context.Context, caller Caller, req WriteReq
 		if err != nil {
 			return heldAnswer{}, err
 		}
-		if err := s.checkPackage(ctx, p); err != nil {
-			return heldAnswer{}, err
-		}
-		if p.ID == "" {
+		clientID := p.ID != ""
+		if !clientID {
 			p.ID = NewID()
+		}
+		if err := s.checkPackage(ctx, p, clientID); err != nil {
+			return heldAnswer{}, err
 		}
 		at := time.Now().UTC()
 		tx, err := s.hold(ctx, Write{
 			Tx: NewID(), TaskType: TaskPackage, TaskID: PackageTaskID(p.ID),
-			Items: []Item{{Kind: KindPackage, ID: p.ID, Hash: Hash(p), Record: CacheRecord[Package]{at, p}}},
+			Items: []Item{{Kind: KindPackage, ID: p.ID, Hash: Hash(p), Record: CacheRecord[Package]{at, p}, Claims: PackageClaims(p)}},
 			Payload: payload(func(tx string) any {
 				return PackageTask{Envelope: Envelope{TxID: tx, AcceptedAt: at}, Package: p}
 			}),
 		})
+		var cc *ClaimConflictError
+		if errors.As(err, &cc) {
+			return heldAnswer{}, packageClaimConflict(p, cc)
+		}
 		if err != nil {
 			return heldAnswer{}, err
 		}
 		return heldAnswer{location: "/raw_data_package/" + p.ID, body: BufferedAnswer{ID: p.ID, TransactionID: tx, Status: s.writeStatus()}}, nil
 	})
+}
+
+// packageClaimConflict is the 409 of a package whose name or files another buffered package
+// holds: the name first, else every file held, with its package.
+func packageClaimConflict(p Package, cc *ClaimConflictError) error {
+	taken := map[string]string{}
+	for _, c := range cc.Conflicts {
+		if strings.HasPrefix(c.Claim.Key, ClaimName) {
+			return &NameConflictError{Execution: p.ExecutedObsUnitID, Name: p.Name, ExistingID: c.Owner}
+		}
+		taken[strings.TrimPrefix(c.Claim.Key, ClaimMember)] = c.Owner
+	}
+	return &MembershipConflictError{Loc: "body.file_ids", Files: taken}
 }
 
 // writeStatus is what a held write answers: buffered, or committed without buffering.

@@ -72,7 +72,7 @@ func New(svc *service.Service, cfg *ingest.Config, role string) (*App, error) {
 			Metrics: ingest.NewMetrics(svc.Metrics),
 		}
 		if !cfg.BufferingEnabled {
-			s.Direct = &postgres.Applier{DB: pools.Write, BatchRows: 5000}
+			s.Direct = &postgres.Applier{DB: pools.Write, BatchRows: 5000, RefuseCollisions: true}
 		}
 		httpapi.Register(svc.API, &httpapi.Handlers{
 			Auth:    authn.NewRemote(cfg.Config, cfg.AuthtokenURL, cfg.InternalSecret, svc.Redis, svc.Log),
@@ -114,6 +114,7 @@ func (a *App) addWorker(cfg *ingest.Config, buf *buffer.Buffer, pools *database.
 		Secondary: cfg.SiteType == "secondary", Probe: probe,
 		Appliers: min(worker.DefaultAppliers, cfg.DBMaxConns),
 	}
+	worker.RegisterIntegrityGauges(a.svc.Metrics, &postgres.Applier{DB: probe})
 	srv := worker.New(a.svc.Redis, cfg.WorkerConcurrency, log, h)
 	a.svc.AddReadiness("worker", func(context.Context) error { return srv.Ping() })
 	a.loops = append(a.loops, service.Loop{Name: "worker", Run: func(ctx context.Context) error {

@@ -27,6 +27,7 @@ const (
 	ouIndexPrefix  = "ingest:ou:"       // + obs unit id → set of buffered executed obs unit ids
 	pkgIndexPrefix = "ingest:pkgfiles:" // + package id → set of buffered file ids naming it
 	txPrefix       = "ingest:tx:"       // + tx → JSON txInfo
+	claimsKey      = "ingest:claims"    // hash: claim key → owner (ingest.Claim; holdScript names it too)
 	txStatePrefix  = "ingest:txstate:"  // + tx → hash: attempts, last_error, committed_at, lsn
 	idemPrefix     = "ingest:idem:"     // + user id + ":" + key digest → JSON idemEntry
 )

@@ -52,6 +52,25 @@ func (b *Buffer) Members(ctx context.Context, index string) ([]string, error) {
 	return m, nil
 }
 
+// ClaimOwners returns the owner of each of keys held in the claims hash (ingest.Claim), in one
+// HMGET per 1,000 keys; keys nobody holds are absent.
+func (b *Buffer) ClaimOwners(ctx context.Context, keys ...string) (map[string]string, error) {
+	out := map[string]string{}
+	for start := 0; start < len(keys); start += 1000 {
+		end := min(start+1000, len(keys))
+		vals, err := b.rdb.HMGet(ctx, claimsKey, keys[start:end]...).Result()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ingest.ErrBufferUnavailable, err)
+		}
+		for i, v := range vals {
+			if o, ok := v.(string); ok {
+				out[keys[start+i]] = o
+			}
+		}
+	}
+	return out, nil
+}
+
 // Exists reports which of the ids are held in the cache as kind: one pipelined HEXISTS per id,
 // so checking the up to 10,000 files of a package moves no record over the wire.
 func (b *Buffer) Exists(ctx context.Context, kind string, ids ...string) (map[string]bool, error) {
@@ -103,15 +122,22 @@ func (b *Buffer) Forget(ctx context.Context, items []ingest.Item) error {
 	return err
 }
 
-// queueRemoval adds to pipe the removal of items' cached records and index entries: one HDEL
-// per kind and 1,000 records.
+// queueRemoval adds to pipe the removal of items' cached records, index entries and claims (their
+// rows, committed, now hold the rule in the database): one HDEL per kind and 1,000 records.
 func queueRemoval(ctx context.Context, pipe redis.Pipeliner, items []ingest.Item) {
 	byKind := map[string][]string{}
+	var claims []string
 	for _, it := range items {
 		byKind[it.Kind] = append(byKind[it.Kind], it.ID)
 		if it.Index != "" {
 			pipe.SRem(ctx, it.Index, it.ID)
 		}
+		for _, c := range it.Claims {
+			claims = append(claims, c.Key)
+		}
+	}
+	for start := 0; start < len(claims); start += 1000 {
+		pipe.HDel(ctx, claimsKey, claims[start:min(start+1000, len(claims))]...)
 	}
 	for kind, ids := range byKind {
 		for start := 0; start < len(ids); start += 1000 {

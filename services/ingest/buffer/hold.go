@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -66,6 +67,8 @@ func (b *Buffer) Hold(ctx context.Context, w ingest.Write) (ingest.HoldResult, e
 		return ingest.HoldResult{}, hw.err
 	}
 	switch hw.outcome {
+	case "claimed":
+		return ingest.HoldResult{}, claimConflict(w, hw.detail)
 	case "conflict":
 		i, _ := strconv.Atoi(hw.detail)
 		return ingest.HoldResult{}, &ingest.BufferConflictError{Index: i - 1, ID: w.Items[i-1].ID}
@@ -226,8 +229,56 @@ func holdArgs(ws []*heldWrite) ([]string, []any, error) {
 		for _, f := range w.Fences {
 			args = append(args, f)
 		}
+		args = appendClaims(args, w.Items)
 	}
 	return keys, args, nil
+}
+
+// Claims (ingest.Claim): holdScript checks and takes a write's claims in the hash claimsKey
+// (claim key → owner), after its records and index entries in its arguments: their number c,
+// then c pairs (claim key, owner). A write one of whose claims another owner holds is answered
+// {"claimed", "j|owner,…"} (1-based claims, every one held by another) and nothing of it is
+// held; an accepted write's claims are set with its records, and removed with them
+// (queueRemoval).
+
+// appendClaims appends the claims of items to a write's script arguments.
+func appendClaims(args []any, items []ingest.Item) []any {
+	n := 0
+	for _, it := range items {
+		n += len(it.Claims)
+	}
+	args = append(slices.Grow(args, 1+2*n), n)
+	for _, it := range items {
+		for _, c := range it.Claims {
+			args = append(args, c.Key, c.Owner)
+		}
+	}
+	return args
+}
+
+// claimConflict reads holdScript's "claimed" detail into the error naming, per claim held by
+// another owner, the record that asked for it and that owner.
+func claimConflict(w ingest.Write, detail string) error {
+	type at struct {
+		item  int
+		claim ingest.Claim
+	}
+	var all []at
+	for i, it := range w.Items {
+		for _, c := range it.Claims {
+			all = append(all, at{i, c})
+		}
+	}
+	e := &ingest.ClaimConflictError{}
+	for _, part := range strings.Split(detail, ",") {
+		j, owner, _ := strings.Cut(part, "|")
+		n, err := strconv.Atoi(j)
+		if err != nil || n < 1 || n > len(all) {
+			return fmt.Errorf("%w: unreadable claim outcome %q", ingest.ErrBufferUnavailable, detail)
+		}
+		e.Conflicts = append(e.Conflicts, ingest.ClaimConflict{Item: all[n-1].item, Claim: all[n-1].claim, Owner: owner})
+	}
+	return e
 }
 
 // holdScript holds the writes of one round and enqueues the one task that applies those it
@@ -250,9 +301,9 @@ func holdArgs(ws []*heldWrite) ([]string, []any, error) {
 // payload is {"writes":[…]} of the accepted writes' payloads; "0": the one write's payload as it
 // is), number of writes; then per write: number of records n, number of index entries m, tx, tx
 // info, payload, number of fence keys f, then n pairs (record id, cache entry), then m pairs
-// (index set, member), then f fence keys. Replies one {outcome, detail} per write: {"new", ""},
-// {"replay", tx}, {"unqueued", tx}, {"conflict", i} (1-based record) or {"fenced", value of the
-// fence key}.
+// (index set, member), then f fence keys, then its claims (appendClaims). Replies one {outcome,
+// detail} per write: {"new", ""}, {"replay", tx}, {"unqueued", tx}, {"conflict", i} (1-based
+// record), {"claimed", "j|owner,…"} or {"fenced", value of the fence key}.
 const holdScript = `
 local function varint(n)
   local s = ''
@@ -267,6 +318,20 @@ local function fenced(s, c)
   end
   return false
 end
+local function claimed(ca, c)
+  local held = {}
+  for s = 0, c - 1, 1000 do
+    local ks = {}
+    for j = s + 1, math.min(s + 1000, c) do ks[#ks + 1] = ARGV[ca + 2 * j - 1] end
+    local owners = redis.call('HMGET', 'ingest:claims', unpack(ks))
+    for j = 1, #owners do
+      local o = owners[j]
+      if o and o ~= ARGV[ca + 2 * (s + j)] then held[#held + 1] = (s + j) .. '|' .. o end
+    end
+  end
+  if #held > 0 then return table.concat(held, ',') end
+  return nil
+end
 local out, accepted, fresh = {}, {}, {}
 local k, a = 4, 9
 for w = 1, tonumber(ARGV[8]) do
@@ -274,7 +339,10 @@ for w = 1, tonumber(ARGV[8]) do
   local txkey, hkey, ra = KEYS[k], KEYS[k + 1], a + 6
   local ia = ra + 2 * n
   local fa, f = ia + 2 * m, tonumber(ARGV[a + 5])
-  k, a = k + 2, fa + f
+  local ca = fa + f
+  local c = tonumber(ARGV[ca])
+  k, a = k + 2, ca + 1 + 2 * c
+  local taken = nil
   local vals = {}
   for c = 0, n - 1, 1000 do
     local ids = {}
@@ -293,8 +361,11 @@ for w = 1, tonumber(ARGV[8]) do
       if not first then first = string.sub(v, #h + 1, #h + 36) end
     end
   end
+  if not conflict and held < n and c > 0 then taken = claimed(ca, c) end
   if conflict then
     out[w] = {'conflict', tostring(conflict)}
+  elseif taken then
+    out[w] = {'claimed', taken}
   elseif n > 0 and held == n then
     local queued = fresh[first] or false
     if not queued then
@@ -318,6 +389,9 @@ for w = 1, tonumber(ARGV[8]) do
       end
     end
     for j = 0, m - 1 do redis.call('SADD', ARGV[ia + 2 * j], ARGV[ia + 2 * j + 1]) end
+    for s = 0, c - 1, 1000 do
+      redis.call('HSET', 'ingest:claims', unpack(ARGV, ca + 1 + 2 * s, ca + 2 * math.min(s + 1000, c)))
+    end
     redis.call('SET', txkey, info, 'PX', ARGV[1])
     fresh[tx] = true
     accepted[#accepted + 1] = payload

@@ -8,6 +8,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -27,8 +28,13 @@ type Applier struct {
 	// BatchRows is the most files one INSERT carries (a bulk task is split into such batches, in
 	// one transaction).
 	BatchRows int
+	// RefuseCollisions: a write that collides (a path, file or package name another record holds)
+	// fails, rolled back, instead of being kept in ingest_collisions — for the API's direct writes
+	// (buffering disabled), which answer only once applied; the worker leaves it false.
+	RefuseCollisions bool
 
 	newFilesStmt    atomic.Pointer[sqlx.Stmt] // insertFilesSQL, prepared on first use
+	bareFilesStmt   atomic.Pointer[sqlx.Stmt] // insertBareFilesSQL, prepared on first use
 	upsertFilesStmt atomic.Pointer[sqlx.Stmt] // upsertFilesSQL, prepared on first use
 	lsn             groupcommit.Group[walPosition]
 }
@@ -100,7 +106,10 @@ func (a *Applier) lsnAfter(ctx context.Context) string {
 const lsnTimeout = 10 * time.Second
 
 // ApplyStart records the start of an execution. A finish applied earlier keeps its status; a
-// start applied twice changes nothing.
+// start applied twice changes nothing. A start after its finish's end_time (both acknowledged:
+// the finish before its start was known, see execFinish) is stored all the same, the execution
+// flagged inconsistent: never a dead letter for an acknowledged write, never a silent
+// contradiction (executed_obs_units_ends_after_start admits only flagged rows).
 func (a *Applier) ApplyStart(ctx context.Context, t ingest.StartTask) (ingest.Commit, error) {
 	return a.ApplyBatch(ctx, []Work{{Start: &t}})
 }
@@ -111,13 +120,19 @@ func execStart(ctx context.Context, q sqlx.ExecerContext, t ingest.StartTask) er
 INSERT INTO executed_obs_units (id, obs_unit_id, instrument_module_id, site, start_time, start_meta, start_tx)
 VALUES ($1, $2, NULLIF($3, 0), $4, $5, $6, $7)
 ON CONFLICT (id) DO UPDATE SET obs_unit_id = EXCLUDED.obs_unit_id, instrument_module_id = EXCLUDED.instrument_module_id,
-    site = EXCLUDED.site, start_time = EXCLUDED.start_time, start_meta = EXCLUDED.start_meta, start_tx = EXCLUDED.start_tx
+    site = EXCLUDED.site, start_time = EXCLUDED.start_time, start_meta = EXCLUDED.start_meta, start_tx = EXCLUDED.start_tx,
+    inconsistent = CASE WHEN executed_obs_units.end_time < EXCLUDED.start_time
+        THEN 'start_time ' || EXCLUDED.start_time || ' (start applied after the finish) is after end_time ' || executed_obs_units.end_time
+        ELSE executed_obs_units.inconsistent END
 WHERE executed_obs_units.start_tx IS NULL`,
 		s.ID, s.ObsUnitID, s.InstrumentModuleID, s.Site, s.StartTime, []byte(s.Meta), t.TxID)
 	return err
 }
 
-// ApplyFinish records the end of an execution, before or after its start.
+// ApplyFinish records the end of an execution, before or after its start. The API refuses a
+// finish ending before a start it knows of (ingest.endsAfterStart); one it could not know of (a
+// start acknowledged at another site, whose buffer is separate) is stored flagged inconsistent,
+// like a late start (ApplyStart).
 func (a *Applier) ApplyFinish(ctx context.Context, t ingest.FinishTask) (ingest.Commit, error) {
 	return a.ApplyBatch(ctx, []Work{{Finish: &t}})
 }
@@ -128,7 +143,10 @@ func execFinish(ctx context.Context, q sqlx.ExecerContext, t ingest.FinishTask) 
 INSERT INTO executed_obs_units (id, status, end_time, finish_meta, finish_tx)
 VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, end_time = EXCLUDED.end_time,
-    finish_meta = EXCLUDED.finish_meta, finish_tx = EXCLUDED.finish_tx
+    finish_meta = EXCLUDED.finish_meta, finish_tx = EXCLUDED.finish_tx,
+    inconsistent = CASE WHEN EXCLUDED.end_time < executed_obs_units.start_time
+        THEN 'end_time ' || EXCLUDED.end_time || ' (finish applied after the start) is before start_time ' || executed_obs_units.start_time
+        ELSE executed_obs_units.inconsistent END
 WHERE executed_obs_units.finish_tx IS NULL`,
 		t.ID, f.Status, f.EndTime, []byte(f.Meta), t.TxID)
 	return err
@@ -138,22 +156,68 @@ WHERE executed_obs_units.finish_tx IS NULL`,
 // statement can hold the files of several tasks (the worker's batches, see ApplyBatch): $9 and
 // $10 list each task's transaction and acceptance time once, and every row names its task's
 // position in them (an int per row costs less to parse than a uuid and a timestamp per row).
+// The same statement records the package of each file that names one (raw_data_package_files,
+// membership stored once: migration 00018).
 //
-// It is tried first as a plain INSERT: files are nearly always new, and ON CONFLICT's
-// speculative insertion cost PostgreSQL ~12% more per row. Only when a file is already there (a
-// task applied again after a crash, a retry of registered files) does the batch run again as
-// upsertFilesSQL, which leaves registered files as they are (see ApplyBatch).
-const insertFilesSQL = `
-INSERT INTO raw_data_files (id, executed_obs_unit_id, instrument_module_id, path, size_bytes, checksum,
-                            raw_data_package_id, meta, tx, created_at)
-SELECT id, eou, module, path, size, checksum, NULLIF(pkg, '')::uuid, meta::jsonb, ($9::uuid[])[task],
+// It is tried first as plain INSERTs: files are nearly always new, and ON CONFLICT's speculative
+// insertion cost PostgreSQL ~12% more per row. Only when a file, its path or its membership is
+// already there (a task applied again after a crash, a retry of registered files, a collision)
+// does the batch run again as upsertFilesSQL (see ApplyBatch).
+const insertFilesSQL = filesCTE + `
+ins AS (` + insertFilesRows + `)
+INSERT INTO raw_data_package_files (file_id, package_id) SELECT id, pkg FROM f WHERE pkg IS NOT NULL`
+
+// insertBareFilesSQL is insertFilesSQL for a batch in which no file names a package (nearly
+// all): the rows go straight from unnest into the table, without the CTE the membership needs
+// (which PostgreSQL would materialize).
+const insertBareFilesSQL = `
+INSERT INTO raw_data_files (id, executed_obs_unit_id, instrument_module_id, path, size_bytes, checksum, meta, tx, created_at)
+SELECT id, eou, module, path, size, checksum, meta::jsonb, ($9::uuid[])[task],
        COALESCE(NULLIF(created, '')::timestamptz, ($10::timestamptz[])[task])
 FROM unnest($1::uuid[], $2::uuid[], $3::int[], $4::text[], $5::bigint[], $6::text[], $7::text[], $8::text[], $11::text[], $12::int[])
-     AS f(id, eou, module, path, size, checksum, pkg, meta, created, task)`
+     AS u(id, eou, module, path, size, checksum, pkg, meta, created, task)`
 
-// upsertFilesSQL is insertFilesSQL leaving files already registered as they are.
-const upsertFilesSQL = insertFilesSQL + `
-ON CONFLICT (id) DO NOTHING`
+// filesCTE is the unnested rows of a files batch (f); filesCTEDistinct once per id (a task
+// applied twice in one batch), for the upsert.
+const (
+	filesUnnest = `
+FROM unnest($1::uuid[], $2::uuid[], $3::int[], $4::text[], $5::bigint[], $6::text[], $7::text[], $8::text[], $11::text[], $12::int[])
+     AS u(id, eou, module, path, size, checksum, pkg, meta, created, task)),`
+	filesCTE         = "\nWITH f AS (SELECT id, eou, module, path, size, checksum, NULLIF(pkg, '')::uuid AS pkg, meta, created, task" + filesUnnest
+	filesCTEDistinct = "\nWITH f AS (SELECT DISTINCT ON (id) id, eou, module, path, size, checksum, NULLIF(pkg, '')::uuid AS pkg, meta, created, task" + filesUnnest
+)
+
+// insertFilesRows inserts the rows of filesCTE.
+const insertFilesRows = `INSERT INTO raw_data_files (id, executed_obs_unit_id, instrument_module_id, path, size_bytes, checksum, meta, tx, created_at)
+SELECT id, eou, module, path, size, checksum, meta::jsonb, ($9::uuid[])[task],
+       COALESCE(NULLIF(created, '')::timestamptz, ($10::timestamptz[])[task])
+FROM f`
+
+// upsertFilesSQL is insertFilesSQL leaving files already registered as they are, and recording
+// in ingest_collisions (instead of failing the batch into the dead letters) a file whose path on
+// its module is another file's, or whose package differs from the one the file already belongs
+// to. The API refuses both when it acknowledges a registration (409); only writes acknowledged by
+// two sites' separate buffers can still collide here, and an acknowledged write is kept (the
+// losing record in full) rather than refused later (docs/decisions.md).
+const upsertFilesSQL = filesCTEDistinct + `
+ins AS (` + insertFilesRows + `
+ON CONFLICT DO NOTHING RETURNING id),
+lost AS (SELECT f.*, (SELECT e.id FROM raw_data_files e WHERE e.instrument_module_id = f.module AND e.path = f.path) AS holder
+         FROM f WHERE f.id NOT IN (SELECT id FROM ins) AND NOT EXISTS (SELECT 1 FROM raw_data_files e WHERE e.id = f.id)),
+mem AS (INSERT INTO raw_data_package_files (file_id, package_id)
+        SELECT id, pkg FROM f WHERE pkg IS NOT NULL AND id NOT IN (SELECT id FROM lost)
+        ON CONFLICT (file_id) DO NOTHING RETURNING file_id),
+memlost AS (SELECT f.id, f.pkg, f.task, m.package_id AS holder FROM f JOIN raw_data_package_files m ON m.file_id = f.id
+            WHERE f.pkg IS NOT NULL AND m.package_id <> f.pkg AND f.id NOT IN (SELECT file_id FROM mem))
+INSERT INTO ingest_collisions (kind, record_id, other_id, tx, detail, record)
+SELECT 'file_path', id, holder, ($9::uuid[])[task],
+       'path ' || path || ' on instrument module ' || module || ' is registered as file ' || COALESCE(holder::text, 'of the same batch'),
+       jsonb_build_object('id', id, 'executed_obs_unit_id', eou, 'instrument_module_id', module, 'path', path, 'size_bytes', size,
+                          'checksum', checksum, 'raw_data_package_id', pkg, 'meta', meta::jsonb, 'created_at', NULLIF(created, ''))
+FROM lost
+UNION ALL
+SELECT 'file_package', id, holder, ($9::uuid[])[task], 'file ' || id || ' names package ' || pkg || ' but belongs to package ' || holder, NULL
+FROM memlost`
 
 // errFileExists says a plain insertFilesSQL met a file already registered: the batch is run
 // again with upsertFilesSQL.
@@ -192,10 +256,21 @@ func (a *Applier) filesExec(ctx context.Context, tx *sqlx.Tx, upsert bool) (file
 	if upsert {
 		return st.ExecContext, nil
 	}
+	bare, err := a.prepared(ctx, &a.bareFilesStmt, insertBareFilesSQL)
+	if err != nil {
+		return nil, err
+	}
+	if tx != nil {
+		bare = tx.StmtxContext(ctx, bare)
+	}
 	return func(ctx context.Context, args ...any) (sql.Result, error) {
-		res, err := st.ExecContext(ctx, args...)
+		run := bare
+		if pkgs, _ := args[6].(pq.StringArray); slices.ContainsFunc(pkgs, func(p string) bool { return p != "" }) {
+			run = st
+		}
+		res, err := run.ExecContext(ctx, args...)
 		var pe *pq.Error
-		if errors.As(err, &pe) && pe.Code == "23505" && pe.Constraint == "raw_data_files_pkey" {
+		if errors.As(err, &pe) && pe.Code == "23505" { // a file, its path or its membership already there
 			return nil, errFileExists
 		}
 		return res, err
@@ -282,17 +357,52 @@ func (a *Applier) ApplyPackage(ctx context.Context, t ingest.PackageTask) (inges
 	return a.ApplyBatch(ctx, []Work{{Package: &t}})
 }
 
+// insertPackage creates a package and records its files as its members, in one statement. A
+// package whose name its execution already gives another package, or a file that already
+// belongs to another package, is recorded in ingest_collisions rather than failing the task: the
+// API refuses both at acknowledgement (409), so only writes acknowledged by two sites' separate
+// buffers meet here, and an acknowledged write is never turned into a dead letter by them
+// (docs/decisions.md).
 func insertPackage(ctx context.Context, q sqlx.ExecerContext, p ingest.Package, txID string) error {
 	ids := p.FileIDs
 	if ids == nil {
 		ids = []string{}
 	}
 	_, err := q.ExecContext(ctx, `
-INSERT INTO raw_data_packages (id, executed_obs_unit_id, instrument_module_id, name, file_ids, tx)
-VALUES ($1, $2, $3, $4, $5::uuid[], $6)
-ON CONFLICT (id) DO NOTHING`, p.ID, p.ExecutedObsUnitID, p.InstrumentModuleID, p.Name, pq.StringArray(ids), txID)
+WITH p AS (INSERT INTO raw_data_packages (id, executed_obs_unit_id, instrument_module_id, name, tx)
+           VALUES ($1::uuid, $2::uuid, $3::int, $4::text, $6::uuid) ON CONFLICT DO NOTHING RETURNING id),
+ok AS (SELECT id FROM p UNION SELECT id FROM raw_data_packages WHERE id = $1::uuid),
+mem AS (INSERT INTO raw_data_package_files (file_id, package_id)
+        SELECT x, $1::uuid FROM unnest($5::uuid[]) AS x WHERE EXISTS (SELECT 1 FROM ok)
+        ON CONFLICT (file_id) DO NOTHING RETURNING file_id)
+INSERT INTO ingest_collisions (kind, record_id, other_id, tx, detail, record)
+SELECT 'package_name', $1::uuid, (SELECT r.id FROM raw_data_packages r WHERE r.executed_obs_unit_id = $2::uuid AND r.name = $4::text),
+       $6::uuid, 'execution ' || $2::text || ' already has a package named ' || quote_literal($4::text),
+       jsonb_build_object('id', $1::uuid, 'executed_obs_unit_id', $2::uuid, 'instrument_module_id', $3::int, 'name', $4::text, 'file_ids', $5::uuid[])
+WHERE NOT EXISTS (SELECT 1 FROM ok)
+UNION ALL
+SELECT 'package_file', $1::uuid, m.package_id, $6::uuid, 'file ' || x || ' already belongs to package ' || m.package_id, NULL
+FROM unnest($5::uuid[]) AS x JOIN raw_data_package_files m ON m.file_id = x
+WHERE m.package_id <> $1::uuid AND EXISTS (SELECT 1 FROM ok)`, p.ID, p.ExecutedObsUnitID, p.InstrumentModuleID, p.Name, pq.StringArray(ids), txID)
 	return err
 }
 
 // IsNoRows reports a missing row.
 func IsNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
+
+// IntegrityCounts are the rows the worker stored flagged rather than refuse an acknowledged write:
+// executions whose start and finish contradict each other (executed_obs_units.inconsistent), and
+// records that lost a path, file or package name to another (ingest_collisions). Both are zero in
+// a consistent database; each row is listed by migrations/invariants.
+type IntegrityCounts struct {
+	InconsistentExecutions int64 `db:"inconsistent"`
+	Collisions             int64 `db:"collisions"`
+}
+
+// Integrity counts them (a partial index and a table empty when all is well: cheap).
+func (a *Applier) Integrity(ctx context.Context) (IntegrityCounts, error) {
+	var c IntegrityCounts
+	err := a.DB.GetContext(ctx, &c, `SELECT (SELECT count(*) FROM executed_obs_units WHERE inconsistent IS NOT NULL) AS inconsistent,
+    (SELECT count(*) FROM ingest_collisions) AS collisions`)
+	return c, err
+}

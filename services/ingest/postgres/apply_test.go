@@ -36,15 +36,17 @@ func seedObsUnit(t *testing.T, db *sqlx.DB) int64 {
 	return ou
 }
 
-// snapshot is the content of the three tables, without the columns that say when a row was
+// snapshot is the content of the ingest tables, without the columns that say when a row was
 // written.
 func snapshot(t *testing.T, db *sqlx.DB) string {
 	t.Helper()
 	var out []string
 	for _, q := range []string{
 		`SELECT coalesce(json_agg(x ORDER BY x.id), '[]')::text FROM (SELECT id, obs_unit_id, instrument_module_id, site, status, start_time, end_time, start_meta, finish_meta, start_tx, finish_tx FROM executed_obs_units) x`,
-		`SELECT coalesce(json_agg(x ORDER BY x.id), '[]')::text FROM (SELECT id, executed_obs_unit_id, instrument_module_id, path, size_bytes, checksum, raw_data_package_id, meta, tx, created_at FROM raw_data_files) x`,
-		`SELECT coalesce(json_agg(x ORDER BY x.id), '[]')::text FROM (SELECT id, executed_obs_unit_id, instrument_module_id, name, status, file_ids, tx FROM raw_data_packages) x`,
+		`SELECT coalesce(json_agg(x ORDER BY x.id), '[]')::text FROM (SELECT id, executed_obs_unit_id, instrument_module_id, path, size_bytes, checksum, meta, tx, created_at FROM raw_data_files) x`,
+		`SELECT coalesce(json_agg(x ORDER BY x.id), '[]')::text FROM (SELECT id, executed_obs_unit_id, instrument_module_id, name, status, tx FROM raw_data_packages) x`,
+		`SELECT coalesce(json_agg(x ORDER BY x.file_id), '[]')::text FROM (SELECT file_id, package_id FROM raw_data_package_files) x`,
+		`SELECT coalesce(json_agg(x ORDER BY x.record_id), '[]')::text FROM (SELECT kind, record_id, other_id FROM ingest_collisions) x`,
 	} {
 		var s string
 		require.NoError(t, db.QueryRow(q).Scan(&s))
@@ -97,7 +99,7 @@ func TestApplyIsIdempotentAndOrderIndependent(t *testing.T) {
 	var want string
 	store := &postgres.Store{DB: db, Status: ingest.Committed}
 	for round := range 12 {
-		_, err := db.Exec(`TRUNCATE executed_obs_units, raw_data_files, raw_data_packages`)
+		_, err := db.Exec(`TRUNCATE executed_obs_units, raw_data_files, raw_data_packages, raw_data_package_files, ingest_collisions`)
 		require.NoError(t, err)
 		var order []int
 		for i := range tasks {
@@ -117,7 +119,9 @@ func TestApplyIsIdempotentAndOrderIndependent(t *testing.T) {
 			require.Contains(t, got, `"obs_unit_id":`)
 		}
 		require.Equal(t, want, got, "round %d, order %v", round, order)
-		// Package membership is read from both sides: 3 files (two named by it, one naming it).
+		// Package membership is stored once whichever side writes it: 3 files (two named by it,
+		// one naming it), and nothing collided.
+		require.True(t, strings.HasSuffix(got, "\n[]"), "no collision: %s", got)
 		files, err := store.PackageFiles(t.Context(), pkg, 100)
 		require.NoError(t, err)
 		require.Len(t, files, 3)
@@ -249,7 +253,7 @@ func TestChecksumCheck(t *testing.T) {
 	db := openDB(t)
 	insert := func(sum string) error {
 		_, err := db.Exec(`INSERT INTO raw_data_files (id, executed_obs_unit_id, instrument_module_id, path, size_bytes, checksum)
-VALUES ($1, $2, 11, 'p', 1, $3)`, ingest.NewID(), ingest.NewID(), sum)
+VALUES ($1, $2, 11, $4, 1, $3)`, ingest.NewID(), ingest.NewID(), sum, ingest.NewID())
 		return err
 	}
 	hex := func(n int) string { return strings.Repeat("0123456789abcdef", 8)[:n] }

@@ -3,8 +3,10 @@ package postgres
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
 
 	"github.com/obsops/obsops/services/ingest"
 )
@@ -42,6 +44,14 @@ func (a *Applier) ApplyBatch(ctx context.Context, works []Work) (ingest.Commit, 
 
 // applyBatch is ApplyBatch with files inserted as new (errFileExists if one is not) or upserted.
 func (a *Applier) applyBatch(ctx context.Context, works []Work, upsert bool) (ingest.Commit, error) {
+	if a.RefuseCollisions {
+		return a.inTx(ctx, func(tx *sqlx.Tx) error {
+			if err := a.apply(ctx, tx, works, upsert); err != nil {
+				return err
+			}
+			return refuseCollisions(ctx, tx, works)
+		})
+	}
 	if oneStatement(works, a.batchRows()) {
 		// One statement commits by itself: one round trip instead of three (BEGIN, the statement,
 		// COMMIT) — what a worker that keeps up applies most: a single file's registration, or
@@ -98,4 +108,30 @@ func (a *Applier) apply(ctx context.Context, tx *sqlx.Tx, works []Work, upsert b
 		return err
 	}
 	return insertFiles(ctx, exec, files, a.batchRows())
+}
+
+// refuseCollisions fails (a *ingest.PermanentError, the transaction rolled back) when applying
+// works recorded a collision: with buffering disabled the write is answered only now, so a path,
+// file or package name a concurrent write took is refused (409) rather than kept aside.
+func refuseCollisions(ctx context.Context, tx *sqlx.Tx, works []Work) error {
+	var txs []string
+	for _, w := range works {
+		switch {
+		case w.Files != nil:
+			txs = append(txs, w.Files.TxID)
+		case w.Package != nil:
+			txs = append(txs, w.Package.TxID)
+		}
+	}
+	if len(txs) == 0 {
+		return nil
+	}
+	var details []string
+	if err := tx.SelectContext(ctx, &details, `SELECT detail FROM ingest_collisions WHERE tx = ANY($1::uuid[]) ORDER BY id`, pq.StringArray(txs)); err != nil {
+		return err
+	}
+	if len(details) > 0 {
+		return &ingest.PermanentError{Err: errors.New(strings.Join(details, "; "))}
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"slices"
+	"strings"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
@@ -46,14 +47,12 @@ func (s *Store) Finalize(ctx context.Context, id string, f ingest.Finalize, buff
 			row = r.row(s.Status)
 			return nil
 		}
-		ids := f.FileIDs
-		if ids == nil {
-			ids = []string{}
+		if err := joinPackage(ctx, tx, id, f.FileIDs); err != nil {
+			return err
 		}
 		if err := tx.GetContext(ctx, &r, `
-UPDATE raw_data_packages SET status = 'complete', size_bytes = $2, checksum = $3, finalized_at = now(), finalize_hash = $4,
-    file_ids = ARRAY(SELECT DISTINCT x FROM unnest(file_ids || $5::uuid[]) AS x ORDER BY x)
-WHERE id = $1 RETURNING `+pkgColumns, id, f.SizeBytes, f.Checksum, hash, pq.StringArray(ids)); err != nil {
+UPDATE raw_data_packages SET status = 'complete', size_bytes = $2, checksum = $3, finalized_at = now(), finalize_hash = $4
+WHERE id = $1 RETURNING `+pkgColumns, id, f.SizeBytes, f.Checksum, hash); err != nil {
 			return err
 		}
 		row, changed = r.row(s.Status), true
@@ -96,14 +95,19 @@ func (s *Store) UpdateFile(ctx context.Context, id string, u ingest.FileUpdate, 
 				return &ingest.ConflictError{Msg: "raw data package " + complete[0] + " is complete: its files cannot change and no file can join it"}
 			}
 		}
+		if u.RawDataPackageID != nil {
+			if err := joinPackage(ctx, tx, *u.RawDataPackageID, []string{id}); err != nil {
+				return err
+			}
+		}
 		var meta []byte
 		if u.Meta != nil {
 			meta = u.Meta
 		}
 		if err := tx.GetContext(ctx, &r, `
 UPDATE raw_data_files f SET size_bytes = COALESCE($2, size_bytes), checksum = COALESCE($3, checksum),
-    raw_data_package_id = COALESCE($4::uuid, raw_data_package_id), meta = COALESCE($5::jsonb, meta)
-WHERE f.id = $1 RETURNING `+fileColumns, id, u.SizeBytes, u.Checksum, u.RawDataPackageID, meta); err != nil {
+    meta = COALESCE($4::jsonb, meta)
+WHERE f.id = $1 RETURNING `+fileColumns, id, u.SizeBytes, u.Checksum, meta); err != nil {
 			return err
 		}
 		rec := r.record(s.Status)
@@ -111,4 +115,32 @@ WHERE f.id = $1 RETURNING `+fileColumns, id, u.SizeBytes, u.Checksum, u.RawDataP
 		return nil
 	})
 	return out, err
+}
+
+// joinPackage makes files members of package id (raw_data_package_files, one row per file: a
+// file belongs to at most one package, whoever writes it). A file already in another package is
+// a *ingest.ConflictError listing them, the transaction then rolled back by the caller.
+func joinPackage(ctx context.Context, tx *sqlx.Tx, id string, files []string) error {
+	if len(files) == 0 {
+		return nil
+	}
+	var joined []string
+	if err := tx.SelectContext(ctx, &joined, `INSERT INTO raw_data_package_files (file_id, package_id)
+SELECT x, $1::uuid FROM unnest($2::uuid[]) AS x ON CONFLICT (file_id) DO NOTHING RETURNING file_id::text`, id, pq.StringArray(files)); err != nil {
+		return err
+	}
+	if len(joined) == len(files) {
+		return nil
+	}
+	// A statement of its own (a new snapshot), so that a membership a concurrent transaction
+	// committed while the insert waited for it is seen.
+	var taken []string
+	if err := tx.SelectContext(ctx, &taken, `SELECT m.file_id::text || ' (in package ' || m.package_id || ')' FROM raw_data_package_files m
+WHERE m.file_id = ANY($2::uuid[]) AND m.package_id <> $1::uuid ORDER BY m.file_id`, id, pq.StringArray(files)); err != nil {
+		return err
+	}
+	if len(taken) > 0 {
+		return &ingest.ConflictError{Msg: "a file belongs to at most one package; already in another package: " + strings.Join(taken, ", ")}
+	}
+	return nil
 }

@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
+	"github.com/obsops/obsops/pkg/groupcommit"
 	"github.com/obsops/obsops/services/ingest"
 )
 
@@ -28,6 +30,8 @@ type Store struct {
 	modMu     sync.Mutex
 	modules   map[int64]bool
 	modLoaded time.Time
+
+	lookups groupcommit.Group[fileLookup] // FilesByIDOrPath's shared queries
 }
 
 // writer is the pool for the direct writes (see Write).
@@ -102,24 +106,129 @@ func (s *Store) ExistingIDs(ctx context.Context, table string, ids []string) (ma
 	return out, nil
 }
 
-// PackageStatuses returns the status (building, complete) of each of the package ids that has a
-// row: existence and completeness in one query.
-func (s *Store) PackageStatuses(ctx context.Context, ids []string) (map[string]string, error) {
-	out := map[string]string{}
+// PackageInfos returns, for each of the package ids that has a row, what a file joining it is
+// checked against (status, execution, module): existence, completeness and ownership in one query.
+func (s *Store) PackageInfos(ctx context.Context, ids []string) (map[string]ingest.PackageInfo, error) {
+	out := map[string]ingest.PackageInfo{}
 	if len(ids) == 0 {
 		return out, nil
 	}
 	var rows []struct {
 		ID     string `db:"id"`
 		Status string `db:"status"`
+		EOU    string `db:"executed_obs_unit_id"`
+		Module int64  `db:"instrument_module_id"`
 	}
-	if err := s.DB.SelectContext(ctx, &rows, `SELECT id::text AS id, status FROM raw_data_packages WHERE id = ANY($1::uuid[])`, pq.StringArray(ids)); err != nil {
+	if err := s.DB.SelectContext(ctx, &rows, `SELECT id::text AS id, status, executed_obs_unit_id::text AS executed_obs_unit_id, instrument_module_id
+FROM raw_data_packages WHERE id = ANY($1::uuid[])`, pq.StringArray(ids)); err != nil {
 		return nil, err
 	}
 	for _, r := range rows {
-		out[r.ID] = r.Status
+		out[r.ID] = ingest.PackageInfo{Status: r.Status, ExecutedObsUnitID: r.EOU, InstrumentModuleID: r.Module}
 	}
 	return out, nil
+}
+
+// FilesByIDOrPath returns the registered files that have one of ids or one of the (module, path)
+// pairs (modules[i], paths[i]): a registration's id and path checks in one query. Small lookups
+// (single registrations, small bulks) made at about the same time share one query (a group
+// commit, as the buffer's rounds): under load, a registration's path check costs a fraction of a
+// round trip instead of one each.
+func (s *Store) FilesByIDOrPath(ctx context.Context, ids []string, modules []int64, paths []string) ([]ingest.RawDataFile, error) {
+	if len(ids) == 0 && len(paths) == 0 {
+		return nil, nil
+	}
+	if len(ids)+len(paths) > sharedLookupMax {
+		return s.filesByIDOrPath(ctx, ids, modules, paths)
+	}
+	round, err := s.lookups.Join(ctx, func(r *fileLookup) {
+		r.ids = append(r.ids, ids...)
+		r.modules = append(r.modules, modules...)
+		r.paths = append(r.paths, paths...)
+	}, func(r *fileLookup) error {
+		qctx, cancel := context.WithTimeout(context.Background(), lookupTimeout)
+		defer cancel()
+		r.rows, r.err = s.filesByIDOrPath(qctx, r.ids, r.modules, r.paths)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if round.err != nil {
+		return nil, round.err
+	}
+	mine := make(map[string]bool, len(ids)+len(paths))
+	for _, id := range ids {
+		mine[id] = true
+	}
+	for i, p := range paths {
+		mine[strconv.FormatInt(modules[i], 10)+":"+p] = true
+	}
+	var out []ingest.RawDataFile
+	for _, r := range round.rows {
+		if mine[r.ID] || mine[strconv.FormatInt(r.InstrumentModuleID, 10)+":"+r.Path] {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// Shared file lookups (FilesByIDOrPath): the most ids and paths one caller may bring to a shared
+// query, and the bound of that query.
+const (
+	sharedLookupMax = 128
+	lookupTimeout   = 10 * time.Second
+)
+
+// fileLookup is one shared query of FilesByIDOrPath: what its callers asked for, and every row
+// found for any of them (each caller keeps its own).
+type fileLookup struct {
+	ids     []string
+	modules []int64
+	paths   []string
+	rows    []ingest.RawDataFile
+	err     error
+}
+
+// filesByIDOrPath is FilesByIDOrPath's query.
+func (s *Store) filesByIDOrPath(ctx context.Context, ids []string, modules []int64, paths []string) ([]ingest.RawDataFile, error) {
+	if ids == nil {
+		ids = []string{}
+	}
+	var rows []fileRow
+	if err := s.DB.SelectContext(ctx, &rows, `SELECT `+fileColumns+` FROM raw_data_files f WHERE f.id = ANY($1::uuid[])
+UNION SELECT `+fileColumns+` FROM raw_data_files f JOIN unnest($2::int[], $3::text[]) AS q(module, path)
+  ON f.instrument_module_id = q.module AND f.path = q.path`, pq.StringArray(ids), pq.Int64Array(modules), pq.StringArray(paths)); err != nil {
+		return nil, err
+	}
+	out := make([]ingest.RawDataFile, len(rows))
+	for i, r := range rows {
+		out[i] = r.record(s.Status)
+	}
+	return out, nil
+}
+
+// PackagesByIDOrName returns the package with id and the one named name in execution eou (the
+// same row, two rows, or none): a package creation's checks in one query.
+func (s *Store) PackagesByIDOrName(ctx context.Context, id, eou, name string) ([]ingest.PackageRow, error) {
+	var rows []pkgRow
+	if err := s.DB.SelectContext(ctx, &rows, `SELECT `+pkgColumns+` FROM raw_data_packages
+WHERE id = $1::uuid OR (executed_obs_unit_id = $2::uuid AND name = $3)`, zeroUUID(id), eou, name); err != nil {
+		return nil, err
+	}
+	out := make([]ingest.PackageRow, len(rows))
+	for i, r := range rows {
+		out[i] = *r.row(s.Status)
+	}
+	return out, nil
+}
+
+// zeroUUID is id, or the nil UUID for "" (no row has it).
+func zeroUUID(id string) string {
+	if id == "" {
+		return "00000000-0000-0000-0000-000000000000"
+	}
+	return id
 }
 
 type eouRow struct {
@@ -133,6 +242,7 @@ type eouRow struct {
 	StartMeta   json.RawMessage `db:"start_meta"`
 	FinishMeta  json.RawMessage `db:"finish_meta"`
 	FinishTxSet bool            `db:"finished"`
+	Flag        sql.NullString  `db:"inconsistent"`
 }
 
 func (r eouRow) record(status string) (ingest.ExecutedObsUnit, bool) {
@@ -153,10 +263,14 @@ func (r eouRow) record(status string) (ingest.ExecutedObsUnit, bool) {
 		t := r.EndTime.Time.UTC()
 		e.EndTime = &t
 	}
+	if r.Flag.Valid {
+		v := r.Flag.String
+		e.Inconsistent = &v
+	}
 	return e, r.FinishTxSet
 }
 
-const eouColumns = `id::text, obs_unit_id, instrument_module_id, site, status, start_time, end_time, start_meta, finish_meta, finish_tx IS NOT NULL AS finished`
+const eouColumns = `id::text, obs_unit_id, instrument_module_id, site, status, start_time, end_time, start_meta, finish_meta, finish_tx IS NOT NULL AS finished, inconsistent`
 
 // ExecutionsOf returns every committed execution of a planned obs unit (at most max), and for
 // each whether its finish has been applied.
@@ -224,10 +338,11 @@ func (r fileRow) record(status string) ingest.RawDataFile {
 	return f
 }
 
-// A file belongs to a package when it names the package or the package names it (file_ids):
-// buffered records arrive in any order, so the link is read from both sides.
+// A file's package is its row in raw_data_package_files (membership is stored once, keyed by the
+// file: migration 00018), written by whichever of the file's registration and the package's
+// creation applied first.
 const fileColumns = `f.id::text, f.executed_obs_unit_id::text, f.instrument_module_id, f.path, f.size_bytes, f.checksum, f.created_at,
-    COALESCE(f.raw_data_package_id, (SELECT p.id FROM raw_data_packages p WHERE p.file_ids @> ARRAY[f.id] LIMIT 1))::text AS package, f.meta`
+    (SELECT m.package_id FROM raw_data_package_files m WHERE m.file_id = f.id)::text AS package, f.meta`
 
 // File returns a registered file, or nil.
 func (s *Store) File(ctx context.Context, id string) (*ingest.RawDataFile, error) {
@@ -275,7 +390,9 @@ func (r pkgRow) row(status string) *ingest.PackageRow {
 	return &ingest.PackageRow{Package: p, FileIDs: r.FileIDs, FinalizeHash: r.Hash.String}
 }
 
-const pkgColumns = `id::text, executed_obs_unit_id::text, instrument_module_id, name, status, file_ids::text[] AS file_ids, size_bytes, checksum, finalized_at, finalize_hash, created_at`
+const pkgColumns = `id::text, executed_obs_unit_id::text, instrument_module_id, name, status,
+    ARRAY(SELECT m.file_id::text FROM raw_data_package_files m WHERE m.package_id = raw_data_packages.id ORDER BY 1) AS file_ids,
+    size_bytes, checksum, finalized_at, finalize_hash, created_at`
 
 // Package returns a package row, or nil.
 func (s *Store) Package(ctx context.Context, id string) (*ingest.PackageRow, error) {
@@ -290,12 +407,12 @@ func (s *Store) Package(ctx context.Context, id string) (*ingest.PackageRow, err
 	return r.row(s.Status), nil
 }
 
-// PackageFiles returns every committed file of a package (named by it or naming it), ordered by
+// PackageFiles returns every committed file of a package (its members), ordered by
 // path, at most max.
 func (s *Store) PackageFiles(ctx context.Context, id string, max int) ([]ingest.RawDataFile, error) {
 	var rows []fileRow
 	err := s.DB.SelectContext(ctx, &rows, `SELECT `+fileColumns+` FROM raw_data_files f
-WHERE f.raw_data_package_id = $1 OR f.id = ANY (SELECT unnest(file_ids) FROM raw_data_packages WHERE id = $1)
+WHERE f.id IN (SELECT m.file_id FROM raw_data_package_files m WHERE m.package_id = $1)
 ORDER BY f.path, f.id LIMIT $2`, id, max)
 	if err != nil {
 		return nil, err
@@ -338,8 +455,8 @@ func (s *Store) Orphans(ctx context.Context, limit int) ([]Orphan, error) {
 (SELECT 'file_without_execution' AS kind, f.id::text AS id, f.executed_obs_unit_id::text AS missing FROM raw_data_files f
   WHERE NOT EXISTS (SELECT 1 FROM executed_obs_units e WHERE e.id = f.executed_obs_unit_id) LIMIT $1)
 UNION ALL
-(SELECT 'file_without_package', f.id::text, f.raw_data_package_id::text FROM raw_data_files f
-  WHERE f.raw_data_package_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM raw_data_packages p WHERE p.id = f.raw_data_package_id) LIMIT $1)
+(SELECT 'file_without_package', m.file_id::text, m.package_id::text FROM raw_data_package_files m
+  WHERE NOT EXISTS (SELECT 1 FROM raw_data_packages p WHERE p.id = m.package_id) LIMIT $1)
 UNION ALL
 (SELECT 'package_without_execution', p.id::text, p.executed_obs_unit_id::text FROM raw_data_packages p
   WHERE NOT EXISTS (SELECT 1 FROM executed_obs_units e WHERE e.id = p.executed_obs_unit_id) LIMIT $1)

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"time"
 
@@ -115,6 +116,32 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
+// RegisterIntegrityGauges registers on reg the two gauges of what the worker stored flagged instead
+// of refusing an acknowledged write (postgres.IntegrityCounts), read from db at each scrape (a
+// partial index and a table that is empty when all is well) and exported from the start, 0 when
+// the database is consistent: obsops_ingest_inconsistent_executions and obsops_ingest_collisions.
+// A failed read is NaN.
+func RegisterIntegrityGauges(reg prometheus.Registerer, db *postgres.Applier) {
+	read := func(pick func(postgres.IntegrityCounts) int64) func() float64 {
+		return func() float64 {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			c, err := db.Integrity(ctx)
+			if err != nil {
+				return math.NaN()
+			}
+			return float64(pick(c))
+		}
+	}
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "obsops_ingest_inconsistent_executions",
+			Help: "Executions stored flagged inconsistent: a start and a finish acknowledged separately that contradict each other (end before start); listed by migrations/invariants/executions_end_before_start.sql."},
+			read(func(c postgres.IntegrityCounts) int64 { return c.InconsistentExecutions })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "obsops_ingest_collisions",
+			Help: "Acknowledged records the worker could not apply as written because another record holds their path, file or package name (two sites' separate buffers); kept in ingest_collisions for an operator."},
+			read(func(c postgres.IntegrityCounts) int64 { return c.Collisions })))
+}
+
 // Handler applies the ingest tasks. Start must run before it handles any.
 type Handler struct {
 	Apply   *postgres.Applier
@@ -180,7 +207,7 @@ func decodeWrite(typ string, payload []byte) (write, error) {
 			w.env, w.work, w.taskID = p.Envelope, postgres.Work{Files: &p}, ingest.FilesTaskID(p.Files)
 			w.items = make([]ingest.Item, len(p.Files))
 			for i, f := range p.Files {
-				w.items[i] = ingest.Item{Kind: ingest.KindFile, ID: f.ID}
+				w.items[i] = ingest.Item{Kind: ingest.KindFile, ID: f.ID, Claims: ingest.FileClaims(f)}
 				if f.RawDataPackageID != "" {
 					w.items[i].Index = buffer.PackageIndex(f.RawDataPackageID)
 				}
@@ -190,7 +217,7 @@ func decodeWrite(typ string, payload []byte) (write, error) {
 		var p ingest.PackageTask
 		if err = ingest.DecodeTask(payload, &p); err == nil {
 			w.env, w.work, w.taskID = p.Envelope, postgres.Work{Package: &p}, ingest.PackageTaskID(p.Package.ID)
-			w.items = []ingest.Item{{Kind: ingest.KindPackage, ID: p.Package.ID}}
+			w.items = []ingest.Item{{Kind: ingest.KindPackage, ID: p.Package.ID, Claims: ingest.PackageClaims(p.Package)}}
 		}
 	default:
 		err = fmt.Errorf("unknown write type %q", typ)

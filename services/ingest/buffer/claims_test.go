@@ -1,0 +1,88 @@
+package buffer_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/obsops/obsops/services/ingest"
+)
+
+// TestHoldClaims: a write whose claim another owner holds is refused with that owner and nothing
+// of it is held (no record, no task, none of its other claims); the same owner claiming again (a
+// replay, or a second record of the same package) is fine; writes racing for one claim — many at
+// once, so that rounds hold several of them in one script call — get exactly one winner; a
+// claim is released with its record (Forget, as Evict).
+func TestHoldClaims(t *testing.T) {
+	rdb, b, insp := newBuffer(t, time.Second)
+	ctx := context.Background()
+	const h = "0123456789abcdef0123456789abcdef"
+	claimed := func(id string, claims ...ingest.Claim) ingest.Write {
+		w := fileWrite(id, h)
+		w.Items[0].Claims = claims
+		return w
+	}
+	a, c := ingest.NewID(), ingest.NewID()
+	wa := claimed(a, ingest.Claim{Key: "path:11:x.fits", Owner: a}, ingest.Claim{Key: "member:" + a, Owner: "pkg-1"})
+	_, err := b.Hold(ctx, wa)
+	require.NoError(t, err)
+
+	wb := claimed(c, ingest.Claim{Key: "path:11:y.fits", Owner: c}, ingest.Claim{Key: "path:11:x.fits", Owner: c})
+	_, err = b.Hold(ctx, wb)
+	var ce *ingest.ClaimConflictError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, []ingest.ClaimConflict{{Item: 0, Claim: ingest.Claim{Key: "path:11:x.fits", Owner: c}, Owner: a}}, ce.Conflicts)
+	require.False(t, rdb.HExists(ctx, "ingest:rec:file", c).Val(), "the refused write's record is not held")
+	require.False(t, rdb.HExists(ctx, "ingest:claims", "path:11:y.fits").Val(), "nor its other claims")
+	_, err = insp.GetTaskInfo(ingest.Queue, wb.TaskID)
+	require.Error(t, err, "nor its task")
+
+	// The same owner again: a replay is answered as one; another record of the same package.
+	res, err := b.Hold(ctx, claimed(a, ingest.Claim{Key: "path:11:x.fits", Owner: a}, ingest.Claim{Key: "member:" + a, Owner: "pkg-1"}))
+	require.NoError(t, err)
+	require.True(t, res.Replayed)
+	_, err = b.Hold(ctx, claimed(ingest.NewID(), ingest.Claim{Key: "member:" + a, Owner: "pkg-1"}))
+	require.NoError(t, err)
+
+	// Racing writes for one claim: exactly one is held.
+	const racers = 40
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	won, lost := 0, 0
+	for range racers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := ingest.NewID()
+			_, err := b.Hold(ctx, claimed(id, ingest.Claim{Key: "name:e:raced", Owner: id}))
+			mu.Lock()
+			defer mu.Unlock()
+			if err == nil {
+				won++
+			} else if isClaimConflict(err) {
+				lost++
+			}
+		}()
+	}
+	wg.Wait()
+	require.Equal(t, 1, won)
+	require.Equal(t, racers-1, lost)
+
+	// Released with the record: then another owner may take it.
+	require.NoError(t, b.Forget(ctx, wa.Items))
+	require.False(t, rdb.HExists(ctx, "ingest:claims", "path:11:x.fits").Val())
+	_, err = b.Hold(ctx, claimed(c, ingest.Claim{Key: "path:11:x.fits", Owner: c}))
+	require.NoError(t, err)
+	owners, err := b.ClaimOwners(ctx, "path:11:x.fits", "path:11:nobody")
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"path:11:x.fits": c}, owners)
+}
+
+func isClaimConflict(err error) bool {
+	var ce *ingest.ClaimConflictError
+	return errors.As(err, &ce)
+}

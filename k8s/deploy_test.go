@@ -351,3 +351,48 @@ func TestLocalStackEnvQuoting(t *testing.T) {
 		t.Errorf("sourced env gives\n%s\nwant\n%s", out, want)
 	}
 }
+
+// TestLocalStackSecondaryHoldsNoMainKey: the environment `make up-sites` gives the secondary's
+// services (stack.sh secondary-env writes the same file) signs JWTs with the secondary's own key,
+// not the main's, trusts the main's public keys, and names none of the main's private keys —
+// neither the main's signing key file nor previous keys the main's extra.env adds (issue 24,
+// point 8).
+func TestLocalStackSecondaryHoldsNoMainKey(t *testing.T) {
+	state := t.TempDir()
+	if err := os.WriteFile(filepath.Join(state, "extra.env"), []byte("OPS_JWT_PREVIOUS_KEYS_FILE=/keys/main-old.pem\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("bash", filepath.Join(repoRoot, "deploy", "local", "stack.sh"), "secondary-env")
+	cmd.Env = append(os.Environ(), "OPS_LOCAL_STATE="+state, "OPS_DATABASE_URL=postgres://ops@db.example:5432/obsops", "OPS_REDIS_URL=redis://127.0.0.1:1/0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("stack.sh secondary-env: %v\n%s", err, out)
+	}
+	mainEnv, secEnv := filepath.Join(state, "env"), filepath.Join(state, "secondary", "env")
+	show := `set -a; . "$1"; set +a; printf '%s|%s|%s|%s|%s\n' "$OPS_SITE_TYPE" "$OPS_JWT_SIGNING_KEY_FILE" "${OPS_JWT_MAIN_PUBLIC_KEYS_FILE:-}" "${OPS_JWT_PREVIOUS_KEYS_FILE:-}" "${OPS_JWT_SIGNING_KEY:-}${OPS_JWT_PREVIOUS_KEYS:-}"`
+	read := func(file string) []string {
+		out, err := exec.Command("bash", "-c", show, "-", file).CombinedOutput()
+		if err != nil {
+			t.Fatalf("sourcing %s: %v\n%s", file, err, out)
+		}
+		return strings.Split(strings.TrimSpace(string(out)), "|")
+	}
+	mainKey := filepath.Join(state, "keys", "jwt-signing.pem")
+	if m := read(mainEnv); m[1] != mainKey || m[3] != "/keys/main-old.pem" {
+		t.Fatalf("main env: signing key %q, previous keys %q", m[1], m[3])
+	}
+	s := read(secEnv)
+	want := []string{"secondary", filepath.Join(state, "secondary", "keys", "jwt-signing.pem"),
+		filepath.Join(state, "secondary", "keys", "main-jwt-public.pem"), "", ""}
+	if !slices.Equal(s, want) {
+		t.Errorf("secondary env: OPS_SITE_TYPE|OPS_JWT_SIGNING_KEY_FILE|OPS_JWT_MAIN_PUBLIC_KEYS_FILE|OPS_JWT_PREVIOUS_KEYS_FILE|inline keys = %q, want %q", s, want)
+	}
+	text, err := os.ReadFile(secEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, main := range []string{mainKey, "/keys/main-old.pem", "PRIVATE KEY"} {
+		if strings.Contains(string(text), main) {
+			t.Errorf("the secondary's env file names the main's private key material %q:\n%s", main, text)
+		}
+	}
+}

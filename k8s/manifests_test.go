@@ -1025,3 +1025,70 @@ func values[V any](m map[string]V) []V {
 	}
 	return vs
 }
+
+// TestSecondaryHoldsNoMainSigningKey: the observatory cannot mint the data centre's credentials
+// (issue 24, point 8). In the secondary overlay no pod mounts, or reads through env or envFrom, a
+// Secret key named jwt-signing-key (the main site's private key); Secret volumes of
+// obsops-authtoken list their keys (a whole-Secret mount would expose any key put there); and
+// authtoken signs with the site's own key (site-jwt-signing-key) and trusts the main's public
+// keys (main-jwt-public-keys), both mounted items. A main site sets no OPS_JWT_MAIN_PUBLIC_KEYS_FILE.
+func TestSecondaryHoldsNoMainSigningKey(t *testing.T) {
+	const mainKey = "jwt-signing-key"
+	forEachOverlay(t, func(t *testing.T, r *rendered) {
+		at := r.deployments["authtoken"].Spec.Template.Spec
+		env := r.env(t, &at.Containers[0])
+		if !r.secondary {
+			if env["OPS_JWT_MAIN_PUBLIC_KEYS_FILE"] != "" {
+				t.Errorf("a main site trusts no other site's keys, but OPS_JWT_MAIN_PUBLIC_KEYS_FILE=%q", env["OPS_JWT_MAIN_PUBLIC_KEYS_FILE"])
+			}
+			return
+		}
+		for id, tpl := range r.podTemplates() {
+			ps := &tpl.Spec
+			for _, c := range append(append([]corev1.Container{}, ps.InitContainers...), ps.Containers...) {
+				for _, src := range c.EnvFrom {
+					if src.SecretRef != nil && src.SecretRef.Name == "obsops-authtoken" {
+						t.Errorf("%s: envFrom Secret obsops-authtoken exposes every key, the main's %s included", id, mainKey)
+					}
+				}
+				for _, e := range c.Env {
+					if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil && e.ValueFrom.SecretKeyRef.Key == mainKey {
+						t.Errorf("%s: %s reads Secret key %s (the main site's private key)", id, e.Name, mainKey)
+					}
+					if path.Base(e.Value) == mainKey {
+						t.Errorf("%s: %s=%s names the main site's private key", id, e.Name, e.Value)
+					}
+				}
+			}
+			for _, v := range ps.Volumes {
+				if v.Secret == nil {
+					continue
+				}
+				if v.Secret.SecretName == "obsops-authtoken" && len(v.Secret.Items) == 0 {
+					t.Errorf("%s: volume %s mounts all of Secret obsops-authtoken; list its keys so no %s can be mounted", id, v.Name, mainKey)
+				}
+				for _, it := range v.Secret.Items {
+					if it.Key == mainKey || path.Base(it.Path) == mainKey {
+						t.Errorf("%s: volume %s mounts %s (the main site's private key)", id, v.Name, mainKey)
+					}
+				}
+			}
+		}
+		// authtoken's own key and the main's public keys are mounted items of obsops-authtoken.
+		items := map[string]string{} // file path -> Secret key
+		for _, m := range at.Containers[0].VolumeMounts {
+			for _, v := range at.Volumes {
+				if v.Name == m.Name && v.Secret != nil && v.Secret.SecretName == "obsops-authtoken" {
+					for _, it := range v.Secret.Items {
+						items[m.MountPath+"/"+it.Path] = it.Key
+					}
+				}
+			}
+		}
+		for v, key := range map[string]string{"OPS_JWT_SIGNING_KEY_FILE": "site-jwt-signing-key", "OPS_JWT_MAIN_PUBLIC_KEYS_FILE": "main-jwt-public-keys"} {
+			if got := items[env[v]]; got != key {
+				t.Errorf("authtoken: %s=%q is Secret key %q of obsops-authtoken, want %q", v, env[v], got, key)
+			}
+		}
+	})
+}

@@ -19,7 +19,7 @@ var invariantFiles embed.FS
 // constraint the database cannot express, or one it can but that an older database (or a
 // migration's refusal) may still hold violations of, gets one.
 type Invariant struct {
-	Name        string // the file's name without .sql, e.g. executions_end_after_start
+	Name        string // the file's name without .sql, e.g. executions_end_before_start
 	Description string // the file's first line, without its "-- "
 	Query       string // the whole file: one SELECT returning (id text, detail text) per violation
 }

@@ -16,6 +16,7 @@
 #                        (OPS_REQUIRED_TESTS: a file of tests that must not be skipped, as .ci/run sets)
 #   stack.sh bench       run every module's TestBench* benchmarks the same way (`make bench`)
 #   stack.sh env         print the environment `up` gives the services (source it for admin commands)
+#   stack.sh secondary-env  print the environment `up-sites` gives the secondary's services (keys not generated)
 #   stack.sh up-sites    `up` (the main site), then the WAN and a secondary site: a streaming replica of the
 #                        main PostgreSQL cloned through the WAN, its own Redis, and the observatory's services
 #   stack.sh wan-down    cut the WAN (open connections dropped, new ones refused)
@@ -478,16 +479,34 @@ wan_slow() {
 	log "WAN slow: +${lat} ms (±${jit}) per answer, ${loss} of connections lost (make wan-up clears it)"
 }
 
-# write_secondary_env writes the secondary site's environment ($SEC/env): the main site's, then
-# what differs — site type and name, the local replica, the main primary through the WAN, its own
-# Redis and ports. OPS_TRANSFER_URL points at a port where nothing listens: an observatory runs no
+# secondary_keys gives the secondary its own JWT signing key ($SEC/keys/jwt-signing.pem, generated
+# once) and the main's PUBLIC keys ($SEC/keys/main-jwt-public.pem, exported from the main's
+# environment at every start, so a rotation at the main reaches it): the secondary never holds the
+# main's private key, and the JWTs it signs never verify at the main (docs/two-sites.md, "Signing
+# keys at two sites").
+secondary_keys() {
+	mkdir -p "$SEC/keys"
+	if [ ! -f "$SEC/keys/jwt-signing.pem" ]; then
+		log "generating the secondary's own JWT signing key in $SEC/keys"
+		"$ROOT/bin/authtoken" admin generate-signing-key --out "$SEC/keys/jwt-signing.pem"
+	fi
+	(set -a; . "$STATE/env"; set +a; "$ROOT/bin/authtoken" admin export-public-keys --out "$SEC/keys/main-jwt-public.pem")
+}
+
+# write_secondary_env writes the secondary site's environment ($SEC/env): the main site's without
+# its JWT keys, then what differs — site type and name, its own JWT signing key and the main's
+# public keys (secondary_keys), the local replica, the main primary through the WAN, its own Redis
+# and ports. OPS_TRANSFER_URL points at a port where nothing listens: an observatory runs no
 # transfer service, so /api/transfer answers 502 there instead of reaching the main site's.
 write_secondary_env() {
 	mkdir -p "$SEC"
 	{
-		cat "$STATE/env"
+		# not a line naming the main's private keys (issue 24, point 8)
+		grep -Ev '^OPS_JWT_(SIGNING_KEY|PREVIOUS_KEYS)(_FILE)?=' "$STATE/env" || true
 		echo "# the secondary site (make up-sites): what differs from the main site"
 		kv OPS_SITE_TYPE secondary
+		kv OPS_JWT_SIGNING_KEY_FILE "$SEC/keys/jwt-signing.pem"
+		kv OPS_JWT_MAIN_PUBLIC_KEYS_FILE "$SEC/keys/main-jwt-public.pem"
 		kv OPS_SITE_NAME "${OPS_LOCAL_SECONDARY_SITE_NAME:-observatory}"
 		kv OPS_DATABASE_URL "$(replica_database_url)"
 		kv OPS_MAIN_DATABASE_URL "$(wan_database_url)"
@@ -536,6 +555,7 @@ up_sites() {
 	wan_start
 	replica_up
 	redis_up "$SEC" "$SEC_REDIS_PORT"
+	secondary_keys
 	write_secondary_env
 	write_sites_env
 	for s in "${SECONDARY_SERVICES[@]}"; do
@@ -686,5 +706,6 @@ test) run_tests ;;
 bench) run_bench ;;
 chaos) run_chaos ;;
 env) write_env; cat "$STATE/env" ;;
-*) die "usage: $0 deps|test-deps|infra-up|infra-down|pg-dir|up|up-sites|wan-down|wan-up|wan-slow|down|logs|test|bench|chaos|env" ;;
+secondary-env) write_env; write_secondary_env; cat "$SEC/env" ;;
+*) die "usage: $0 deps|test-deps|infra-up|infra-down|pg-dir|up|up-sites|wan-down|wan-up|wan-slow|down|logs|test|bench|chaos|env|secondary-env" ;;
 esac

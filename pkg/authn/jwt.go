@@ -16,11 +16,14 @@ import (
 )
 
 // Claims are the claims of an obsops session JWT (docs/api.md, "Credentials"): sub is the username, uid the user
-// id, roles the roles held at issue time.
+// id, roles the roles held at issue time, site the site whose authtoken signed it (OPS_SITE_NAME; absent in
+// JWTs issued before it existed). Which site's JWTs a service accepts is decided by the keys its JWKS holds: a
+// secondary site signs with its own key, which the main site never publishes (docs/two-sites.md).
 type Claims struct {
 	jwt.RegisteredClaims
 	UID   int64    `json:"uid"`
 	Roles []string `json:"roles"`
+	Site  string   `json:"site,omitempty"`
 }
 
 // JWK is a public Ed25519 key in JSON Web Key form (RFC 8037).

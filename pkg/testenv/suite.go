@@ -115,6 +115,38 @@ func SigningKey(t testing.TB) string {
 	return path
 }
 
+// PublicKeyFile writes the public half of the Ed25519 private key in privPath (PKCS#8 PEM) as a
+// PEM "PUBLIC KEY" block into the test's temp dir and returns its path: a secondary site's
+// OPS_JWT_MAIN_PUBLIC_KEYS_FILE, which holds the main's public keys and never its private key.
+func PublicKeyFile(t testing.TB, privPath string) string {
+	t.Helper()
+	data, err := os.ReadFile(privPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(data)
+	if block == nil {
+		t.Fatalf("%s: no PEM block", privPath)
+	}
+	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	priv, ok := k.(ed25519.PrivateKey)
+	if !ok {
+		t.Fatalf("%s: not an Ed25519 key", privPath)
+	}
+	der, err := x509.MarshalPKIXPublicKey(priv.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "jwt-main-public.pem")
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // Admin runs `authtoken admin ARGS...` with the suite's environment and returns its stdout.
 func (s *Suite) Admin(t testing.TB, args ...string) string {
 	t.Helper()

@@ -21,9 +21,14 @@ type Config struct {
 	// OPS_JWT_SIGNING_KEY_FILE (a path, e.g. a mounted secret) or OPS_JWT_SIGNING_KEY (the PEM).
 	// OPS_JWT_PREVIOUS_KEYS holds earlier keys (PEM, public or private, concatenated) that are
 	// still published and accepted, so rotating the signing key logs nobody out.
-	JWTSigningKey   string        `env:"OPS_JWT_SIGNING_KEY"`
-	JWTPreviousKeys string        `env:"OPS_JWT_PREVIOUS_KEYS"`
-	JWTTTL          time.Duration `env:"OPS_JWT_TTL" envDefault:"8h"`
+	JWTSigningKey   string `env:"OPS_JWT_SIGNING_KEY"`
+	JWTPreviousKeys string `env:"OPS_JWT_PREVIOUS_KEYS"`
+	// JWTMainPublicKeys, at a secondary site only (and required there), are the main site's public
+	// keys (PEM, `authtoken admin export-public-keys` at the main): published in this site's JWKS
+	// and accepted, so the main's JWTs verify here. The secondary signs with its own
+	// OPS_JWT_SIGNING_KEY and never holds the main's private key (docs/two-sites.md).
+	JWTMainPublicKeys string        `env:"OPS_JWT_MAIN_PUBLIC_KEYS"`
+	JWTTTL            time.Duration `env:"OPS_JWT_TTL" envDefault:"8h"`
 	// BootstrapAdmins are usernames made admin when a login through the identity provider creates
 	// their account (every new account gets viewer); a later login never grants a role again, so
 	// an admin can demote a bootstrap admin for good.
@@ -59,6 +64,12 @@ func (c *Config) Validate() error {
 		return &config.Invalid{Var: "OPS_TOKEN_USAGE_FLUSH_INTERVAL", Reason: "must be within [10ms, 5s] (usage counts must be exact within 5 s)"}
 	case c.MaxTokensPerUser < 1:
 		return &config.Invalid{Var: "OPS_TOKEN_MAX_PER_USER", Reason: "must be at least 1"}
+	}
+	switch {
+	case c.Secondary() && c.JWTMainPublicKeys == "":
+		return &config.Invalid{Var: "OPS_JWT_MAIN_PUBLIC_KEYS", Reason: "required at a secondary site: the main site's public JWT keys (authtoken admin export-public-keys at the main)"}
+	case !c.Secondary() && c.JWTMainPublicKeys != "":
+		return &config.Invalid{Var: "OPS_JWT_MAIN_PUBLIC_KEYS", Reason: "only a secondary site accepts the main site's keys; the main site publishes its own keys only"}
 	}
 	if c.OIDCIssuer != "" {
 		if err := config.URL("OPS_OIDC_ISSUER", c.OIDCIssuer, "http", "https"); err != nil {

@@ -29,12 +29,15 @@ func TestSecondaryWithMainUnreachable(t *testing.T) {
 	apiToken := s.Admin(t, "create-service-token", "--account", "robot", "--scopes", "read:sources", "--name", "r")
 
 	restartAuthtoken(t, s, map[string]string{
-		"OPS_SITE_TYPE":          "secondary",
-		"OPS_MAIN_DATABASE_URL":  "postgres://postgres@" + testenv.FreeAddr(t) + "/obsops?sslmode=disable",
-		"OPS_OIDC_ISSUER":        idp.Issuer(),
-		"OPS_OIDC_CLIENT_ID":     idp.ClientID,
-		"OPS_OIDC_CLIENT_SECRET": idp.ClientSecret,
-		"OPS_OIDC_REDIRECT_URL":  s.GatewayURL + "/idp/callback",
+		"OPS_SITE_TYPE": "secondary",
+		// its own signing key and the main's public keys (docs/two-sites.md): the main's JWT verifies
+		"OPS_JWT_SIGNING_KEY_FILE":      testenv.SigningKey(t),
+		"OPS_JWT_MAIN_PUBLIC_KEYS_FILE": testenv.PublicKeyFile(t, s.SigningKeyFile),
+		"OPS_MAIN_DATABASE_URL":         "postgres://postgres@" + testenv.FreeAddr(t) + "/obsops?sslmode=disable",
+		"OPS_OIDC_ISSUER":               idp.Issuer(),
+		"OPS_OIDC_CLIENT_ID":            idp.ClientID,
+		"OPS_OIDC_CLIENT_SECRET":        idp.ClientSecret,
+		"OPS_OIDC_REDIRECT_URL":         s.GatewayURL + "/idp/callback",
 	})
 	c := browser(t)
 	for _, cred := range []string{jwt, apiToken} {

@@ -131,6 +131,10 @@ func Start(t *testing.T, opts Options) *Sites {
 		"OPS_SITE_TYPE": "secondary", "OPS_SITE_NAME": "observatory",
 		"OPS_DATABASE_URL": s.ReplicaURL, "OPS_MAIN_DATABASE_URL": s.MainViaWAN,
 		"OPS_REDIS_URL": s.Redis.URL,
+		// The secondary signs session JWTs with its own key and holds only the main's public
+		// keys, so the main's JWTs verify here and its own never verify at the main.
+		"OPS_JWT_SIGNING_KEY_FILE":      testenv.SigningKey(t),
+		"OPS_JWT_MAIN_PUBLIC_KEYS_FILE": testenv.PublicKeyFile(t, s.Main.SigningKeyFile),
 	})
 	maps.Copy(s.Env, opts.SecondaryEnv)
 	return s

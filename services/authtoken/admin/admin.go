@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"slices"
 	"strings"
 
@@ -33,6 +34,8 @@ commands:
   create-service-token  --account NAME --scopes s1,s2 [--name N] [--days D]
                                                                   create a service account (role service) and print a new API token
   generate-signing-key  --out PATH                                write a new Ed25519 JWT signing key (PEM)
+  export-public-keys    --out PATH                                write the public halves of OPS_JWT_SIGNING_KEY and OPS_JWT_PREVIOUS_KEYS
+                                                                  (PEM): a secondary site's OPS_JWT_MAIN_PUBLIC_KEYS (run at the main)
   link-identity         --user NAME --issuer URL --subject SUB [--move]
                                                                   link a user to an identity-provider account (its logins reach this user; audited);
                                                                   --move takes the identity from the account that has it
@@ -61,6 +64,9 @@ func Run(ctx context.Context, env *Env, args []string) error {
 	cmd, rest := args[0], args[1:]
 	if cmd == "generate-signing-key" {
 		return generateKey(rest)
+	}
+	if cmd == "export-public-keys" {
+		return env.exportPublicKeys(rest)
 	}
 	if env.Config.DatabaseURL == "" {
 		return errors.New("OPS_DATABASE_URL: required but not set")
@@ -299,13 +305,39 @@ func (e *Env) issueJWT(ctx context.Context, args []string) error {
 	if len(roles) == 0 {
 		roles = u.Roles // as Ensure read them, with the user
 	}
-	iss := &signing.Issuer{Ring: ring, Issuer: e.Config.JWTIssuer, Audience: e.Config.JWTAudience, TTL: *ttl}
+	iss := &signing.Issuer{Ring: ring, Issuer: e.Config.JWTIssuer, Audience: e.Config.JWTAudience, TTL: *ttl, Site: e.Config.SiteName}
 	tok, _, err := iss.Issue(u.ID, u.Username, roles)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintln(e.Stdout, tok)
 	return nil
+}
+
+// exportPublicKeys writes the public halves of this site's signing keys (active and previous) to
+// --out: what a secondary site is given as OPS_JWT_MAIN_PUBLIC_KEYS, so it verifies the main's
+// JWTs without ever holding the main's private key. Rerun after a rotation at the main.
+func (e *Env) exportPublicKeys(args []string) error {
+	fs := newFlags("export-public-keys")
+	out := fs.String("out", "", "path of the PEM file to write")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *out == "" {
+		return errors.New("--out: required")
+	}
+	if e.Config.Secondary() {
+		return errors.New("export-public-keys runs at the main site: a secondary's keys are never trusted by the main")
+	}
+	ring, err := signing.NewKeyRing(e.Config.JWTSigningKey, e.Config.JWTPreviousKeys)
+	if err != nil {
+		return err
+	}
+	data, err := ring.PublicPEM()
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(*out, data, 0o644)
 }
 
 func generateKey(args []string) error {

@@ -114,6 +114,11 @@ func New(cfg *authtoken.Config, svc *service.Service) (*App, error) {
 	if err != nil {
 		return nil, &config.Invalid{Var: "OPS_JWT_SIGNING_KEY", Reason: err.Error()}
 	}
+	if cfg.Secondary() { // its own key signs; the main's public keys verify the main's JWTs
+		if err := ring.TrustMainKeys(cfg.JWTMainPublicKeys); err != nil {
+			return nil, &config.Invalid{Var: "OPS_JWT_MAIN_PUBLIC_KEYS", Reason: err.Error()}
+		}
+	}
 	// Reads (verification included) from the local database, which at a secondary site is its
 	// replica; changes to the main site's primary (database.Pools).
 	pools, err := database.AttachPools(svc, migrations.Latest())
@@ -124,7 +129,7 @@ func New(cfg *authtoken.Config, svc *service.Service) (*App, error) {
 	auth := authn.New(cfg.Config, ring.Keys(), core.Tokens, svc.Redis, svc.Log)
 	core.Users.Directory = &directory.Publisher{Redis: svc.Redis, Local: auth.JWT.Users}
 	core.Tokens.Directory = auth.JWT.Users
-	issuer := &signing.Issuer{Ring: ring, Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience, TTL: cfg.JWTTTL}
+	issuer := &signing.Issuer{Ring: ring, Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience, TTL: cfg.JWTTTL, Site: cfg.SiteName}
 	httpapi.Register(svc.API, &httpapi.Handlers{
 		Auth:          auth,
 		Users:         core.Users,

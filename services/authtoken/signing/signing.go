@@ -111,6 +111,49 @@ func parseKeys(data []byte) ([]crypto.PublicKey, error) {
 	return out, nil
 }
 
+// TrustMainKeys adds the main site's public keys (PEM "PUBLIC KEY" blocks, as `authtoken admin
+// export-public-keys` writes them) to the keys a secondary site accepts and publishes, so JWTs the
+// main site issued keep verifying there while this site signs with its own key. It refuses a
+// private key (a secondary never holds the main site's private key: issue 24, point 8) and a set
+// that holds this site's own signing key (the secondary must sign with a key of its own, or the
+// main would accept what it signs).
+func (r *KeyRing) TrustMainKeys(mainPEM string) error {
+	keys, err := parseKeys([]byte(mainPEM))
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		pub, ok := k.(ed25519.PublicKey)
+		if !ok {
+			return errors.New("holds a private key: give the main site's public keys only (authtoken admin export-public-keys at the main site)")
+		}
+		if authn.KeyID(pub) == r.kid {
+			return errors.New("holds this site's own signing key: a secondary signs with a key of its own (authtoken admin generate-signing-key)")
+		}
+	}
+	for _, k := range keys {
+		r.add(k.(ed25519.PublicKey))
+	}
+	return nil
+}
+
+// KeyID is the kid of the active signing key.
+func (r *KeyRing) KeyID() string { return r.kid }
+
+// PublicPEM is every key the ring accepts (active first), as PEM "PUBLIC KEY" blocks: what a
+// secondary site is given as OPS_JWT_MAIN_PUBLIC_KEYS.
+func (r *KeyRing) PublicPEM() ([]byte, error) {
+	var out []byte
+	for _, kid := range r.ordering {
+		der, err := x509.MarshalPKIXPublicKey(r.verify[kid])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})...)
+	}
+	return out, nil
+}
+
 // Keys is the KeySource for verifying JWTs inside the authtoken service.
 func (r *KeyRing) Keys() authn.StaticKeys { return r.verify }
 
@@ -129,6 +172,9 @@ type Issuer struct {
 	Issuer   string
 	Audience string
 	TTL      time.Duration
+	// Site names the issuing site (OPS_SITE_NAME) in the JWT's "site" claim, so a JWT says
+	// where it was minted (a secondary's JWTs verify only there: docs/two-sites.md).
+	Site string
 }
 
 // Issue signs a session JWT for a user with the given roles, valid for TTL from now.
@@ -150,6 +196,7 @@ func (i *Issuer) Issue(userID int64, username string, roles []string) (string, t
 		},
 		UID:   userID,
 		Roles: roles,
+		Site:  i.Site,
 	}
 	t := jwt.NewWithClaims(jwt.SigningMethodEdDSA, claims)
 	t.Header["kid"] = i.Ring.kid

@@ -105,7 +105,7 @@ func TestCheck(t *testing.T) {
 	require.NoError(t, err)
 	out, errs, code = run()
 	require.Equal(t, 1, code, "stdout: %s\nstderr: %s", out, errs)
-	require.Contains(t, out, "executions_end_after_start: 1 violation(s): An executed obs unit never ends before it starts")
+	require.Contains(t, out, "executions_end_before_start: 1 violation(s): Executions that end before they start")
 	require.Contains(t, out, "  "+bad+"  start_time 2026-11-25 05:00:00")
 	require.Contains(t, out, fmt.Sprintf("1 of %d invariants violated, 1 violation(s)", len(invs)))
 	require.Contains(t, errs, "invariants violated")

@@ -274,10 +274,12 @@ func TestConcurrentClaimsOneWinner(t *testing.T) {
 	for name, id := range nameWinners {
 		require.Equal(t, 1, e.count(t, `SELECT count(*) FROM raw_data_packages WHERE name = $1 AND id = $2`, name, id))
 	}
-	// The claims were released with their records: the rules now rest on the database.
+	// Every claim is due for release with its records (buffer.claimGrace later): the rules then
+	// rest on the database.
 	require.Eventually(t, func() bool {
-		return e.s.Redis.Client().HLen(t.Context(), "ingest:claims").Val() == 0
-	}, 10*time.Second, 50*time.Millisecond, "claims left after the drain")
+		rdb := e.s.Redis.Client()
+		return rdb.HLen(t.Context(), "ingest:claims").Val() == rdb.ZCard(t.Context(), "ingest:claims:release").Val()
+	}, 10*time.Second, 50*time.Millisecond, "claims not due for release after the drain")
 	r := e.post(t, "/raw_data_files/", fileBody(st.ID, "race/p0.fits"))
 	require.Equal(t, http.StatusConflict, r.Status, "%s", r.Body)
 	require.Contains(t, r.detail(t), pathWinners["race/p0.fits"])

@@ -132,7 +132,11 @@ func (c *integrityClient) step() {
 			}
 		}
 		r := c.send(http.MethodPost, "/raw_data_files/", b)
-		if c.l.answer(op, r.Status, created, conflict) && r.Status == created {
+		want := created // a new path, or a replay
+		if op == "file-same-path" {
+			want = conflict // rule 2: the path is the other file's
+		}
+		if c.l.answer(op, r.Status, want) && r.Status == created {
 			fid := b["id"].(string)
 			if op != "file-replay" {
 				c.files[eid] = append(c.files[eid], fid)
@@ -183,7 +187,11 @@ func (c *integrityClient) step() {
 		pid := ingest.NewID()
 		r := c.send(http.MethodPost, "/raw_data_package/", map[string]any{"id": pid, "executed_obs_unit_id": eid,
 			"instrument_module_id": 11, "name": "p-" + pid, "file_ids": pick})
-		if c.l.answer(op, r.Status, created, conflict, invalid) && r.Status == created {
+		want := created
+		if op == "package-claiming-packaged-file" {
+			want = conflict // rule 1: the file is in another package
+		}
+		if c.l.answer(op, r.Status, want) && r.Status == created {
 			for _, f := range pick {
 				c.packaged[f] = true
 			}

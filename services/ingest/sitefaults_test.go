@@ -241,7 +241,7 @@ func runSiteFaults(t *testing.T, p sitePhases) {
 	require.Zero(t, dup, "files registered twice")
 	for id, fids := range pkgs {
 		var n int
-		require.NoError(t, e.db.QueryRow(`SELECT cardinality(file_ids) FROM raw_data_packages WHERE id = $1`, id).Scan(&n))
+		require.NoError(t, e.db.QueryRow(`SELECT count(*) FROM raw_data_package_files WHERE package_id = $1`, id).Scan(&n))
 		require.Equal(t, len(fids), n, "package %s lists its files", id)
 	}
 	rdb := ts.Redis.Client()

@@ -122,23 +122,48 @@ func (b *Buffer) Forget(ctx context.Context, items []ingest.Item) error {
 	return err
 }
 
-// queueRemoval adds to pipe the removal of items' cached records, index entries and claims (their
-// rows, committed, now hold the rule in the database): one HDEL per kind and 1,000 records.
+// claimGrace is how long a claim outlives its records in the cache. The API checks the database
+// before it holds a write, and the hold script checks the claims: a claim released the moment its
+// rows committed would leave a request that read the database just before that commit and holds
+// just after it seeing neither (a package acknowledged for a file just packaged, then kept aside
+// by the worker as a collision — TestIntegrityRandomized found it). A request holds within its
+// deadline (OPS_INGEST_REDIS_TIMEOUT, 1 s, after checks of a few ms); 30 s covers a stalled one
+// many times over, at about 100 bytes per claim released in the last 30 s.
+const claimGrace = 30 * time.Second
+
+// releaseClaimsScript releases the claims whose grace has passed (at most 5,000 a call): each
+// only if its owner still holds it. KEYS: claimsRelease, claimsKey. ARGV: now (unix ms).
+const releaseClaimsScript = `
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, 5000)
+for _, m in ipairs(due) do
+  local i = string.find(m, '\0', 1, true)
+  local k, o = string.sub(m, 1, i - 1), string.sub(m, i + 1)
+  if redis.call('HGET', KEYS[2], k) == o then redis.call('HDEL', KEYS[2], k) end
+end
+for s = 1, #due, 1000 do redis.call('ZREM', KEYS[1], unpack(due, s, math.min(s + 999, #due))) end
+return #due
+`
+
+// queueRemoval adds to pipe the removal of items' cached records and index entries, and the
+// release of their claims after claimGrace (their rows, committed, now hold the rule in the
+// database), releasing the claims whose grace has passed: one HDEL per kind and 1,000 records.
 func queueRemoval(ctx context.Context, pipe redis.Pipeliner, items []ingest.Item) {
 	byKind := map[string][]string{}
-	var claims []string
+	var release []redis.Z
+	at := float64(time.Now().Add(claimGrace).UnixMilli())
 	for _, it := range items {
 		byKind[it.Kind] = append(byKind[it.Kind], it.ID)
 		if it.Index != "" {
 			pipe.SRem(ctx, it.Index, it.ID)
 		}
 		for _, c := range it.Claims {
-			claims = append(claims, c.Key)
+			release = append(release, redis.Z{Score: at, Member: c.Key + "\x00" + c.Owner})
 		}
 	}
-	for start := 0; start < len(claims); start += 1000 {
-		pipe.HDel(ctx, claimsKey, claims[start:min(start+1000, len(claims))]...)
+	for start := 0; start < len(release); start += 1000 {
+		pipe.ZAdd(ctx, claimsRelease, release[start:min(start+1000, len(release))]...)
 	}
+	pipe.Eval(ctx, releaseClaimsScript, []string{claimsRelease, claimsKey}, time.Now().UnixMilli())
 	for kind, ids := range byKind {
 		for start := 0; start < len(ids); start += 1000 {
 			pipe.HDel(ctx, recHash(kind), ids[start:min(start+1000, len(ids))]...)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/obsops/obsops/services/ingest"
@@ -72,9 +73,21 @@ func TestHoldClaims(t *testing.T) {
 	require.Equal(t, 1, won)
 	require.Equal(t, racers-1, lost)
 
-	// Released with the record: then another owner may take it.
+	// Released claimGrace after its record left the cache (a request that read the database
+	// before the commit still loses); then another owner may take it.
 	require.NoError(t, b.Forget(ctx, wa.Items))
+	require.True(t, rdb.HExists(ctx, "ingest:claims", "path:11:x.fits").Val(), "kept for its grace")
+	_, err = b.Hold(ctx, claimed(ingest.NewID(), ingest.Claim{Key: "path:11:x.fits", Owner: "late"}))
+	require.True(t, isClaimConflict(err), "%v", err)
+	due, err := rdb.ZRange(ctx, "ingest:claims:release", 0, -1).Result()
+	require.NoError(t, err)
+	require.NotEmpty(t, due)
+	for _, m := range due { // the grace has passed
+		rdb.ZAdd(ctx, "ingest:claims:release", redis.Z{Score: 0, Member: m})
+	}
+	require.NoError(t, b.Forget(ctx, nil)) // any removal releases what is due
 	require.False(t, rdb.HExists(ctx, "ingest:claims", "path:11:x.fits").Val())
+	require.Zero(t, rdb.ZCard(ctx, "ingest:claims:release").Val())
 	_, err = b.Hold(ctx, claimed(c, ingest.Claim{Key: "path:11:x.fits", Owner: c}))
 	require.NoError(t, err)
 	owners, err := b.ClaimOwners(ctx, "path:11:x.fits", "path:11:nobody")

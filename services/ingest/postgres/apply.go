@@ -36,6 +36,7 @@ type Applier struct {
 	newFilesStmt    atomic.Pointer[sqlx.Stmt] // insertFilesSQL, prepared on first use
 	bareFilesStmt   atomic.Pointer[sqlx.Stmt] // insertBareFilesSQL, prepared on first use
 	upsertFilesStmt atomic.Pointer[sqlx.Stmt] // upsertFilesSQL, prepared on first use
+	collisionsStmt  atomic.Pointer[sqlx.Stmt] // fileCollisionsSQL, likewise
 	lsn             groupcommit.Group[walPosition]
 }
 
@@ -193,22 +194,31 @@ SELECT id, eou, module, path, size, checksum, meta::jsonb, ($9::uuid[])[task],
        COALESCE(NULLIF(created, '')::timestamptz, ($10::timestamptz[])[task])
 FROM f`
 
-// upsertFilesSQL is insertFilesSQL leaving files already registered as they are, and recording
-// in ingest_collisions (instead of failing the batch into the dead letters) a file whose path on
-// its module is another file's, or whose package differs from the one the file already belongs
-// to. The API refuses both when it acknowledges a registration (409); only writes acknowledged by
-// two sites' separate buffers can still collide here, and an acknowledged write is kept (the
-// losing record in full) rather than refused later (docs/decisions.md).
+// upsertFilesSQL is insertFilesSQL leaving files already registered as they are;
+// fileCollisionsSQL, run next in the same transaction, then records in ingest_collisions (instead
+// of failing the batch into the dead letters) a file whose path on its module is another file's,
+// or whose package differs from the one the file already belongs to. The API refuses both when it
+// acknowledges a registration (409); only writes acknowledged by two sites' separate buffers can
+// still collide here, and an acknowledged write is kept (the losing record in full) rather than
+// refused later (docs/decisions.md). Two statements, because a statement sees the rows committed
+// when it began: an insert that waited for another transaction applying the same files (a task
+// run twice at once) would not see them, and took its own files for lost; the second statement
+// begins after that wait and sees them.
 const upsertFilesSQL = filesCTEDistinct + `
 ins AS (` + insertFilesRows + `
-ON CONFLICT DO NOTHING RETURNING id),
+ON CONFLICT DO NOTHING RETURNING id)
+INSERT INTO raw_data_package_files (file_id, package_id)
+SELECT id, pkg FROM f
+WHERE pkg IS NOT NULL AND (id IN (SELECT id FROM ins) OR EXISTS (SELECT 1 FROM raw_data_files e WHERE e.id = f.id))
+ON CONFLICT (file_id) DO NOTHING`
+
+// fileCollisionsSQL records the files of a batch that upsertFilesSQL could not store as written
+// (see there); $10 is unused but keeps the arguments those of the other files statements.
+const fileCollisionsSQL = filesCTEDistinct + `
 lost AS (SELECT f.*, (SELECT e.id FROM raw_data_files e WHERE e.instrument_module_id = f.module AND e.path = f.path) AS holder
-         FROM f WHERE f.id NOT IN (SELECT id FROM ins) AND NOT EXISTS (SELECT 1 FROM raw_data_files e WHERE e.id = f.id)),
-mem AS (INSERT INTO raw_data_package_files (file_id, package_id)
-        SELECT id, pkg FROM f WHERE pkg IS NOT NULL AND id NOT IN (SELECT id FROM lost)
-        ON CONFLICT (file_id) DO NOTHING RETURNING file_id),
+         FROM f WHERE NOT EXISTS (SELECT 1 FROM raw_data_files e WHERE e.id = f.id) AND $10::timestamptz[] IS NOT NULL),
 memlost AS (SELECT f.id, f.pkg, f.task, m.package_id AS holder FROM f JOIN raw_data_package_files m ON m.file_id = f.id
-            WHERE f.pkg IS NOT NULL AND m.package_id <> f.pkg AND f.id NOT IN (SELECT file_id FROM mem))
+            WHERE f.pkg IS NOT NULL AND m.package_id <> f.pkg)
 INSERT INTO ingest_collisions (kind, record_id, other_id, tx, detail, record)
 SELECT 'file_path', id, holder, ($9::uuid[])[task],
        'path ' || path || ' on instrument module ' || module || ' is registered as file ' || COALESCE(holder::text, 'of the same batch'),
@@ -235,7 +245,12 @@ type filesExec func(ctx context.Context, args ...any) (sql.Result, error)
 // plainFilesExec runs upsertFilesSQL unprepared on q (the API's rare direct writes).
 func plainFilesExec(q sqlx.ExecerContext) filesExec {
 	return func(ctx context.Context, args ...any) (sql.Result, error) {
-		return q.ExecContext(ctx, upsertFilesSQL, args...)
+		res, err := q.ExecContext(ctx, upsertFilesSQL, args...)
+		if err != nil {
+			return res, err
+		}
+		_, err = q.ExecContext(ctx, fileCollisionsSQL, args...)
+		return res, err
 	}
 }
 
@@ -254,7 +269,21 @@ func (a *Applier) filesExec(ctx context.Context, tx *sqlx.Tx, upsert bool) (file
 		st = tx.StmtxContext(ctx, st) // the connection's prepared copy, made once per connection
 	}
 	if upsert {
-		return st.ExecContext, nil
+		coll, err := a.prepared(ctx, &a.collisionsStmt, fileCollisionsSQL)
+		if err != nil {
+			return nil, err
+		}
+		if tx != nil {
+			coll = tx.StmtxContext(ctx, coll)
+		}
+		return func(ctx context.Context, args ...any) (sql.Result, error) {
+			res, err := st.ExecContext(ctx, args...)
+			if err != nil {
+				return res, err
+			}
+			_, err = coll.ExecContext(ctx, args...)
+			return res, err
+		}, nil
 	}
 	bare, err := a.prepared(ctx, &a.bareFilesStmt, insertBareFilesSQL)
 	if err != nil {
@@ -357,24 +386,30 @@ func (a *Applier) ApplyPackage(ctx context.Context, t ingest.PackageTask) (inges
 	return a.ApplyBatch(ctx, []Work{{Package: &t}})
 }
 
-// insertPackage creates a package and records its files as its members, in one statement. A
-// package whose name its execution already gives another package, or a file that already
-// belongs to another package, is recorded in ingest_collisions rather than failing the task: the
-// API refuses both at acknowledgement (409), so only writes acknowledged by two sites' separate
-// buffers meet here, and an acknowledged write is never turned into a dead letter by them
-// (docs/decisions.md).
+// insertPackage creates a package and records its files as its members; a package whose name its
+// execution already gives another package, or a file that already belongs to another package, is
+// then recorded in ingest_collisions rather than failing the task: the API refuses both at
+// acknowledgement (409), so only writes acknowledged by two sites' separate buffers meet here, and
+// an acknowledged write is never turned into a dead letter by them (docs/decisions.md). Two
+// statements for the reason upsertFilesSQL gives: the second sees a package another transaction
+// applying the same task committed while the first waited for it (no collision with itself).
 func insertPackage(ctx context.Context, q sqlx.ExecerContext, p ingest.Package, txID string) error {
 	ids := p.FileIDs
 	if ids == nil {
 		ids = []string{}
 	}
-	_, err := q.ExecContext(ctx, `
+	args := []any{p.ID, p.ExecutedObsUnitID, p.InstrumentModuleID, p.Name, pq.StringArray(ids), txID}
+	if _, err := q.ExecContext(ctx, `
 WITH p AS (INSERT INTO raw_data_packages (id, executed_obs_unit_id, instrument_module_id, name, tx)
-           VALUES ($1::uuid, $2::uuid, $3::int, $4::text, $6::uuid) ON CONFLICT DO NOTHING RETURNING id),
-ok AS (SELECT id FROM p UNION SELECT id FROM raw_data_packages WHERE id = $1::uuid),
-mem AS (INSERT INTO raw_data_package_files (file_id, package_id)
-        SELECT x, $1::uuid FROM unnest($5::uuid[]) AS x WHERE EXISTS (SELECT 1 FROM ok)
-        ON CONFLICT (file_id) DO NOTHING RETURNING file_id)
+           VALUES ($1::uuid, $2::uuid, $3::int, $4::text, $6::uuid) ON CONFLICT DO NOTHING RETURNING id)
+INSERT INTO raw_data_package_files (file_id, package_id)
+SELECT x, $1::uuid FROM unnest($5::uuid[]) AS x
+WHERE EXISTS (SELECT 1 FROM p) OR EXISTS (SELECT 1 FROM raw_data_packages WHERE id = $1::uuid)
+ON CONFLICT (file_id) DO NOTHING`, args...); err != nil {
+		return err
+	}
+	_, err := q.ExecContext(ctx, `
+WITH ok AS (SELECT id FROM raw_data_packages WHERE id = $1::uuid)
 INSERT INTO ingest_collisions (kind, record_id, other_id, tx, detail, record)
 SELECT 'package_name', $1::uuid, (SELECT r.id FROM raw_data_packages r WHERE r.executed_obs_unit_id = $2::uuid AND r.name = $4::text),
        $6::uuid, 'execution ' || $2::text || ' already has a package named ' || quote_literal($4::text),
@@ -383,7 +418,7 @@ WHERE NOT EXISTS (SELECT 1 FROM ok)
 UNION ALL
 SELECT 'package_file', $1::uuid, m.package_id, $6::uuid, 'file ' || x || ' already belongs to package ' || m.package_id, NULL
 FROM unnest($5::uuid[]) AS x JOIN raw_data_package_files m ON m.file_id = x
-WHERE m.package_id <> $1::uuid AND EXISTS (SELECT 1 FROM ok)`, p.ID, p.ExecutedObsUnitID, p.InstrumentModuleID, p.Name, pq.StringArray(ids), txID)
+WHERE m.package_id <> $1::uuid AND EXISTS (SELECT 1 FROM ok)`, args...)
 	return err
 }
 

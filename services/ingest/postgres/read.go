@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -31,7 +32,8 @@ type Store struct {
 	modules   map[int64]bool
 	modLoaded time.Time
 
-	lookups groupcommit.Group[fileLookup] // FilesByIDOrPath's shared queries
+	lookups    groupcommit.Group[fileLookup] // FilesByIDOrPath's shared queries
+	lookupStmt atomic.Pointer[sqlx.Stmt]     // filesByIDOrPathSQL, prepared on first use
 }
 
 // writer is the pool for the direct writes (see Write).
@@ -190,15 +192,22 @@ type fileLookup struct {
 	err     error
 }
 
+// filesByIDOrPathSQL finds files by id ($1) or by (module, path) pairs ($2, $3).
+const filesByIDOrPathSQL = `SELECT ` + fileColumns + ` FROM raw_data_files f WHERE f.id = ANY($1::uuid[])
+UNION SELECT ` + fileColumns + ` FROM raw_data_files f JOIN unnest($2::int[], $3::text[]) AS q(module, path)
+  ON f.instrument_module_id = q.module AND f.path = q.path`
+
 // filesByIDOrPath is FilesByIDOrPath's query.
 func (s *Store) filesByIDOrPath(ctx context.Context, ids []string, modules []int64, paths []string) ([]ingest.RawDataFile, error) {
 	if ids == nil {
 		ids = []string{}
 	}
+	st, err := prepared(ctx, s.DB, &s.lookupStmt, filesByIDOrPathSQL)
+	if err != nil {
+		return nil, err
+	}
 	var rows []fileRow
-	if err := s.DB.SelectContext(ctx, &rows, `SELECT `+fileColumns+` FROM raw_data_files f WHERE f.id = ANY($1::uuid[])
-UNION SELECT `+fileColumns+` FROM raw_data_files f JOIN unnest($2::int[], $3::text[]) AS q(module, path)
-  ON f.instrument_module_id = q.module AND f.path = q.path`, pq.StringArray(ids), pq.Int64Array(modules), pq.StringArray(paths)); err != nil {
+	if err := st.SelectContext(ctx, &rows, pq.StringArray(ids), pq.Int64Array(modules), pq.StringArray(paths)); err != nil {
 		return nil, err
 	}
 	out := make([]ingest.RawDataFile, len(rows))

@@ -173,11 +173,7 @@ func (s *Store) CreateProgram(ctx context.Context, spec catalog.ProgramSpec, by 
 func (s *Store) ReplaceProgram(ctx context.Context, id int64, spec catalog.ProgramSpec, guard catalog.DeleteGuard) (catalog.Program, error) {
 	var out catalog.Program
 	err := database.InTx(ctx, s.writer(), func(tx *sqlx.Tx) error {
-		var exists bool
-		if err := tx.GetContext(ctx, &exists, `SELECT true FROM observing_programs WHERE id = $1 FOR UPDATE`, id); err != nil {
-			if errors.Is(err, sql.ErrNoRows) {
-				return fmt.Errorf("no program with id %d: %w", id, problem.ErrNotFound)
-			}
+		if err := lockProgram(ctx, tx, id); err != nil {
 			return err
 		}
 		if err := checkUnitRefs(ctx, tx, spec.ObsUnits); err != nil {
@@ -217,17 +213,26 @@ func (s *Store) ReplaceProgram(ctx context.Context, id int64, spec catalog.Progr
 	return out, s.executionsConflict(ctx, err, id, names...)
 }
 
+// lockProgram locks program id's row for the rest of tx (an error wrapping problem.ErrNotFound
+// if there is none): no unit is added to it meanwhile.
+func lockProgram(ctx context.Context, tx *sqlx.Tx, id int64) error {
+	var exists bool
+	if err := tx.GetContext(ctx, &exists, `SELECT true FROM observing_programs WHERE id = $1 FOR UPDATE`, id); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("no program with id %d: %w", id, problem.ErrNotFound)
+		}
+		return err
+	}
+	return nil
+}
+
 // DeleteProgram deletes a program and its obs units in one transaction, calling guard with the
 // obs units' ids before it commits; one with executed observations cannot be deleted (the
 // executed-observation rows' foreign key answers 23503: a 409 naming them).
 func (s *Store) DeleteProgram(ctx context.Context, id int64, guard catalog.DeleteGuard) error {
 	err := database.InTx(ctx, s.writer(), func(tx *sqlx.Tx) error {
 		// The program's row lock keeps units from being added to it meanwhile.
-		var exists bool
-		if err := tx.GetContext(ctx, &exists, `SELECT true FROM observing_programs WHERE id = $1 FOR UPDATE`, id); err != nil {
-			if errors.Is(err, sql.ErrNoRows) {
-				return fmt.Errorf("no program with id %d: %w", id, problem.ErrNotFound)
-			}
+		if err := lockProgram(ctx, tx, id); err != nil {
 			return err
 		}
 		var units []int64

@@ -261,20 +261,14 @@ func (a *Applier) filesExec(ctx context.Context, tx *sqlx.Tx, upsert bool) (file
 	if upsert {
 		query, stmt = upsertFilesSQL, &a.upsertFilesStmt
 	}
-	st, err := a.prepared(ctx, stmt, query)
+	st, err := a.preparedOn(ctx, tx, stmt, query)
 	if err != nil {
 		return nil, err
 	}
-	if tx != nil {
-		st = tx.StmtxContext(ctx, st) // the connection's prepared copy, made once per connection
-	}
 	if upsert {
-		coll, err := a.prepared(ctx, &a.collisionsStmt, fileCollisionsSQL)
+		coll, err := a.preparedOn(ctx, tx, &a.collisionsStmt, fileCollisionsSQL)
 		if err != nil {
 			return nil, err
-		}
-		if tx != nil {
-			coll = tx.StmtxContext(ctx, coll)
 		}
 		return func(ctx context.Context, args ...any) (sql.Result, error) {
 			res, err := st.ExecContext(ctx, args...)
@@ -285,12 +279,9 @@ func (a *Applier) filesExec(ctx context.Context, tx *sqlx.Tx, upsert bool) (file
 			return res, err
 		}, nil
 	}
-	bare, err := a.prepared(ctx, &a.bareFilesStmt, insertBareFilesSQL)
+	bare, err := a.preparedOn(ctx, tx, &a.bareFilesStmt, insertBareFilesSQL)
 	if err != nil {
 		return nil, err
-	}
-	if tx != nil {
-		bare = tx.StmtxContext(ctx, bare)
 	}
 	return func(ctx context.Context, args ...any) (sql.Result, error) {
 		run := bare
@@ -342,6 +333,16 @@ func (a *Applier) batchRows() int {
 // what a single file's registration cost PostgreSQL most of.
 func (a *Applier) prepared(ctx context.Context, stmt *atomic.Pointer[sqlx.Stmt], query string) (*sqlx.Stmt, error) {
 	return prepared(ctx, a.DB, stmt, query)
+}
+
+// preparedOn is Applier.prepared on tx (the connection's prepared copy, made once per
+// connection), or on the pool when tx is nil.
+func (a *Applier) preparedOn(ctx context.Context, tx *sqlx.Tx, stmt *atomic.Pointer[sqlx.Stmt], query string) (*sqlx.Stmt, error) {
+	st, err := a.prepared(ctx, stmt, query)
+	if err != nil || tx == nil {
+		return st, err
+	}
+	return tx.StmtxContext(ctx, st), nil
 }
 
 // prepared returns the statement in stmt, preparing query on db the first time: a statement

@@ -93,6 +93,10 @@ const (
 	ClaimPath   = "path:"   // + module + ":" + path → file id
 	ClaimMember = "member:" // + file id → package id
 	ClaimName   = "name:"   // + executed obs unit id + ":" + name → package id
+	// ClaimFinish + executed obs unit id → the finish's content hash: one finish per execution,
+	// also while the first is being committed and leaving the cache (its record alone would not
+	// say so then: the check of the committed finish may have run just before that commit).
+	ClaimFinish = "finish:"
 )
 
 // FileClaims are the claims of a file's registration: its path, and its package if it names one.

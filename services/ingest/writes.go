@@ -246,14 +246,16 @@ func (s *Service) Finish(ctx context.Context, caller Caller, rawID string, req W
 		}{id, f}
 		tx, err := s.hold(ctx, Write{
 			Tx: NewID(), TaskType: TaskFinish, TaskID: FinishTaskID(id),
-			Items: []Item{{Kind: KindFinish, ID: id, Hash: Hash(rec), Record: CacheRecord[Finish]{at, f}}},
+			Items: []Item{{Kind: KindFinish, ID: id, Hash: Hash(rec), Record: CacheRecord[Finish]{at, f},
+				Claims: []Claim{{Key: ClaimFinish + id, Owner: Hash(rec)}}}},
 			Payload: payload(func(tx string) any {
 				return FinishTask{Envelope: Envelope{TxID: tx, AcceptedAt: at}, ID: id, Finish: f}
 			}),
 		})
 		if err != nil {
 			var ce *BufferConflictError
-			if errors.As(err, &ce) {
+			var cc *ClaimConflictError
+			if errors.As(err, &ce) || errors.As(err, &cc) {
 				return heldAnswer{}, conflict("this execution was already finished with another end_time, status or meta")
 			}
 			return heldAnswer{}, err

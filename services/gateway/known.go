@@ -51,12 +51,6 @@ func (k *KnownCredentials) Budget(fp Fingerprint) (string, bool) {
 	return "", false
 }
 
-// Has reports whether fp was verified by an upstream and not forgotten since.
-func (k *KnownCredentials) Has(fp Fingerprint) bool {
-	_, ok := k.Budget(fp)
-	return ok
-}
-
 // Add remembers fp as verified, counting against budget.
 func (k *KnownCredentials) Add(fp Fingerprint, budget string) {
 	s := &k.shards[fp[0]%knownShards]

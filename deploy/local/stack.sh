@@ -125,6 +125,10 @@ test_deps() {
 		need prometheus "its promtool checks and unit-tests deploy/prometheus/alerts.yml (services/site TestAlertRules)"
 	command -v chromium >/dev/null ||
 		need chromium "the headless-browser check that /docs renders without internet (services/gateway TestGatewayEndToEnd)"
+	command -v xmllint >/dev/null ||
+		need libxml2-utils "xmllint validates the catalog's VOTable answers against the IVOA schema (services/catalog TestTablesInAndOut)"
+	[ -f /usr/lib/python3/dist-packages/astropy/io/votable/data/VOTable.v1.4.xsd ] ||
+		need python3-astropy "the VOTable 1.4 schema and astropy.io.votable reading the catalog's VOTables (services/catalog TestTablesInAndOut)"
 	install_needed
 }
 

@@ -44,6 +44,7 @@ func Access() map[string]Rule {
 		"GET /sources/":                         UserOrScopes("read:sources"),
 		"GET /sources/{id}":                     UserOrScopes("read:sources"),
 		"POST /sources/":                        Roles(RoleObserver, RoleAdmin),
+		"POST /sources/import":                  Roles(RoleObserver, RoleAdmin),
 		"PUT /sources/{id}":                     Roles(RoleObserver, RoleAdmin),
 		"DELETE /sources/{id}":                  Roles(RoleObserver, RoleAdmin),
 		"GET /sources/{id}/chip":                UserOrScopes("read:sources"),

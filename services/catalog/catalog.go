@@ -10,6 +10,7 @@ package catalog
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -43,6 +44,9 @@ type Config struct {
 	// with its own buffer: before obs units are deleted they are fenced there too, besides
 	// OPS_INGEST_URL (deletes.go). One that cannot be reached makes such a delete answer 503.
 	FenceIngestURLs []string `env:"OPS_CATALOG_FENCE_INGEST_URLS" envSeparator:","`
+	// ImportBodyLimitBytes is the body limit of POST /sources/import: a VOTable of 10,000 sources
+	// (the most one import takes) is about 4 MiB; every other route keeps OPS_BODY_LIMIT_BYTES.
+	ImportBodyLimitBytes int `env:"OPS_CATALOG_IMPORT_BODY_LIMIT_BYTES" envDefault:"8388608"`
 }
 
 // Validate checks the resolver settings (config.Load validates the embedded site and common
@@ -55,6 +59,8 @@ func (c *Config) Validate() error {
 		return &config.Invalid{Var: "OPS_CATALOG_COSTLY_PER_REPLICA", Reason: "must be >= 0 (0: half the CPUs)"}
 	case c.SesameTimeout < 100*time.Millisecond || c.SesameTimeout > 30*time.Second:
 		return &config.Invalid{Var: "OPS_SESAME_TIMEOUT", Reason: "must be within 100ms..30s"}
+	case c.ImportBodyLimitBytes < 1<<20 || c.ImportBodyLimitBytes > 1<<30:
+		return &config.Invalid{Var: "OPS_CATALOG_IMPORT_BODY_LIMIT_BYTES", Reason: "must be within [1 MiB, 1 GiB]"}
 	case c.SesameCacheTTL < time.Minute:
 		return &config.Invalid{Var: "OPS_SESAME_CACHE_TTL", Reason: "must be at least 1m"}
 	}
@@ -245,6 +251,8 @@ type Source struct {
 	PMRAMasYr      *float64 `json:"pm_ra_mas_yr" doc:"Proper motion in RA, mu_alpha* (includes cos dec), mas/yr."`
 	PMDecMasYr     *float64 `json:"pm_dec_mas_yr"`
 	Epoch          *float64 `json:"epoch" doc:"Julian epoch of ra_deg/dec_deg (e.g. 2000.0)."`
+	ParallaxMas    *float64 `json:"parallax_mas" doc:"Parallax, mas (fixed sources; kept for the record and for exports)."`
+	RadialVelocity *float64 `json:"radial_velocity_kms" doc:"Radial velocity, km/s (fixed sources; kept for the record and for exports)."`
 	Body           *string  `json:"body" doc:"Solar-system body (solar_system sources)."`
 	ElevationDeg   *float64 `json:"elevation_deg" doc:"Fixed elevation (constant_elevation sources)."`
 	AzMinDeg       *float64 `json:"az_min_deg"`
@@ -269,6 +277,8 @@ type SourceSpec struct {
 	PMRAMasYr      *float64 `json:"pm_ra_mas_yr,omitempty" minimum:"-100000" maximum:"100000"`
 	PMDecMasYr     *float64 `json:"pm_dec_mas_yr,omitempty" minimum:"-100000" maximum:"100000"`
 	Epoch          *float64 `json:"epoch,omitempty" minimum:"1800" maximum:"2200"`
+	ParallaxMas    *float64 `json:"parallax_mas,omitempty" minimum:"0" maximum:"1000" doc:"Parallax, mas (fixed sources)."`
+	RadialVelocity *float64 `json:"radial_velocity_kms,omitempty" minimum:"-30000" maximum:"30000" doc:"Radial velocity, km/s (fixed sources)."`
 	Body           *string  `json:"body,omitempty" enum:"sun,moon,mercury,venus,mars,jupiter,saturn,uranus,neptune"`
 	ElevationDeg   *float64 `json:"elevation_deg,omitempty" minimum:"0" maximum:"90"`
 	AzMinDeg       *float64 `json:"az_min_deg,omitempty" minimum:"0" maximum:"360"`
@@ -310,7 +320,8 @@ func (s *SourceSpec) Normalize() error {
 		set  bool
 	}
 	fixed := []field{{"ra_deg", s.RADeg != nil}, {"dec_deg", s.DecDeg != nil}}
-	motion := []field{{"pm_ra_mas_yr", s.PMRAMasYr != nil}, {"pm_dec_mas_yr", s.PMDecMasYr != nil}, {"epoch", s.Epoch != nil}}
+	motion := []field{{"pm_ra_mas_yr", s.PMRAMasYr != nil}, {"pm_dec_mas_yr", s.PMDecMasYr != nil}, {"epoch", s.Epoch != nil},
+		{"parallax_mas", s.ParallaxMas != nil}, {"radial_velocity_kms", s.RadialVelocity != nil}}
 	solar := []field{{"body", s.Body != nil}}
 	constEl := []field{{"elevation_deg", s.ElevationDeg != nil}, {"az_min_deg", s.AzMinDeg != nil}, {"az_max_deg", s.AzMaxDeg != nil}}
 	var need, allow []field
@@ -347,7 +358,8 @@ func (s *SourceSpec) Normalize() error {
 		name string
 		v    *float64
 	}{{"ra_deg", s.RADeg}, {"dec_deg", s.DecDeg}, {"pm_ra_mas_yr", s.PMRAMasYr}, {"pm_dec_mas_yr", s.PMDecMasYr},
-		{"epoch", s.Epoch}, {"elevation_deg", s.ElevationDeg}, {"az_min_deg", s.AzMinDeg}, {"az_max_deg", s.AzMaxDeg}} {
+		{"epoch", s.Epoch}, {"elevation_deg", s.ElevationDeg}, {"az_min_deg", s.AzMinDeg}, {"az_max_deg", s.AzMaxDeg},
+		{"parallax_mas", s.ParallaxMas}, {"radial_velocity_kms", s.RadialVelocity}} {
 		if p.v != nil && (math.IsNaN(*p.v) || math.IsInf(*p.v, 0)) {
 			return problem.Field("body."+p.name, "must be a finite number", nil)
 		}
@@ -357,6 +369,15 @@ func (s *SourceSpec) Normalize() error {
 	}
 	if s.DecDeg != nil && (*s.DecDeg < -90 || *s.DecDeg > 90) {
 		return problem.Field("body.dec_deg", "must be within [-90, 90]", *s.DecDeg)
+	}
+	if s.Body != nil && !slices.Contains(visibility.Bodies(), *s.Body) {
+		return problem.Field("body.body", "must be one of "+strings.Join(visibility.Bodies(), ", "), *s.Body)
+	}
+	if s.ParallaxMas != nil && (*s.ParallaxMas < 0 || *s.ParallaxMas > 1000) {
+		return problem.Field("body.parallax_mas", "must be within [0, 1000] mas", *s.ParallaxMas)
+	}
+	if s.RadialVelocity != nil && (*s.RadialVelocity < -30000 || *s.RadialVelocity > 30000) {
+		return problem.Field("body.radial_velocity_kms", "must be within [-30000, 30000] km/s", *s.RadialVelocity)
 	}
 	if s.Kind == KindFixed && (s.PMRAMasYr != nil || s.PMDecMasYr != nil) && s.Epoch == nil {
 		e := 2000.0

@@ -41,6 +41,9 @@ type Store interface {
 	GetSource(ctx context.Context, id int64) (Source, error)
 	// CreateSource stores a normalized source with its aliases, created by by.
 	CreateSource(ctx context.Context, spec SourceSpec, by string) (Source, error)
+	// ImportSources stores normalized sources with their aliases in one transaction, created by
+	// by, unless a name or alias is taken (then taken lists them and nothing is stored) or dryRun.
+	ImportSources(ctx context.Context, specs []SourceSpec, by string, dryRun bool) (ids []int64, taken []TakenName, err error)
 	// ReplaceSource replaces a source's fields and aliases.
 	ReplaceSource(ctx context.Context, id int64, spec SourceSpec) (Source, error)
 	// DeleteSource deletes a source and its aliases (a *ConflictError while obs units use it).

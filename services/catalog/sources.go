@@ -249,3 +249,16 @@ func (s *Service) ResolveNames(ctx context.Context, names []string, name string)
 	}
 	return s.Resolver.Resolve(ctx, names)
 }
+
+// ProgramSources returns the sources of a program's obs units by id (the table export of a program).
+func (s *Service) ProgramSources(ctx context.Context, programID int64) (map[int64]Source, error) {
+	page, err := s.Store.ListSources(ctx, SourceQuery{ProgramID: programID, Limit: 500}) // a program has at most 500 obs units (ProgramSpec.ObsUnits)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int64]Source, len(page.Items))
+	for _, src := range page.Items {
+		out[src.ID] = src
+	}
+	return out, nil
+}

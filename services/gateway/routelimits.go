@@ -23,8 +23,9 @@ import (
 //     budget (OPS_RATE_LIMIT_PER_MINUTE), which every other route keeps.
 
 // LargeBodyRoutes are the routes (method and exact path) whose bodies may exceed the default
-// limit, up to the bulk limit.
-func LargeBodyRoutes() []string { return []string{"POST /raw_data_files/bulk"} }
+// limit, up to the bulk limit: the bulk registration, and a target list's import (whose own,
+// smaller limit the catalog holds it to, OPS_CATALOG_IMPORT_BODY_LIMIT_BYTES).
+func LargeBodyRoutes() []string { return []string{"POST /raw_data_files/bulk", "POST /sources/import"} }
 
 // ingestClassPrefixes are the path prefixes of the ingest rate-limit class: those the routing
 // table gives the ingest service, so a prefix added there is in the class too.

@@ -78,7 +78,8 @@ func New(cfg *catalog.Config, vcfg *visibility.Config, svc *service.Service) (*A
 		perReplica = max(1, runtime.GOMAXPROCS(0)/2)
 	}
 	httpapi.Register(svc.API, &httpapi.Handlers{Auth: auth, Catalog: a.Catalog,
-		Costs: httpapi.NewCostBound(cfg.CostlyPerUser, perReplica)})
+		Costs:     httpapi.NewCostBound(cfg.CostlyPerUser, perReplica),
+		BodyLimit: int64(cfg.BodyLimitBytes), ImportBodyLimit: int64(cfg.ImportBodyLimitBytes)})
 	return a, nil
 }
 

@@ -5,8 +5,10 @@ import (
 	"fmt"
 
 	"github.com/obsops/obsops/pkg/authn"
+	"github.com/obsops/obsops/pkg/problem"
 	"github.com/obsops/obsops/services/catalog"
 	"github.com/obsops/obsops/services/catalog/resolve"
+	"github.com/obsops/obsops/services/catalog/tables"
 )
 
 // IDParam is the {id} of a program or source (exported: huma reads embedded params only from exported types).
@@ -32,7 +34,10 @@ type programListInput struct {
 }
 
 type sourceListInput struct {
-	PageParams
+	Limit     int    `query:"limit" default:"50" minimum:"1" maximum:"10000" doc:"Page size: 1-500 in JSON, up to 10,000 in CSV and VOTable (a whole target list in one file)."`
+	Offset    int    `query:"offset" default:"0" minimum:"0" maximum:"100000000" doc:"Items to skip."`
+	Format    string `query:"format" enum:"json,csv,votable" doc:"csv or votable: the page as a table (as Accept: text/csv or application/x-votable+xml); the total is in X-Total-Count."`
+	Accept    string `header:"Accept"`
 	Q         string `query:"q" maxLength:"255" doc:"Any part of a name or alias; case and spaces ignored."`
 	Kind      string `query:"kind" enum:"fixed,solar_system,constant_elevation"`
 	ProgramID int64  `query:"program_id" minimum:"0" doc:"Only sources used by this program's obs units."`
@@ -101,12 +106,20 @@ func (h *Handlers) createProgram(ctx context.Context, in *struct{ Body catalog.P
 	return &createdOutput[catalog.Program]{Location: fmt.Sprintf("/observing_program/%d", p.ID), Body: p}, nil
 }
 
-func (h *Handlers) getProgram(ctx context.Context, in *IDParam) (*bodyOutput[catalog.Program], error) {
+func (h *Handlers) getProgram(ctx context.Context, in *programGetInput) (*tableOutput, error) {
+	format := tables.Negotiate(in.Format, in.Accept)
 	p, err := h.Catalog.GetProgram(ctx, in.ID)
 	if err != nil {
 		return nil, err
 	}
-	return out(p), nil
+	if format == tables.JSON {
+		return encode(format, p, nil, 0)
+	}
+	sources, err := h.Catalog.ProgramSources(ctx, p.ID)
+	if err != nil {
+		return nil, err
+	}
+	return encode(format, p, func() tables.Table { return tables.Program(p, sources) }, len(p.ObsUnits))
 }
 
 func (h *Handlers) replaceProgram(ctx context.Context, in *struct {
@@ -126,13 +139,17 @@ func (h *Handlers) deleteProgram(ctx context.Context, in *IDParam) (*struct{}, e
 
 // ---- sources ----
 
-func (h *Handlers) listSources(ctx context.Context, in *sourceListInput) (*bodyOutput[catalog.Page[catalog.Source]], error) {
+func (h *Handlers) listSources(ctx context.Context, in *sourceListInput) (*tableOutput, error) {
+	format := tables.Negotiate(in.Format, in.Accept)
+	if format == tables.JSON && in.Limit > maxJSONPage {
+		return nil, problem.Field("query.limit", fmt.Sprintf("at most %d in JSON (up to %d with format=csv or votable)", maxJSONPage, tables.MaxImportRows), in.Limit)
+	}
 	page, err := h.Catalog.ListSources(ctx, catalog.SourceListQuery{Q: in.Q, Kind: in.Kind, ProgramID: in.ProgramID,
 		RADeg: in.RADeg, DecDeg: in.DecDeg, RadiusDeg: in.RadiusDeg, Limit: in.Limit, Offset: in.Offset})
 	if err != nil {
 		return nil, err
 	}
-	return out(page), nil
+	return encode(format, page, func() tables.Table { return tables.Sources("sources", page.Items) }, page.Total)
 }
 
 func (h *Handlers) createSource(ctx context.Context, in *struct{ Body catalog.SourceSpec }) (*createdOutput[catalog.Source], error) {

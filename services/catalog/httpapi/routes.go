@@ -9,6 +9,7 @@ import (
 
 	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/services/catalog"
+	"github.com/obsops/obsops/services/catalog/tables"
 )
 
 // Handlers serves the catalog routes: each decodes its input, calls one use case of Catalog
@@ -18,6 +19,18 @@ type Handlers struct {
 	Catalog *catalog.Service
 	// Costs bounds the costly routes (visibility, heatmaps, source searches); nil: unbounded.
 	Costs *CostBound
+	// BodyLimit is the body limit of every route (OPS_BODY_LIMIT_BYTES) but POST /sources/import,
+	// whose limit is ImportBodyLimit (OPS_CATALOG_IMPORT_BODY_LIMIT_BYTES): the server accepts
+	// the larger, each route holds to its own.
+	BodyLimit, ImportBodyLimit int64
+}
+
+// op is an operation with its access rule (Auth.Op) and, unless it sets one, the default body limit.
+func (h *Handlers) op(o huma.Operation) huma.Operation {
+	if o.MaxBodyBytes == 0 {
+		o.MaxBodyBytes = h.BodyLimit
+	}
+	return h.Auth.Op(o)
 }
 
 // Register adds every route of the catalog service. Access rules come from the suite's access
@@ -25,42 +38,45 @@ type Handlers struct {
 func Register(api huma.API, h *Handlers) {
 	// ---- Instruments (reference data, migration 00006) ----
 	instruments := []string{"Instruments"}
-	huma.Register(api, h.Auth.Op(huma.Operation{
+	huma.Register(api, h.op(huma.Operation{
 		OperationID: "list-instruments", Method: http.MethodGet, Path: "/instruments/",
 		Summary: "List instruments", Tags: instruments, Errors: []int{422},
 		Description: "Every instrument with its modules and their configuration (FYST: Prime-Cam, Mod-Cam, CHAI), by id.",
 	}), h.listInstruments)
-	huma.Register(api, h.Auth.Op(huma.Operation{
+	huma.Register(api, h.op(huma.Operation{
 		OperationID: "get-instrument", Method: http.MethodGet, Path: "/instruments/{id}",
 		Summary: "Get an instrument", Tags: instruments, Errors: []int{404, 422},
 	}), h.getInstrument)
 
 	// ---- Observing programs ----
 	programs := []string{"Observing programs"}
-	huma.Register(api, h.Auth.Op(huma.Operation{
+	huma.Register(api, h.op(huma.Operation{
 		OperationID: "list-programs", Method: http.MethodGet, Path: "/observing_program/",
 		Summary: "List programs", Tags: programs, Errors: []int{422},
 		Description: "Programs sorted by short name, with their obs units. Filters: status, pi (exact, any case), q (any part " +
 			"of the short name or title, any case).",
 	}), h.listPrograms)
-	huma.Register(api, h.Auth.Op(huma.Operation{
+	huma.Register(api, h.op(huma.Operation{
 		OperationID: "create-program", Method: http.MethodPost, Path: "/observing_program/",
 		Summary: "Create a program", Tags: programs, Errors: []int{409, 422}, DefaultStatus: http.StatusCreated,
 		Description: "Creates a program with its obs units in one transaction. 409 if the short name is taken; 422 naming the " +
 			"field for bad input, e.g. obs_units[1].source_id for an unknown source.",
 	}), h.createProgram)
-	huma.Register(api, h.Auth.Op(huma.Operation{
+	huma.Register(api, h.op(huma.Operation{
 		OperationID: "get-program", Method: http.MethodGet, Path: "/observing_program/{id}",
 		Summary: "Get a program", Tags: programs, Errors: []int{404, 422},
+		Description: "The program with its obs units. format=csv or votable (or Accept: text/csv, application/x-votable+xml) " +
+			"answers its obs units as a table, one row each with its source's coordinates.",
+		Responses: tableResponses[catalog.Program](api, "Program", "The program"),
 	}), h.getProgram)
-	huma.Register(api, h.Auth.Op(huma.Operation{
+	huma.Register(api, h.op(huma.Operation{
 		OperationID: "replace-program", Method: http.MethodPut, Path: "/observing_program/{id}",
 		Summary: "Replace a program", Tags: programs, Errors: []int{404, 409, 422},
 		Description: "Replaces the program's fields and, when obs_units is given, its obs units: units matched by name keep " +
 			"their ids, new names are created, missing names are deleted. 409 if the short name is taken or a unit to delete " +
 			"has executed observations. Leave obs_units out to keep the units unchanged.",
 	}), h.replaceProgram)
-	huma.Register(api, h.Auth.Op(huma.Operation{
+	huma.Register(api, h.op(huma.Operation{
 		OperationID: "delete-program", Method: http.MethodDelete, Path: "/observing_program/{id}",
 		Summary: "Delete a program", Tags: programs, Errors: []int{404, 409, 422}, DefaultStatus: http.StatusNoContent,
 		Description: "Deletes the program and its obs units. 409 if any of its obs units has executed observations.",
@@ -68,7 +84,7 @@ func Register(api huma.API, h *Handlers) {
 
 	// ---- Sources ---- (static paths before /{id})
 	sources := []string{"Sources"}
-	huma.Register(api, h.Auth.Op(huma.Operation{
+	huma.Register(api, h.op(huma.Operation{
 		OperationID: "resolve-names", Method: http.MethodPost, Path: "/sources/resolve",
 		Summary: "Resolve names", Tags: sources, Errors: []int{422},
 		Description: "Resolves 1-100 names (or one, as name) to ICRS coordinates: one item per input, in input order, " +
@@ -77,41 +93,57 @@ func Register(api huma.API, h *Handlers) {
 			"the database's sources and aliases, then CDS Sesame when OPS_SESAME_URL is set (cached in Redis). resolver says " +
 			"which one answered.",
 	}), h.resolveNames)
-	huma.Register(api, h.Costs.Costly(api, h.Auth.Op(huma.Operation{
+	huma.Register(api, h.Costs.Costly(api, h.op(huma.Operation{
 		OperationID: "list-sources", Method: http.MethodGet, Path: "/sources/",
 		Summary: "List or search sources", Tags: sources, Errors: []int{422},
 		Description: "Sources sorted by name, or — with a cone (ra_deg, dec_deg and radius_deg, at most 10 degrees) — by " +
 			"distance from its centre, each with distance_deg. The cone is answered through a q3c index and is exact across " +
-			"RA 0/360 and at the poles. q matches any part of a name or alias, ignoring case and spaces.",
+			"RA 0/360 and at the poles. q matches any part of a name or alias, ignoring case and spaces. format=csv or votable " +
+			"(or Accept: text/csv, application/x-votable+xml) answers the page as a table whose columns POST /sources/import reads back.",
+		Responses: tableResponses[catalog.Page[catalog.Source]](api, "PageSource", "One page of sources"),
 	})), h.listSources)
-	huma.Register(api, h.Auth.Op(huma.Operation{
+	importOp := h.op(huma.Operation{
+		OperationID: "import-sources", Method: http.MethodPost, Path: "/sources/import",
+		Summary: "Import a target list (CSV or VOTable)", Tags: sources, Errors: []int{409, 413, 422},
+		MaxBodyBytes: h.ImportBodyLimit,
+		Description: "Creates every source of a CSV or VOTable (TABLEDATA) file, or none: at most 10,000 rows, the columns of a " +
+			"source list export (name required; ra and dec in degrees or sexagesimal; epoch, proper motion, parallax, radial " +
+			"velocity, kind, aliases separated by ';'; id and timestamps ignored). Every refusal is a 422 naming the row and " +
+			"column (body.rows[N].FIELD, N counting data rows from 1; the message gives the file line), including names already " +
+			"taken and names repeated in the file. dry_run=true answers what would be created and which names already exist.",
+	})
+	importOp.RequestBody = &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{
+		tables.MediaVOTable: {Schema: &huma.Schema{Type: huma.TypeString, Format: "binary"}},
+	}}
+	huma.Register(api, importOp, h.importSources)
+	huma.Register(api, h.op(huma.Operation{
 		OperationID: "create-source", Method: http.MethodPost, Path: "/sources/",
 		Summary: "Create a source", Tags: sources, Errors: []int{409, 422}, DefaultStatus: http.StatusCreated,
 		Description: "Creates a fixed (ra_deg, dec_deg, optional proper motion), solar_system (body) or constant_elevation " +
 			"(elevation_deg, az_min_deg, az_max_deg) source, or, with {\"name\": ..., \"resolve\": true}, a fixed source from " +
 			"the name resolver's answer (aliases included). 409 if the name or an alias is any source's name or alias.",
 	}), h.createSource)
-	huma.Register(api, h.Auth.Op(huma.Operation{
+	huma.Register(api, h.op(huma.Operation{
 		OperationID: "get-source", Method: http.MethodGet, Path: "/sources/{id}",
 		Summary: "Get a source", Tags: sources, Errors: []int{404, 422},
 	}), h.getSource)
-	huma.Register(api, h.Auth.Op(huma.Operation{
+	huma.Register(api, h.op(huma.Operation{
 		OperationID: "replace-source", Method: http.MethodPut, Path: "/sources/{id}",
 		Summary: "Replace a source", Tags: sources, Errors: []int{404, 409, 422},
 		Description: "Replaces every field and the aliases of a source (same body as create; resolve allowed).",
 	}), h.replaceSource)
-	huma.Register(api, h.Auth.Op(huma.Operation{
+	huma.Register(api, h.op(huma.Operation{
 		OperationID: "delete-source", Method: http.MethodDelete, Path: "/sources/{id}",
 		Summary: "Delete a source", Tags: sources, Errors: []int{404, 409, 422}, DefaultStatus: http.StatusNoContent,
 		Description: "Deletes a source and its aliases. 409 while an obs unit uses it (the programs are named).",
 	}), h.deleteSource)
-	huma.Register(api, h.Auth.Op(huma.Operation{
+	huma.Register(api, h.op(huma.Operation{
 		OperationID: "get-source-chip", Method: http.MethodGet, Path: "/sources/{id}/chip",
 		Summary: "Card view of a source", Tags: sources, Errors: []int{404, 422},
 		Description: "Name, kind, coordinates (degrees and sexagesimal), object type, where it is in the site's sky now " +
 			"(alt/az from the visibility engine, geometric unless OPS_SITE_REFRACTION), whether it is observable now (elevation limits and Sun avoidance) and the programs using it.",
 	}), h.sourceChip)
-	huma.Register(api, h.Auth.Op(huma.Operation{
+	huma.Register(api, h.op(huma.Operation{
 		OperationID: "get-source-details", Method: http.MethodGet, Path: "/sources/{id}/details",
 		Summary: "Detailed view of a source", Tags: sources, Errors: []int{404, 422},
 		Description: "The full record with aliases, where its coordinates came from, and every obs unit using it with its program.",
@@ -119,7 +151,7 @@ func Register(api huma.API, h *Handlers) {
 
 	// ---- Visibility (visibility.go) ---- (the heatmap before /visibility/{source_id})
 	visibilityTags := []string{"Visibility"}
-	huma.Register(api, h.Costs.Costly(api, h.Auth.Op(huma.Operation{
+	huma.Register(api, h.Costs.Costly(api, h.op(huma.Operation{
 		OperationID: "get-visibility-heatmap", Method: http.MethodGet, Path: "/visibility/heatmap",
 		Summary: "Visibility heatmap", Tags: visibilityTags, Errors: []int{404, 422},
 		Description: "Hours observable per source per UTC day of a year (elevation within the site's limits and the Sun " +
@@ -130,7 +162,7 @@ func Register(api huma.API, h *Handlers) {
 			"with. format=svg or png draws it (sources × days, colour scale).",
 		Responses: heatmapResponses(api),
 	})), h.heatmap)
-	huma.Register(api, h.Costs.Costly(api, h.Auth.Op(huma.Operation{
+	huma.Register(api, h.Costs.Costly(api, h.op(huma.Operation{
 		OperationID: "get-visibility", Method: http.MethodGet, Path: "/visibility/{source_id}",
 		Summary: "Visibility of a source", Tags: visibilityTags, Errors: []int{404, 422},
 		Description: "Altitude (geometric unless OPS_SITE_REFRACTION), azimuth (from north through east), airmass (sec z, " +
@@ -141,7 +173,7 @@ func Register(api huma.API, h *Handlers) {
 			"Accept: image/svg+xml or format=svg answers an altitude plot instead.",
 		Responses: visibilityResponses(api),
 	})), h.sourceVisibility)
-	huma.Register(api, h.Auth.Op(huma.Operation{
+	huma.Register(api, h.op(huma.Operation{
 		OperationID: "precalculate-visibility", Method: http.MethodPost, Path: "/visibility/precalculate",
 		Summary: "Precalculate visibility heatmaps", Tags: visibilityTags, Errors: []int{403, 404, 422, 503},
 		DefaultStatus: http.StatusAccepted,
@@ -149,7 +181,7 @@ func Register(api huma.API, h *Handlers) {
 			"sources (asynq queue \"visibility\", worker in the catalog service). Sources already cached under the " +
 			"current settings are skipped. The same request while its job is queued or running answers that job.",
 	}), h.precalculate)
-	huma.Register(api, h.Auth.Op(huma.Operation{
+	huma.Register(api, h.op(huma.Operation{
 		OperationID: "get-visibility-precalculation", Method: http.MethodGet, Path: "/visibility/precalculate/{job_id}",
 		Summary: "Precalculation progress", Tags: visibilityTags, Errors: []int{404, 422},
 	}), h.precalculationJob)

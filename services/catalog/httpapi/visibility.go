@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/obsops/obsops/services/catalog"
+	"github.com/obsops/obsops/services/catalog/tables"
 	"github.com/obsops/obsops/services/catalog/visibility"
 	"github.com/obsops/obsops/services/catalog/visibility/precalc"
 	"github.com/obsops/obsops/services/catalog/visibility/render"
@@ -47,7 +49,7 @@ type visibilityInput struct {
 	End             string  `query:"end" doc:"RFC 3339; default start + 24 h."`
 	StepS           int64   `query:"step_s" minimum:"1" maximum:"95040000" default:"600" doc:"Seconds between samples (at most the longest range, 1100 days)."`
 	MinElevationDeg float64 `query:"min_elevation_deg" minimum:"0" maximum:"90" doc:"Lower elevation limit instead of the site's (an obs unit's own limit)."`
-	Format          string  `query:"format" enum:"json,svg" doc:"svg: the altitude plot (as Accept: image/svg+xml)."`
+	Format          string  `query:"format" enum:"json,svg,csv" doc:"svg: the altitude plot (as Accept: image/svg+xml); csv: the samples as CSV (as Accept: text/csv)."`
 	Accept          string  `header:"Accept"`
 	minElSet        bool
 }
@@ -80,6 +82,15 @@ type VisibilityResponse struct {
 	HoursObservable float64               `json:"hours_observable"`
 }
 
+// csvOutput answers a table as CSV.
+func csvOutput(t tables.Table) (*rawOutput, error) {
+	var buf bytes.Buffer
+	if err := tables.WriteCSV(&buf, t); err != nil {
+		return nil, fmt.Errorf("encode csv: %w", err)
+	}
+	return &rawOutput{ContentType: tables.CSV.ContentType(), Body: buf.Bytes()}, nil
+}
+
 type rawOutput struct {
 	ContentType string `header:"Content-Type"`
 	Body        []byte
@@ -92,6 +103,7 @@ func visibilityResponses(api huma.API) map[string]*huma.Response {
 		Content: map[string]*huma.MediaType{
 			"application/json": {Schema: schema},
 			"image/svg+xml":    {Schema: &huma.Schema{Type: huma.TypeString, Description: "Altitude against UTC with the limit, Sun avoidance and windows shaded."}},
+			tables.MediaCSV:    {Schema: &huma.Schema{Type: huma.TypeString, Description: "The samples: time_utc, alt_deg, az_deg, airmass, sun_sep_deg, observable."}},
 		},
 	}}
 }
@@ -106,6 +118,9 @@ func (h *Handlers) sourceVisibility(ctx context.Context, in *visibilityInput) (*
 		return nil, err
 	}
 	site, res, src := h.Catalog.Site, v.Result, v.Source
+	if in.Format == "csv" || in.Format == "" && tables.Negotiate("", in.Accept) == tables.CSV {
+		return csvOutput(tables.Samples(src.Name, res.Samples))
+	}
 	if in.Format == "svg" || in.Format == "" && wantsSVG(in.Accept) {
 		sub := fmt.Sprintf("%s – %s UTC · limit %g° · Sun avoidance %g° · %.2f h observable",
 			v.Start.Format("2006-01-02 15:04"), v.End.Format("2006-01-02 15:04"), res.MinElevationDeg, site.SunAvoidanceDeg, res.HoursObservable)
@@ -144,7 +159,7 @@ type heatmapInput struct {
 	Year      int    `query:"year" required:"true" minimum:"1900" maximum:"2100" doc:"Calendar year (UTC days)."`
 	ProgramID int64  `query:"program_id" minimum:"1" doc:"The distinct sources of this program's obs units."`
 	SourceIDs string `query:"source_ids" doc:"Comma-separated source ids (instead of program_id), at most 5000."`
-	Format    string `query:"format" enum:"json,svg,png" default:"json"`
+	Format    string `query:"format" enum:"json,svg,png,csv" default:"json" doc:"svg or png draw it; csv is one row per source and day."`
 }
 
 // Resolve rejects unknown parameters.
@@ -189,6 +204,7 @@ func heatmapResponses(api huma.API) map[string]*huma.Response {
 		Description: "The heatmap (JSON), or drawn (format=svg, png).",
 		Content: map[string]*huma.MediaType{
 			"application/json": {Schema: schema}, "image/svg+xml": {Schema: img}, "image/png": {Schema: img},
+			tables.MediaCSV: {Schema: &huma.Schema{Type: huma.TypeString, Description: "source_id, source_name, date, hours_observable: one row per source and day."}},
 		},
 	}}
 }
@@ -215,6 +231,12 @@ func (h *Handlers) heatmap(ctx context.Context, in *heatmapInput) (*rawOutput, e
 		labels[i] = s.Name
 	}
 	switch in.Format {
+	case "csv":
+		rows := make([]tables.HeatmapSource, len(hm.Sources))
+		for i, s := range hm.Sources {
+			rows[i] = tables.HeatmapSource{ID: s.ID, Name: s.Name}
+		}
+		return csvOutput(tables.Heatmap(fmt.Sprintf("heatmap-%d", in.Year), rows, body.Days, hm.Hours))
 	case "svg", "png":
 		img := render.HeatmapInput{Title: fmt.Sprintf("Hours observable per day, %d (limit %g°, Sun avoidance %g°)", in.Year, site.MinElevationDeg, site.SunAvoidanceDeg),
 			Year: in.Year, Labels: labels, Hours: hm.Hours}

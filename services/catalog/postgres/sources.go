@@ -26,6 +26,8 @@ type sourceRow struct {
 	PMRAMasYr      *float64  `db:"pm_ra_mas_yr"`
 	PMDecMasYr     *float64  `db:"pm_dec_mas_yr"`
 	Epoch          *float64  `db:"epoch"`
+	ParallaxMas    *float64  `db:"parallax_mas"`
+	RadialVelocity *float64  `db:"radial_velocity_kms"`
 	Body           *string   `db:"body"`
 	ElevationDeg   *float64  `db:"elevation_deg"`
 	AzMinDeg       *float64  `db:"az_min_deg"`
@@ -44,12 +46,12 @@ type sourceRow struct {
 
 func (r sourceRow) source() catalog.Source {
 	return catalog.Source{ID: r.ID, Name: r.Name, Kind: r.Kind, RADeg: r.RADeg, DecDeg: r.DecDeg, PMRAMasYr: r.PMRAMasYr,
-		PMDecMasYr: r.PMDecMasYr, Epoch: r.Epoch, Body: r.Body, ElevationDeg: r.ElevationDeg, AzMinDeg: r.AzMinDeg,
+		PMDecMasYr: r.PMDecMasYr, Epoch: r.Epoch, ParallaxMas: r.ParallaxMas, RadialVelocity: r.RadialVelocity, Body: r.Body, ElevationDeg: r.ElevationDeg, AzMinDeg: r.AzMinDeg,
 		AzMaxDeg: r.AzMaxDeg, ObjectType: r.ObjectType, CoordOrigin: r.CoordOrigin, CoordReference: r.CoordReference,
 		DistanceDeg: r.DistanceDeg, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), Aliases: append([]string{}, r.Aliases...)}
 }
 
-const sourceColumns = `s.id, s.name, s.kind, s.ra_deg, s.dec_deg, s.pm_ra_mas_yr, s.pm_dec_mas_yr, s.epoch, s.body,
+const sourceColumns = `s.id, s.name, s.kind, s.ra_deg, s.dec_deg, s.pm_ra_mas_yr, s.pm_dec_mas_yr, s.epoch, s.parallax_mas, s.radial_velocity_kms, s.body,
 	s.elevation_deg, s.az_min_deg, s.az_max_deg, s.object_type, s.coord_origin, s.coord_reference, s.created_at, s.updated_at`
 
 // ListSources answers one page of sources: by name without a cone, by distance from the
@@ -217,10 +219,11 @@ func (s *Store) CreateSource(ctx context.Context, spec catalog.SourceSpec, by st
 		var id int64
 		err := tx.GetContext(ctx, &id, `
 			INSERT INTO sources (name, kind, ra_deg, dec_deg, pm_ra_mas_yr, pm_dec_mas_yr, epoch, body, elevation_deg,
-				az_min_deg, az_max_deg, object_type, coord_origin, coord_reference, created_by)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, NULLIF($15, '')) RETURNING id`,
+				az_min_deg, az_max_deg, object_type, coord_origin, coord_reference, created_by, parallax_mas, radial_velocity_kms)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, NULLIF($15, ''), $16, $17) RETURNING id`,
 			spec.Name, spec.Kind, spec.RADeg, spec.DecDeg, spec.PMRAMasYr, spec.PMDecMasYr, spec.Epoch, spec.Body,
-			spec.ElevationDeg, spec.AzMinDeg, spec.AzMaxDeg, spec.ObjectType, spec.CoordOrigin, spec.CoordReference, by)
+			spec.ElevationDeg, spec.AzMinDeg, spec.AzMaxDeg, spec.ObjectType, spec.CoordOrigin, spec.CoordReference, by,
+			spec.ParallaxMas, spec.RadialVelocity)
 		if err != nil {
 			return sourceWriteError(err)
 		}
@@ -250,9 +253,10 @@ func (s *Store) ReplaceSource(ctx context.Context, id int64, spec catalog.Source
 		_, err := tx.ExecContext(ctx, `
 			UPDATE sources SET name = $2, kind = $3, ra_deg = $4, dec_deg = $5, pm_ra_mas_yr = $6, pm_dec_mas_yr = $7,
 				epoch = $8, body = $9, elevation_deg = $10, az_min_deg = $11, az_max_deg = $12, object_type = $13,
-				coord_origin = $14, coord_reference = $15
+				coord_origin = $14, coord_reference = $15, parallax_mas = $16, radial_velocity_kms = $17
 			WHERE id = $1`, id, spec.Name, spec.Kind, spec.RADeg, spec.DecDeg, spec.PMRAMasYr, spec.PMDecMasYr, spec.Epoch,
-			spec.Body, spec.ElevationDeg, spec.AzMinDeg, spec.AzMaxDeg, spec.ObjectType, spec.CoordOrigin, spec.CoordReference)
+			spec.Body, spec.ElevationDeg, spec.AzMinDeg, spec.AzMaxDeg, spec.ObjectType, spec.CoordOrigin, spec.CoordReference,
+			spec.ParallaxMas, spec.RadialVelocity)
 		if err != nil {
 			return sourceWriteError(err)
 		}

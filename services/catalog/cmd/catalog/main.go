@@ -30,8 +30,10 @@ func run(ctx context.Context) error {
 	if err := config.Load(&vcfg); err != nil {
 		return err
 	}
+	common := cfg.Common // the server takes the largest route limit; each route holds to its own
+	common.BodyLimitBytes = max(cfg.BodyLimitBytes, cfg.ImportBodyLimitBytes)
 	svc, err := service.New(service.Options{
-		Name: "catalog", Title: "obsops catalog", Addr: cfg.Addr, Common: cfg.Common,
+		Name: "catalog", Title: "obsops catalog", Addr: cfg.Addr, Common: common,
 		Description: "Observing programs, sources, name resolution, instruments and visibility.",
 		Build:       service.Build{Version: version, Commit: commit},
 	})

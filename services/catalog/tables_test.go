@@ -62,9 +62,9 @@ func (e *env) get(t *testing.T, path, accept, bearer string) response {
 }
 
 type importResult struct {
-	DryRun   bool `json:"dry_run"`
-	Created  int  `json:"created"`
-	Sources  []struct {
+	DryRun  bool `json:"dry_run"`
+	Created int  `json:"created"`
+	Sources []struct {
 		Row  int    `json:"row"`
 		Name string `json:"name"`
 		ID   *int64 `json:"id"`

@@ -50,7 +50,7 @@ func writeBindings(ctx context.Context, tx *sqlx.Tx, id int64, kb authtoken.Kind
 	}
 	_, err := tx.ExecContext(ctx, `
 		INSERT INTO service_bindings (user_id, kind, instrument_id, instrument_module_id, location_id)
-		SELECT $1, $2, x, NULL::integer, NULL::integer FROM unnest($3::integer[]) AS x
+		SELECT $1::bigint, $2::text, x, NULL::integer, NULL::integer FROM unnest($3::integer[]) AS x
 		UNION ALL SELECT $1, $2, NULL, x, NULL FROM unnest($4::integer[]) AS x
 		UNION ALL SELECT $1, $2, NULL, NULL, x FROM unnest($5::integer[]) AS x`,
 		id, kb.Kind, pq.Array(kb.Bindings.Instruments), pq.Array(kb.Bindings.Modules), pq.Array(kb.Bindings.Locations))

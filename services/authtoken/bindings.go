@@ -28,7 +28,7 @@ type Bindings struct {
 // KindBindings are a service account's kind and bindings.
 type KindBindings struct {
 	Kind     string   `json:"kind" enum:"instrument,mover,weather" doc:"What the account is: instrument (writes its modules' records in ingest), mover (transfer agent API, its locations' operations), weather (no bindings)."`
-	Bindings Bindings `json:"bindings"`
+	Bindings Bindings `json:"bindings" required:"false" doc:"What it is bound to (none for weather)."`
 }
 
 // ServiceAccountBindings is a service account and its kind and bindings, as stored.

@@ -221,6 +221,19 @@ internal_secret() {
 # kv prints NAME=VALUE quoted for the shell (a database URL may hold '&', the checkout path a space).
 kv() { printf '%s=%q\n' "$1" "$2"; }
 
+# dev_token ACCOUNT SCOPES FLAGS... writes a 365-day token of service account ACCOUNT (created with
+# the kind and bindings FLAGS) to $STATE/tokens/ACCOUNT.token unless that file exists.
+dev_token() {
+	local account=$1 scopes=$2
+	shift 2
+	[ -s "$STATE/tokens/$account.token" ] && return 0
+	mkdir -p "$STATE/tokens"
+	(set -a; . "$STATE/env"; set +a; umask 077
+		"$ROOT/bin/authtoken" admin create-service-token --account "$account" --scopes "$scopes" --name dev --days 365 "$@" \
+			>"$STATE/tokens/$account.token" 2>>"$STATE/logs/dev-tokens.log") ||
+		{ rm -f "$STATE/tokens/$account.token"; echo "dev token $account not made: see $STATE/logs/dev-tokens.log" >&2; }
+}
+
 # site_ports BASE prints the listen addresses and service URLs of one site whose gateway is on
 # port BASE: the services on BASE+1…+5 (authtoken, transfer, catalog, ingest, site), the
 # gateway's metrics on BASE+1000. Services find each other through the URLs, so a site on other
@@ -343,6 +356,11 @@ up_main() {
 	(set -a; . "$STATE/env"; set +a; "$ROOT/bin/migrate" up 2>>"$STATE/logs/migrate.log")
 	# a usable catalogue for a new user (idempotent: names already there are left alone)
 	(set -a; . "$STATE/env"; set +a; "$ROOT/bin/catalog" admin seed-demo 2>>"$STATE/logs/catalog-seed.log") >&2
+	# development service accounts with their kinds and bindings (docs/api.md, "Service accounts"):
+	# an instrument bound to the demo instruments, a mover bound to every demo data location;
+	# their tokens are made once, into $STATE/tokens/
+	dev_token dev-instrument write:observations,write:data,read:data,read:observations --kind instrument --instruments 1,2,3
+	dev_token dev-mover write:data --kind mover --locations 1,2,3,4,5
 	start_service "$STATE" devidp # the development identity provider (loopback only; dev users: deploy/devidp/README.md)
 	for s in "${SERVICES[@]}"; do
 		case $s in
@@ -369,6 +387,7 @@ up_message() {
 	  Metrics        http://127.0.0.1:$((HTTP_BASE + 1000))/metrics (gateway); each service's own port /metrics
 	  Logs           make logs   ($STATE/logs/)
 	  Environment    set -a; . $STATE/env; set +a   (for bin/* admin commands)
+	  Dev tokens     $STATE/tokens/dev-instrument.token (instruments 1-3), dev-mover.token (locations 1-5)
 	  Stop           make down
 	MSG
 }

@@ -303,7 +303,7 @@ func TestUpSitesWANCut(t *testing.T) {
 	}
 
 	// A service token, made at the main site (it reaches the secondary by replication).
-	cmd := exec.Command("bash", "-c", `set -a; . "$1"; set +a; exec "$2" admin create-service-token --account sites-test --scopes write:observations,write:data,read:data,read:observations --name sites-test --days 1`,
+	cmd := exec.Command("bash", "-c", `set -a; . "$1"; set +a; exec "$2" admin create-service-token --account sites-test --scopes write:observations,write:data,read:data,read:observations --name sites-test --days 1 --kind instrument --instruments 1,2,3`,
 		"-", filepath.Join(s.state, "env"), filepath.Join(repoRoot, "bin", "authtoken"))
 	tok, err := cmd.Output()
 	if err != nil {

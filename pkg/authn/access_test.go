@@ -49,13 +49,16 @@ func TestAccessTableFollowsDesign(t *testing.T) {
 			require.Contains(t, []string{"/api/transfer/overview", "/idp/login", "/idp/callback", "/.well-known/jwks.json",
 				"/api/site/info", "/health", "/buffer-stats"}, path, "only public endpoints are anonymous")
 		case strings.Contains(path, "reset") || strings.Contains(path, "reconcile") || path == "/visibility/precalculate" ||
-			path == "/api/tokens/service" || path == "/api/tokens/audit":
+			path == "/api/tokens/service" || path == "/api/tokens/audit" || path == "/api/tokens/service/{username}/bindings":
 			require.Equal(t, authn.Roles(authn.RoleAdmin), r, "%s is admin-only (JWT)", key)
 		case path == "/executed_obs_units/start" || path == "/executed_obs_units/{id}/finish":
 			require.Equal(t, authn.ServiceAccount("write:observations"), r, key)
 		case strings.HasPrefix(path, "/raw_data_files/") && method != "GET",
 			strings.HasPrefix(path, "/api/transfer/agent/"):
 			require.Equal(t, authn.ServiceAccount("write:data"), r, key)
+		case strings.HasPrefix(path, "/raw_data_package/") && method != "GET":
+			// Issue 24: packages are an instrument's (ingest checks its bindings) or an admin's.
+			require.Equal(t, authn.InstrumentOrAdmin("write:data"), r, key)
 		case strings.HasPrefix(path, "/api/tokens/"), strings.HasPrefix(path, "/api/transfer/"):
 			require.False(t, r.Token, "%s needs a session JWT", key)
 			require.True(t, r.JWT, key)

@@ -46,6 +46,56 @@ type Principal struct {
 	Scopes   []string `json:"scopes,omitempty"`   // API tokens only
 	// ExpiresAt is when the session JWT expires (UTC; session JWTs only).
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	// Service is the kind and bindings of a service account's API token (nil for everyone
+	// else). It travels with the verified token (authtoken's cached record, CachedTokens), so
+	// ingest and transfer check ownership in memory, with no lookup per request.
+	Service *ServiceBinding `json:"service,omitempty"`
+}
+
+// Kinds of service account (users.service_kind): what a service account is for, and so what
+// it may own. An account without a kind (created before kinds existed, or without one) is
+// refused by every route that checks ownership until an admin gives it one.
+const (
+	KindInstrument = "instrument" // writes its instrument modules' executions, files and packages (ingest)
+	KindMover      = "mover"      // moves data between its data locations (transfer agent API)
+	KindWeather    = "weather"    // weather station: no bindings, no ingest or agent writes
+)
+
+// ValidServiceKind reports whether k is a kind of service account.
+func ValidServiceKind(k string) bool {
+	return k == KindInstrument || k == KindMover || k == KindWeather
+}
+
+// ServiceBinding is a service account's kind and what it is bound to: for an instrument, its
+// instruments and instrument modules; for a mover, its data locations (ids of data_locations).
+type ServiceBinding struct {
+	Kind string `json:"kind"` // "" when the account has no kind yet
+	// Instruments bound whole (every module of each is the account's).
+	Instruments []int64 `json:"instruments,omitempty"`
+	// Modules are every instrument module the account owns: those bound one by one and those
+	// of its bound instruments (expanded when the token is verified).
+	Modules   []int64 `json:"instrument_modules,omitempty"`
+	Locations []int64 `json:"locations,omitempty"`
+}
+
+// ServiceKind is the kind of the principal's service account ("" for anyone else, or a service
+// account without a kind).
+func (p *Principal) ServiceKind() string {
+	if p == nil || p.Service == nil {
+		return ""
+	}
+	return p.Service.Kind
+}
+
+// OwnsModule reports whether the principal is an instrument account bound to instrument module
+// id (directly or through its instrument).
+func (p *Principal) OwnsModule(id int64) bool {
+	return p.ServiceKind() == KindInstrument && slices.Contains(p.Service.Modules, id)
+}
+
+// OwnsLocation reports whether the principal is a mover bound to data location id.
+func (p *Principal) OwnsLocation(id int64) bool {
+	return p.ServiceKind() == KindMover && slices.Contains(p.Service.Locations, id)
 }
 
 // HasRole reports whether the principal holds any of roles.
@@ -101,6 +151,13 @@ func UserOrScopes(scopes ...string) Rule { return Rule{JWT: true, Token: true, S
 // a JWT is refused with 403.
 func ServiceAccount(scopes ...string) Rule {
 	return Rule{Token: true, TokenRoles: []string{RoleService}, Scopes: scopes}
+}
+
+// InstrumentOrAdmin accepts an API token of a service account carrying scopes (the service
+// checks the account is an instrument bound to the record's module) or a session JWT of an
+// admin; other users' JWTs and tokens are refused with 403.
+func InstrumentOrAdmin(scopes ...string) Rule {
+	return Rule{JWT: true, JWTRoles: []string{RoleAdmin}, Token: true, TokenRoles: []string{RoleService}, Scopes: scopes}
 }
 
 // AnyCredential accepts any valid JWT or API token, whatever its scopes.

@@ -99,8 +99,10 @@ func (s *TokenService) Create(ctx context.Context, caller Caller, spec TokenSpec
 }
 
 // CreateServiceToken (admins only) makes a token for the service account called account,
-// creating the account with role service first if needed. An existing account must be a
-// service account: a person's account is never turned into one by accident.
+// creating the account with role service first if needed, with the kind and bindings of
+// spec.Account. An existing account must be a service account (a person's account is never
+// turned into one by accident) and, when spec.Account is given, have exactly that kind and
+// those bindings (ErrBindingsDiffer otherwise: they change only through SetBindings).
 func (s *TokenService) CreateServiceToken(ctx context.Context, caller Caller, account string, spec TokenSpec) (ServiceToken, error) {
 	if !caller.Admin {
 		return ServiceToken{}, ErrForbidden
@@ -118,7 +120,15 @@ func (s *TokenService) CreateServiceToken(ctx context.Context, caller Caller, ac
 	if err != nil {
 		return ServiceToken{}, err
 	}
-	user, created, err := s.Accounts.Ensure(ctx, account, true)
+	var kb *KindBindings
+	if spec.Account != nil {
+		n, err := spec.Account.normalise("body")
+		if err != nil {
+			return ServiceToken{}, err
+		}
+		kb = &n
+	}
+	user, created, stored, err := s.Accounts.EnsureService(ctx, account, kb)
 	if err != nil {
 		return ServiceToken{}, err
 	}
@@ -127,6 +137,10 @@ func (s *TokenService) CreateServiceToken(ctx context.Context, caller Caller, ac
 		return ServiceToken{}, ErrNotServiceAccount
 	case !user.IsActive:
 		return ServiceToken{}, ErrAccountInactive
+	case kb != nil && !created && !kb.Same(stored):
+		// Bindings change only through SetBindings (audited as such), never as a side effect
+		// of adding a token.
+		return ServiceToken{}, ErrBindingsDiffer
 	}
 	if !slices.Contains(user.Roles, authn.RoleService) {
 		if err := s.Accounts.GrantRoles(ctx, user.ID, []string{authn.RoleService}, caller.Name); err != nil {
@@ -135,14 +149,14 @@ func (s *TokenService) CreateServiceToken(ctx context.Context, caller Caller, ac
 		s.forgetUser(ctx, user.ID) // the account's cached tokens lack the new role
 	}
 	rec.UserID = user.ID
-	tok, err := s.Store.Create(ctx, rec, s.Limits.MaxPerUser, Audit{Actor: caller, Action: AuditCreateService,
-		Detail: map[string]any{"account": user.Username, "account_created": created}})
+	detail := map[string]any{"account": user.Username, "account_created": created, "kind": stored.Kind, "bindings": stored.Bindings}
+	tok, err := s.Store.Create(ctx, rec, s.Limits.MaxPerUser, Audit{Actor: caller, Action: AuditCreateService, Detail: detail})
 	if err != nil {
 		return ServiceToken{}, err
 	}
 	return ServiceToken{
 		NewToken: NewToken{Token: tok, Secret: raw},
-		Account:  ServiceAccount{UserID: user.ID, Username: user.Username, Created: created},
+		Account:  ServiceAccount{UserID: user.ID, Username: user.Username, Created: created, Kind: stored.Kind, Bindings: stored.Bindings},
 	}, nil
 }
 

@@ -66,9 +66,11 @@ type ServiceToken struct {
 
 // ServiceAccount identifies a service account (a user with role service).
 type ServiceAccount struct {
-	UserID   int64  `json:"user_id" example:"12"`
-	Username string `json:"username" example:"scuba2-ingest"`
-	Created  bool   `json:"created" doc:"Whether this request created the account."`
+	UserID   int64    `json:"user_id" example:"12"`
+	Username string   `json:"username" example:"scuba2-ingest"`
+	Created  bool     `json:"created" doc:"Whether this request created the account."`
+	Kind     string   `json:"kind" doc:"The account's kind: instrument, mover, weather, or empty (no kind: refused by every route that checks ownership)."`
+	Bindings Bindings `json:"bindings" doc:"The account's bindings."`
 }
 
 // TokenUsage are a token's usage statistics, exact at the moment of the request: uses still
@@ -90,6 +92,9 @@ type TokenSpec struct {
 	Name          string
 	Scopes        []string
 	ExpiresInDays int // 0: TokenLimits.DefaultDays
+	// Account is, for a service token, the kind and bindings of its account (nil: not stated:
+	// an existing account keeps its own, a new one gets no kind).
+	Account *KindBindings
 }
 
 // TokenChanges are what an update sets; a nil field stays as it is.
@@ -134,6 +139,7 @@ const (
 	AuditRegenerate    = "regenerate"
 	AuditRevoke        = "revoke"
 	AuditCreateService = "create_service"
+	// AuditSetBindings (bindings.go): an admin changed a service account's kind and bindings.
 )
 
 // AuditEntry is one row of the token audit log. It never holds a token's secret or hash.
@@ -143,7 +149,7 @@ type AuditEntry struct {
 	ActorUserID *int64         `json:"actor_user_id" doc:"The acting user; null for the admin command line."`
 	Actor       string         `json:"actor" doc:"Username of the actor, or admin-cli." example:"alice"`
 	TokenID     *int64         `json:"token_id" doc:"The token acted on."`
-	Action      string         `json:"action" enum:"create,update,regenerate,revoke,create_service"`
+	Action      string         `json:"action" enum:"create,update,regenerate,revoke,create_service,set_bindings"`
 	Detail      map[string]any `json:"detail" doc:"What changed: name, scopes, expiry, owner; for updates the values before and after."`
 }
 
@@ -173,6 +179,10 @@ type VerifiedToken struct {
 	Roles     []string
 	Scopes    []string
 	ExpiresAt *time.Time // nil: never expires
+	// Service is the kind and bindings of the owner when it is a service account (nil
+	// otherwise), instrument bindings expanded to their modules: what ingest and transfer
+	// check ownership against, carried with the verified token.
+	Service *authn.ServiceBinding
 }
 
 // TokenStore keeps API tokens and their audit log. Each changing method is one transaction
@@ -203,6 +213,14 @@ type TokenStore interface {
 type AccountStore interface {
 	Ensure(ctx context.Context, name string, service bool) (User, bool, error)
 	GrantRoles(ctx context.Context, userID int64, roles []string, by string) error
+	// EnsureService returns the service account called name, creating it first (with kind
+	// and bindings kb when not nil, in the same transaction: an unknown id creates nothing),
+	// and its kind and bindings as stored. created tells which happened.
+	EnsureService(ctx context.Context, name string, kb *KindBindings) (u User, created bool, stored KindBindings, err error)
+	// SetBindings replaces the kind and bindings of the service account called username and
+	// writes the audit row a (with the values before and after) in the same transaction
+	// (problem.ErrNotFound: no such account; ErrNotServiceAccount).
+	SetBindings(ctx context.Context, username string, kb KindBindings, a Audit) (ServiceAccountBindings, error)
 }
 
 // Errors of token operations, besides problem.ErrNotFound (no such token, or not the caller's).

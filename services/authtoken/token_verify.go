@@ -68,7 +68,7 @@ func (s *TokenService) VerifyToken(ctx context.Context, req authn.VerifyRequest)
 	s.Metrics.verified("ok")
 	return &authn.Principal{
 		UserID: tok.UserID, Username: tok.Username, Roles: tok.Roles,
-		Method: authn.MethodAPIToken, TokenID: tok.TokenID, Scopes: tok.Scopes,
+		Method: authn.MethodAPIToken, TokenID: tok.TokenID, Scopes: tok.Scopes, Service: tok.Service,
 	}, nil
 }
 

@@ -128,6 +128,9 @@ type UserStore interface {
 	// ErrIdentityConflict when another account has it, unless move takes it from there).
 	LinkIdentity(ctx context.Context, id int64, issuer, subject string, move bool, a Audit) (User, error)
 	GrantRoles(ctx context.Context, userID int64, roles []string, by string) error
+	// EnsureService and SetBindings: see AccountStore.
+	EnsureService(ctx context.Context, name string, kb *KindBindings) (User, bool, KindBindings, error)
+	SetBindings(ctx context.Context, username string, kb KindBindings, a Audit) (ServiceAccountBindings, error)
 	List(ctx context.Context, q UserListQuery) ([]User, int64, error)
 	// Update applies ch in one transaction with its audit rows; it refuses a change that
 	// leaves no active admin (ErrLastAdmin). Disabling sets sessions_valid_after to now.
@@ -252,6 +255,26 @@ func (s *UserService) Ensure(ctx context.Context, name string, service bool) (Us
 		s.Changed(ctx, u.ID)
 	}
 	return u, created, err
+}
+
+// EnsureService returns the service account called name, creating it first with kind and
+// bindings kb (see AccountStore.EnsureService); a new account is published in the directory.
+func (s *UserService) EnsureService(ctx context.Context, name string, kb *KindBindings) (User, bool, KindBindings, error) {
+	u, created, stored, err := s.Store.EnsureService(ctx, name, kb)
+	if err == nil && created {
+		s.Changed(ctx, u.ID)
+	}
+	return u, created, stored, err
+}
+
+// SetBindings replaces a service account's kind and bindings, audited (AccountStore.SetBindings),
+// and drops its cached token records so that its next request is checked against them.
+func (s *UserService) SetBindings(ctx context.Context, username string, kb KindBindings, a Audit) (ServiceAccountBindings, error) {
+	acct, err := s.Store.SetBindings(ctx, username, kb, a)
+	if err == nil {
+		s.Changed(ctx, acct.UserID)
+	}
+	return acct, err
 }
 
 // UpsertOIDC records a login from the identity provider (see UserStore.UpsertOIDC). A new user is

@@ -47,7 +47,8 @@ func envFor(t *testing.T, s *testenv.Suite) *env {
 	e := &env{s: s, db: db, c: &http.Client{Timeout: 30 * time.Second}, module: 11}
 	e.obsUnit = seedObsUnit(t, db, "P1")
 	e.token = s.Admin(t, "create-service-token", "--account", "instrument", "--scopes",
-		"write:observations,write:data,read:data,read:observations", "--name", "tests", "--days", "30")
+		"write:observations,write:data,read:data,read:observations", "--name", "tests", "--days", "30",
+		"--kind", "instrument", "--instruments", "1,2,3")
 	return e
 }
 

@@ -386,7 +386,7 @@ func (s *Service) checkClaimed(ctx context.Context, pkg string, files []string, 
 
 // UpdateFile changes a registered file in the database (not buffered; a registration still
 // buffered is applied first).
-func (s *Service) UpdateFile(ctx context.Context, rawID string, body []byte) (RawDataFile, error) {
+func (s *Service) UpdateFile(ctx context.Context, caller Caller, rawID string, body []byte) (RawDataFile, error) {
 	id, ok := ParseUUID(rawID)
 	if !ok {
 		return RawDataFile{}, problem.Field("path.id", "must be a UUID", rawID)
@@ -406,18 +406,27 @@ func (s *Service) UpdateFile(ctx context.Context, rawID string, body []byte) (Ra
 			pending = &FilesTask{Envelope: Envelope{TxID: c.Tx, AcceptedAt: r.At}, Files: []File{r.R}}
 		}
 	}
+	may := caller.check("path.id")
+	if pending != nil {
+		if err := may(pending.Files[0].InstrumentModuleID); err != nil {
+			return RawDataFile{}, err
+		}
+	}
 	if u.RawDataPackageID != nil {
 		if err := s.checkJoin(ctx, id, *u.RawDataPackageID, pending); err != nil {
 			return RawDataFile{}, err
 		}
 	}
-	f, err := s.Store.UpdateFile(ctx, id, u, pending)
+	f, err := s.Store.UpdateFile(ctx, id, u, pending, may)
 	var ce *ConflictError
+	var oe *OwnershipError
 	switch {
 	case errors.Is(err, problem.ErrNotFound):
 		return RawDataFile{}, notFound("no raw data file " + id)
 	case errors.As(err, &ce):
 		return RawDataFile{}, ce
+	case errors.As(err, &oe):
+		return RawDataFile{}, oe
 	case err != nil:
 		return RawDataFile{}, s.readErr(err)
 	}
@@ -425,7 +434,7 @@ func (s *Service) UpdateFile(ctx context.Context, rawID string, body []byte) (Ra
 }
 
 // Finalize makes a package complete (not buffered; a create still buffered is applied first).
-func (s *Service) Finalize(ctx context.Context, rawID string, body []byte) (RawDataPackage, error) {
+func (s *Service) Finalize(ctx context.Context, caller Caller, rawID string, body []byte) (RawDataPackage, error) {
 	id, ok := ParseUUID(rawID)
 	if !ok {
 		return RawDataPackage{}, problem.Field("path.id", "must be a UUID", rawID)
@@ -445,6 +454,12 @@ func (s *Service) Finalize(ctx context.Context, rawID string, body []byte) (RawD
 			pending = &PackageTask{Envelope: Envelope{TxID: c.Tx, AcceptedAt: r.At}, Package: r.R}
 		}
 	}
+	may := caller.check("path.id")
+	if pending != nil {
+		if err := may(pending.Package.InstrumentModuleID); err != nil {
+			return RawDataPackage{}, err
+		}
+	}
 	if len(fin.FileIDs) > 0 {
 		var eou string
 		var module int64
@@ -459,6 +474,9 @@ func (s *Service) Finalize(ctx context.Context, rawID string, body []byte) (RawD
 				return RawDataPackage{}, notFound("no raw data package " + id)
 			}
 			eou, module = row.Package.ExecutedObsUnitID, row.Package.InstrumentModuleID
+			if err := may(module); err != nil {
+				return RawDataPackage{}, err
+			}
 		}
 		if err := s.checkPackageFiles(ctx, id, eou, module, fin.FileIDs); err != nil {
 			return RawDataPackage{}, s.writeErr(err)
@@ -467,13 +485,16 @@ func (s *Service) Finalize(ctx context.Context, rawID string, body []byte) (RawD
 			return RawDataPackage{}, err
 		}
 	}
-	row, _, err := s.Store.Finalize(ctx, id, fin, pending)
+	row, _, err := s.Store.Finalize(ctx, id, fin, pending, may)
 	var ce *ConflictError
+	var oe *OwnershipError
 	switch {
 	case errors.Is(err, problem.ErrNotFound):
 		return RawDataPackage{}, notFound("no raw data package " + id)
 	case errors.As(err, &ce):
 		return RawDataPackage{}, ce
+	case errors.As(err, &oe):
+		return RawDataPackage{}, oe
 	case err != nil:
 		return RawDataPackage{}, s.readErr(err)
 	}

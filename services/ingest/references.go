@@ -425,30 +425,41 @@ func (s *Service) checkStartConflict(ctx context.Context, st Start) error {
 	return nil
 }
 
-// checkFinish finds the execution a finish is for (404 if none) and refuses a finish that
-// differs from one already committed. It returns the planned obs unit when known.
-func (s *Service) checkFinish(ctx context.Context, id string, f Finish) (int64, error) {
+// checkFinish finds the execution a finish is for (404 if none), refuses it unless may allows
+// its instrument module (known from the same lookup: the buffered start, else the committed
+// row) and refuses a finish that differs from one already committed. It returns the planned obs
+// unit when known.
+func (s *Service) checkFinish(ctx context.Context, id string, f Finish, may ModuleCheck) (int64, error) {
 	cached, err := s.Buffer.Get(ctx, KindStart, id)
 	if err != nil {
 		return 0, err
 	}
-	var obsUnit int64
+	var obsUnit, module int64
 	var started *time.Time
 	if c, ok := cached[id]; ok {
 		var r CacheRecord[Start]
 		_ = json.Unmarshal(c.Record, &r)
-		obsUnit, started = r.R.ObsUnitID, &r.R.StartTime
+		obsUnit, module, started = r.R.ObsUnitID, r.R.InstrumentModuleID, &r.R.StartTime
 	}
 	e, finished, err := s.Store.ExecutedObsUnit(ctx, id)
 	if err != nil {
 		if obsUnit != 0 {
 			// started in the buffer; a committed finish cannot exist yet... unless applied: the worker keeps the first
+			if err := may(module); err != nil {
+				return 0, err
+			}
 			return obsUnit, endsAfterStart(f, started)
 		}
 		return 0, dbErr(err)
 	}
 	if e == nil && obsUnit == 0 {
 		return 0, notFound("no executed obs unit " + id)
+	}
+	if e != nil && e.InstrumentModuleID != nil {
+		module = *e.InstrumentModuleID
+	}
+	if err := may(module); err != nil {
+		return 0, err
 	}
 	if e != nil {
 		if e.ObsUnitID != nil {

@@ -40,12 +40,14 @@ func NewService(cfg Service) *Service {
 	return &s
 }
 
-// Caller is who makes a request: its user (whose Idempotency-Keys are its own) and, for an API
-// token, the token's scopes.
+// Caller is who makes a request: its user (whose Idempotency-Keys are its own), for an API
+// token the token's scopes and, for a service account, its kind and bindings (ownership.go).
 type Caller struct {
 	UserID   int64
 	APIToken bool
 	Scopes   []string
+	Admin    bool
+	Service  *authn.ServiceBinding
 }
 
 // CallerOf returns the Caller of an authenticated request (the zero Caller for none).
@@ -53,7 +55,7 @@ func CallerOf(p *authn.Principal) Caller {
 	if p == nil {
 		return Caller{}
 	}
-	return Caller{UserID: p.UserID, APIToken: p.Method == authn.MethodAPIToken, Scopes: p.Scopes}
+	return Caller{UserID: p.UserID, APIToken: p.Method == authn.MethodAPIToken, Scopes: p.Scopes, Admin: p.IsAdmin(), Service: p.Service}
 }
 
 // Metrics of the API role.

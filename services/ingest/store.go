@@ -42,10 +42,13 @@ type Store interface {
 	Package(ctx context.Context, id string) (*PackageRow, error)
 	// PackageFiles returns the committed files of a package ordered as SortFiles, at most max.
 	PackageFiles(ctx context.Context, id string, max int) ([]RawDataFile, error)
-	// UpdateFile changes a file; buffered is its registration still held (applied first).
-	UpdateFile(ctx context.Context, id string, u FileUpdate, buffered *FilesTask) (*RawDataFile, error)
-	// Finalize makes a package complete; buffered is its create still held (applied first).
-	Finalize(ctx context.Context, id string, f Finalize, buffered *PackageTask) (row *PackageRow, changed bool, err error)
+	// UpdateFile changes a file; buffered is its registration still held (applied first). may
+	// (nil: any) is asked about the file's module once its row is locked; its error is returned
+	// with nothing changed.
+	UpdateFile(ctx context.Context, id string, u FileUpdate, buffered *FilesTask, may ModuleCheck) (*RawDataFile, error)
+	// Finalize makes a package complete; buffered is its create still held (applied first). may
+	// (nil: any) is asked about the package's module once its row is locked, as for UpdateFile.
+	Finalize(ctx context.Context, id string, f Finalize, buffered *PackageTask, may ModuleCheck) (row *PackageRow, changed bool, err error)
 }
 
 // Direct applies the critical writes to the database at once (buffering disabled), with the

@@ -185,7 +185,7 @@ func TestAccessRules(t *testing.T) {
 		r := e.do(t, w.method, w.path, "", map[string]any{})
 		require.Equal(t, http.StatusUnauthorized, r.Status)
 	}
-	// Package create admits users and write:data tokens; a read-only token is refused.
+	// Package create admits instrument accounts' write:data tokens and admins (ownership_test.go); a read-only token is refused.
 	r := e.do(t, "POST", "/raw_data_package/", viewerReader, map[string]any{"executed_obs_unit_id": eou, "instrument_module_id": 11, "name": "p"})
 	require.Equal(t, http.StatusForbidden, r.Status, "%s", r.Body)
 	require.Contains(t, string(r.Body), "insufficient_scope")

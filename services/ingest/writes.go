@@ -184,6 +184,9 @@ func (s *Service) Start(ctx context.Context, caller Caller, req WriteRequest) (W
 		if err != nil {
 			return heldAnswer{}, err
 		}
+		if err := caller.mayWrite(st.InstrumentModuleID, "body.instrument_module_id"); err != nil {
+			return heldAnswer{}, err
+		}
 		if err := s.checkObsUnit(ctx, st.ObsUnitID, "body.obs_unit_id"); err != nil {
 			return heldAnswer{}, err
 		}
@@ -235,7 +238,7 @@ func (s *Service) Finish(ctx context.Context, caller Caller, rawID string, req W
 		if err != nil {
 			return heldAnswer{}, err
 		}
-		obsUnit, err := s.checkFinish(ctx, id, f)
+		obsUnit, err := s.checkFinish(ctx, id, f, caller.check("path.id"))
 		if err != nil {
 			return heldAnswer{}, err
 		}
@@ -275,6 +278,9 @@ func (s *Service) RegisterFile(ctx context.Context, caller Caller, req WriteRequ
 		if err != nil {
 			return heldAnswer{}, err
 		}
+		if err := caller.mayWrite(f.InstrumentModuleID, "body.instrument_module_id"); err != nil {
+			return heldAnswer{}, err
+		}
 		files := []File{f}
 		if err := s.checkFiles(ctx, files, func(int) string { return "body" }); err != nil {
 			return heldAnswer{}, err
@@ -295,6 +301,11 @@ func (s *Service) RegisterFiles(ctx context.Context, caller Caller, req WriteReq
 			return heldAnswer{}, err
 		}
 		prefix := func(i int) string { return "body.files[" + strconv.Itoa(i) + "]" }
+		for i, f := range files {
+			if caller.mayWrite(f.InstrumentModuleID, "") != nil {
+				return heldAnswer{}, caller.mayWrite(f.InstrumentModuleID, prefix(i)+".instrument_module_id")
+			}
+		}
 		if err := s.checkFiles(ctx, files, prefix); err != nil {
 			return heldAnswer{}, err
 		}
@@ -363,6 +374,9 @@ func (s *Service) CreatePackage(ctx context.Context, caller Caller, req WriteReq
 	return s.idempotent(ctx, caller, "package", req.Key, http.MethodPost, "/raw_data_package/", req.Body, func() (heldAnswer, error) {
 		p, err := DecodePackage(req.Body)
 		if err != nil {
+			return heldAnswer{}, err
+		}
+		if err := caller.mayWrite(p.InstrumentModuleID, "body.instrument_module_id"); err != nil {
 			return heldAnswer{}, err
 		}
 		clientID := p.ID != ""

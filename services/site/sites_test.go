@@ -71,7 +71,8 @@ func TestSecondarySiteWANCut(t *testing.T) {
 	require.NoError(t, json.Unmarshal(r.Body, &src))
 	reader := m.Admin(t, "create-service-token", "--account", "reader", "--scopes", "read:sources,read:programs", "--name", "reads")
 	counted := m.Admin(t, "create-service-token", "--account", "reader", "--scopes", "read:sources", "--name", "usage")
-	instrument := m.Admin(t, "create-service-token", "--account", "instrument", "--scopes", "write:observations,write:data,read:data", "--name", "daq")
+	instrument := m.Admin(t, "create-service-token", "--account", "instrument", "--scopes", "write:observations,write:data,read:data", "--name", "daq",
+		"--kind", "instrument", "--instruments", "1,2,3")
 	var obsUnit int64
 	require.NoError(t, mainDB.QueryRow(`WITH p AS (INSERT INTO observing_programs (short_name, title, pi) VALUES ('S2', 't', 'pi') RETURNING id)
 		INSERT INTO obs_units (program_id, name, source_id, instrument_module_id, duration_s) SELECT p.id, 'u1', $1, 11, 600 FROM p RETURNING id`, src.ID).Scan(&obsUnit))

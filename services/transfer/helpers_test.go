@@ -42,7 +42,8 @@ func startStack(t *testing.T, env map[string]string) *stack {
 	st := &stack{Suite: s, Kit: transfertest.NewOn(t, s.DatabaseURL, s.Redis)}
 	st.AdminJWT = s.JWT(t, "alice", "admin")
 	st.Viewer = s.JWT(t, "bob", "viewer")
-	st.Mover = s.Admin(t, "create-service-token", "--account", "mover", "--scopes", "write:data", "--name", "mover", "--days", "1")
+	st.Mover = s.Admin(t, "create-service-token", "--account", "mover", "--scopes", "write:data", "--name", "mover", "--days", "1",
+		"--kind", "mover", "--locations", "1,2,3,4,5")
 	return st
 }
 

@@ -163,6 +163,9 @@ type ClaimRequest struct {
 	Kinds  []Kind
 	Site   string
 	Max    int
+	// Locations: only operations whose source or destination is one of these data locations
+	// (a mover's bindings; empty: none). nil: every location (internal callers).
+	Locations []int64
 }
 
 // Copy is a physical copy a mover reports having made.
@@ -179,6 +182,8 @@ type CompleteRequest struct {
 	Bytes    *int64
 	Checksum string
 	Copies   []Copy
+	// Locations are the mover's (nil: any): a refused report on an operation outside them is a 404.
+	Locations []int64
 }
 
 // Failure is a failed attempt as a mover reports it (or the planner, for an expired lease).

@@ -35,6 +35,8 @@ type Store interface {
 
 	Heartbeat(ctx context.Context, id int64, holder string) (Operation, error)
 	Fail(ctx context.Context, id int64, holder string, f Failure) (Operation, error)
+	// Operation reads operation id (of kind, unless empty; problem.ErrNotFound).
+	Operation(ctx context.Context, kind Kind, id int64) (Operation, error)
 }
 
 // Claimer leases operations to movers; postgres.Claimer serves concurrent claims together.
@@ -63,11 +65,13 @@ type Waker interface {
 type Caller struct {
 	Name  string
 	Admin bool
+	// Service is a service account's kind and bindings (nil for people): a mover's locations.
+	Service *authn.ServiceBinding
 }
 
 // CallerOf returns the Caller of an authenticated request.
 func CallerOf(p *authn.Principal) Caller {
-	return Caller{Name: p.Username, Admin: p.IsAdmin()}
+	return Caller{Name: p.Username, Admin: p.IsAdmin(), Service: p.Service}
 }
 
 // adminOnly returns AdminRequiredError unless c is an admin.
@@ -273,9 +277,14 @@ next:
 	return out
 }
 
-// Heartbeat extends req's holder's lease of operation id by OPS_OPERATION_LEASE.
-func (s *Service) Heartbeat(ctx context.Context, id int64, holder string) (Operation, error) {
-	return s.Store.Heartbeat(ctx, id, holder)
+// Heartbeat extends holder's lease of operation id by OPS_OPERATION_LEASE; an operation outside
+// locations (nil: any) is not found.
+func (s *Service) Heartbeat(ctx context.Context, id int64, holder string, locations []int64) (Operation, error) {
+	op, err := s.Store.Heartbeat(ctx, id, holder)
+	if err != nil {
+		return op, s.outside(ctx, id, locations, err)
+	}
+	return op, nil
 }
 
 // Complete records a mover's success and asks the planner for a round (it creates the next
@@ -289,13 +298,18 @@ func (s *Service) Complete(ctx context.Context, req CompleteRequest) (Operation,
 	}
 	op, err := s.Completer.Complete(ctx, req)
 	if err != nil {
-		return op, err
+		return op, s.outside(ctx, req.ID, req.Locations, err)
 	}
 	s.Waker.Wake()
 	return op, nil
 }
 
 // Fail records a mover's failed attempt; RetryPolicy.NextAfterFailure decides what it leads to.
-func (s *Service) Fail(ctx context.Context, id int64, holder string, f Failure) (Operation, error) {
-	return s.Store.Fail(ctx, id, holder, f)
+// An operation outside locations (nil: any) is not found.
+func (s *Service) Fail(ctx context.Context, id int64, holder string, locations []int64, f Failure) (Operation, error) {
+	op, err := s.Store.Fail(ctx, id, holder, f)
+	if err != nil {
+		return op, s.outside(ctx, id, locations, err)
+	}
+	return op, nil
 }

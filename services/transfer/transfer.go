@@ -265,6 +265,8 @@ type Operation struct {
 	Site                      string     `json:"site" db:"site"`
 	Source                    *string    `json:"source_location" db:"source_location"`
 	Destination               *string    `json:"destination_location" db:"destination_location"`
+	SourceID                  *int64     `json:"-" db:"source_location_id"`
+	DestinationID             *int64     `json:"-" db:"destination_location_id"`
 	LeaseHolder               *string    `json:"lease_holder" db:"lease_holder"`
 	LeaseExpiresAt            *time.Time `json:"lease_expires_at" db:"lease_expires_at"`
 	NextAttemptAt             time.Time  `json:"next_attempt_at" db:"next_attempt_at"`

@@ -32,7 +32,11 @@ commands:
   grant-role            --user NAME --roles r1,r2                 grant roles to an existing user
   issue-jwt             --user NAME --roles admin[,observer,...]  print a session JWT (creates the user if needed)
   create-service-token  --account NAME --scopes s1,s2 [--name N] [--days D]
-                                                                  create a service account (role service) and print a new API token
+                        [--kind instrument|mover|weather [--instruments 1,2] [--modules 11,12] [--locations 1,2]]
+                                                                  create a service account (role service) with its kind and bindings
+                                                                  and print a new API token (an existing account: the same kind and bindings)
+  set-service-bindings  --account NAME --kind K [--instruments ..] [--modules ..] [--locations ..]
+                                                                  replace a service account's kind and bindings (audited)
   generate-signing-key  --out PATH                                write a new Ed25519 JWT signing key (PEM)
   export-public-keys    --out PATH                                write the public halves of OPS_JWT_SIGNING_KEY and OPS_JWT_PREVIOUS_KEYS
                                                                   (PEM): a secondary site's OPS_JWT_MAIN_PUBLIC_KEYS (run at the main)
@@ -92,6 +96,8 @@ func Run(ctx context.Context, env *Env, args []string) error {
 		return env.issueJWT(ctx, rest)
 	case "create-service-token":
 		return env.createServiceToken(ctx, rest)
+	case "set-service-bindings":
+		return env.setServiceBindings(ctx, rest)
 	case "link-identity":
 		return env.linkIdentity(ctx, rest)
 	case "disable-user":

@@ -99,8 +99,18 @@ func Register(api huma.API, h *Handlers) {
 		Summary: "Create a service token", Tags: tokens, Errors: []int{409, 422}, DefaultStatus: http.StatusCreated,
 		Description: "Creates an API token for a service account (instrument and ingest scripts), creating the " +
 			"account with role service first if needed. The raw token is in this response only. 409 if the name belongs " +
-			"to a person's account or the account holds OPS_TOKEN_MAX_PER_USER active tokens.",
+			"to a person's account or the account holds OPS_TOKEN_MAX_PER_USER active tokens. kind and bindings are " +
+			"given when the account is created; for an existing account they must be the ones it has (409 otherwise).",
 	}), h.createServiceToken)
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "set-service-bindings", Method: http.MethodPut, Path: "/api/tokens/service/{username}/bindings",
+		Summary: "Set a service account's kind and bindings", Tags: tokens, Errors: []int{404, 409, 422},
+		Description: "Admins: replaces the kind and bindings of a service account (an instrument: instruments and/or " +
+			"instrument_modules; a mover: data locations; weather: none), the one way they change after creation. " +
+			"Audited (GET /api/tokens/audit, action set_bindings, with the values before and after); every token of " +
+			"the account is checked against the new bindings from its next request. 404 no such account, 409 not a " +
+			"service account, 422 an unknown id or bindings not of the kind.",
+	}), h.setServiceBindings)
 	huma.Register(api, h.Auth.Op(huma.Operation{
 		OperationID: "create-token", Method: http.MethodPost, Path: "/api/tokens/",
 		Summary: "Create a token", Tags: tokens, Errors: []int{409, 422}, DefaultStatus: http.StatusCreated,

@@ -58,10 +58,33 @@ type tokenUpdateBody struct {
 
 // serviceTokenBody is the body of POST /api/tokens/service.
 type serviceTokenBody struct {
-	Account       string      `json:"account" minLength:"1" maxLength:"255" doc:"Username of the service account; created with role service if it does not exist. An existing account must be a service account." example:"scuba2-ingest"`
-	Name          string      `json:"name,omitempty" maxLength:"255" doc:"Label; default \"service token\"." example:"scuba2 raw files"`
-	Scopes        []scopeName `json:"scopes" minItems:"1" maxItems:"16" doc:"Scopes to grant (at least one)." example:"[\"write:observations\",\"write:data\"]"`
-	ExpiresInDays int         `json:"expires_in_days,omitempty" minimum:"1" maximum:"365" doc:"Lifetime in days from now (1-365); default OPS_TOKEN_DEFAULT_DAYS (90)." example:"365"`
+	Account       string              `json:"account" minLength:"1" maxLength:"255" doc:"Username of the service account; created with role service if it does not exist. An existing account must be a service account." example:"scuba2-ingest"`
+	Name          string              `json:"name,omitempty" maxLength:"255" doc:"Label; default \"service token\"." example:"scuba2 raw files"`
+	Scopes        []scopeName         `json:"scopes" minItems:"1" maxItems:"16" doc:"Scopes to grant (at least one)." example:"[\"write:observations\",\"write:data\"]"`
+	ExpiresInDays int                 `json:"expires_in_days,omitempty" minimum:"1" maximum:"365" doc:"Lifetime in days from now (1-365); default OPS_TOKEN_DEFAULT_DAYS (90)." example:"365"`
+	Kind          string              `json:"kind,omitempty" enum:"instrument,mover,weather" doc:"The account's kind. A new account is created with it and bindings; for an existing account it must be the kind it has (409 otherwise: PUT /api/tokens/service/{username}/bindings changes it). Omitted: an existing account keeps its own, a new one gets no kind (refused by every route that checks ownership)." example:"instrument"`
+	Bindings      *authtoken.Bindings `json:"bindings,omitempty" doc:"With kind: what the account is bound to (an instrument: instruments and/or instrument_modules; a mover: locations; weather: none). For an existing account they must be the ones it has (409 otherwise)."`
+}
+
+// account is the kind and bindings a service-token request states (nil: none).
+func (b serviceTokenBody) account() (*authtoken.KindBindings, error) {
+	if b.Kind == "" {
+		if b.Bindings != nil {
+			return nil, problem.Field("body.kind", "bindings need a kind", nil)
+		}
+		return nil, nil
+	}
+	kb := &authtoken.KindBindings{Kind: b.Kind}
+	if b.Bindings != nil {
+		kb.Bindings = *b.Bindings
+	}
+	return kb, nil
+}
+
+// setBindingsInput is PUT /api/tokens/service/{username}/bindings.
+type setBindingsInput struct {
+	Username string `path:"username" minLength:"1" maxLength:"255" doc:"The service account."`
+	Body     authtoken.KindBindings
 }
 
 // bulkRevokeBody is the body of POST /api/tokens/bulk-revoke.
@@ -144,6 +167,8 @@ func (h *Handlers) tokenProblem(ctx context.Context, op string, err error) error
 		return huma.Error409Conflict("the token is revoked; create a new one")
 	case errors.Is(err, authtoken.ErrTokenLimit):
 		return huma.Error409Conflict(err.Error())
+	case errors.Is(err, authtoken.ErrBindingsDiffer):
+		return huma.Error409Conflict(err.Error() + "; they change only through PUT /api/tokens/service/{username}/bindings")
 	case errors.Is(err, authtoken.ErrNotServiceAccount):
 		return huma.Error409Conflict("the account exists and is not a service account; choose another name")
 	case errors.Is(err, authtoken.ErrAccountInactive):
@@ -280,13 +305,32 @@ func (h *Handlers) createServiceToken(ctx context.Context, in *struct{ Body serv
 	if err != nil {
 		return nil, err
 	}
+	acct, err := in.Body.account()
+	if err != nil {
+		return nil, err
+	}
 	tok, err := h.Tokens.CreateServiceToken(ctx, caller, in.Body.Account, authtoken.TokenSpec{
-		Name: in.Body.Name, Scopes: scopeStrings(in.Body.Scopes), ExpiresInDays: in.Body.ExpiresInDays,
+		Name: in.Body.Name, Scopes: scopeStrings(in.Body.Scopes), ExpiresInDays: in.Body.ExpiresInDays, Account: acct,
 	})
 	if err != nil {
 		return nil, h.tokenProblem(ctx, "create-service", err)
 	}
 	return out(tok), nil
+}
+
+func (h *Handlers) setServiceBindings(ctx context.Context, in *setBindingsInput) (*bodyOutput[authtoken.ServiceAccountBindings], error) {
+	caller, err := tokenCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	acct, err := h.Tokens.SetBindings(ctx, caller, in.Username, in.Body)
+	if errors.Is(err, problem.ErrNotFound) {
+		return nil, huma.Error404NotFound("no account called " + in.Username)
+	}
+	if err != nil {
+		return nil, h.tokenProblem(ctx, "set-bindings", err)
+	}
+	return out(acct), nil
 }
 
 func (h *Handlers) tokenAuditLog(ctx context.Context, in *tokenAuditInput) (*bodyOutput[authtoken.Page[authtoken.AuditEntry]], error) {

@@ -12,6 +12,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
+	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/pkg/problem"
 	"github.com/obsops/obsops/services/authtoken"
@@ -382,10 +383,19 @@ func (s *Tokens) AuditLog(ctx context.Context, q authtoken.AuditQuery) ([]authto
 }
 
 // verifyQuery finds a verifiable token by hash: one lookup on the unique index, with the
-// owner's active flag and roles.
+// owner's active flag and roles and, for a service account, its kind and bindings (an
+// instrument's whole instruments expanded to their modules), so that what ingest and transfer
+// check ownership against travels with the verified token.
 const verifyQuery = `
-	SELECT t.id, t.user_id, u.username, t.scopes, t.expires_at,
-		ARRAY(SELECT role FROM user_roles WHERE user_id = t.user_id ORDER BY role) AS roles
+	SELECT t.id, t.user_id, u.username, t.scopes, t.expires_at, u.is_service, u.service_kind,
+		ARRAY(SELECT role FROM user_roles WHERE user_id = t.user_id ORDER BY role) AS roles,
+		CASE WHEN u.is_service THEN ARRAY(SELECT b.instrument_id FROM service_bindings b
+			WHERE b.user_id = t.user_id AND b.instrument_id IS NOT NULL ORDER BY 1) END AS instruments,
+		CASE WHEN u.is_service THEN ARRAY(SELECT DISTINCT m.id FROM service_bindings b JOIN instrument_modules m
+			ON m.id = b.instrument_module_id OR m.instrument_id = b.instrument_id
+			WHERE b.user_id = t.user_id ORDER BY 1) END AS modules,
+		CASE WHEN u.is_service THEN ARRAY(SELECT b.location_id FROM service_bindings b
+			WHERE b.user_id = t.user_id AND b.location_id IS NOT NULL ORDER BY 1) END AS locations
 	FROM api_tokens t JOIN users u ON u.id = t.user_id
 	WHERE t.token_hash = $1 AND t.is_active AND u.is_active AND (t.expires_at IS NULL OR t.expires_at > now())`
 
@@ -402,6 +412,11 @@ func (s *Tokens) Verify(ctx context.Context, hash string) (authtoken.VerifiedTok
 		Scopes    pq.StringArray `db:"scopes"`
 		ExpiresAt *time.Time     `db:"expires_at"`
 		Roles     pq.StringArray `db:"roles"`
+		IsService bool           `db:"is_service"`
+		Kind      sql.NullString `db:"service_kind"`
+		Instr     pq.Int64Array  `db:"instruments"`
+		Modules   pq.Int64Array  `db:"modules"`
+		Locations pq.Int64Array  `db:"locations"`
 	}
 	err = st.GetContext(ctx, &r, hash)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -420,6 +435,9 @@ func (s *Tokens) Verify(ctx context.Context, hash string) (authtoken.VerifiedTok
 	}
 	if v.Roles == nil {
 		v.Roles = []string{}
+	}
+	if r.IsService {
+		v.Service = &authn.ServiceBinding{Kind: r.Kind.String, Instruments: nilIfEmpty(r.Instr), Modules: nilIfEmpty(r.Modules), Locations: nilIfEmpty(r.Locations)}
 	}
 	return v, nil
 }

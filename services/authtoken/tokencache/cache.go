@@ -30,6 +30,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/pkg/contract"
 	"github.com/obsops/obsops/services/authtoken"
 )
@@ -117,6 +118,8 @@ type record struct {
 	Roles     []string   `json:"r"`
 	Scopes    []string   `json:"s"`
 	ExpiresAt *time.Time `json:"e,omitempty"`
+	// Service: the owner's kind and bindings (service accounts only).
+	Service *authn.ServiceBinding `json:"v,omitempty"`
 }
 
 // Get returns the record cached for hash; found is false when there is none.
@@ -133,7 +136,7 @@ func (c *Cache) Get(ctx context.Context, hash string) (tok authtoken.VerifiedTok
 		return tok, false, err
 	}
 	return authtoken.VerifiedToken{TokenID: r.TokenID, UserID: r.UserID, Username: r.Username,
-		Roles: r.Roles, Scopes: r.Scopes, ExpiresAt: r.ExpiresAt}, true, nil
+		Roles: r.Roles, Scopes: r.Scopes, ExpiresAt: r.ExpiresAt, Service: r.Service}, true, nil
 }
 
 // Fill caches tok, read from PostgreSQL at readAt, under hash: for TTL or until the token
@@ -149,7 +152,7 @@ func (c *Cache) Fill(ctx context.Context, hash string, tok authtoken.VerifiedTok
 		return nil
 	}
 	b, err := json.Marshal(record{TokenID: tok.TokenID, UserID: tok.UserID, Username: tok.Username,
-		Roles: tok.Roles, Scopes: tok.Scopes, ExpiresAt: tok.ExpiresAt})
+		Roles: tok.Roles, Scopes: tok.Scopes, ExpiresAt: tok.ExpiresAt, Service: tok.Service})
 	if err != nil {
 		return err
 	}

@@ -125,7 +125,7 @@ type updateFileInput struct {
 }
 
 func (h *Handlers) updateFile(ctx context.Context, in *updateFileInput) (*fileOutput, error) {
-	f, err := h.Service.UpdateFile(ctx, in.ID, in.RawBody)
+	f, err := h.Service.UpdateFile(ctx, caller(ctx), in.ID, in.RawBody)
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +140,7 @@ type finalizeInput struct {
 type finalizeOutput struct{ Body ingest.RawDataPackage }
 
 func (h *Handlers) finalize(ctx context.Context, in *finalizeInput) (*finalizeOutput, error) {
-	p, err := h.Service.Finalize(ctx, in.ID, in.RawBody)
+	p, err := h.Service.Finalize(ctx, caller(ctx), in.ID, in.RawBody)
 	if err != nil {
 		return nil, err
 	}

@@ -25,7 +25,8 @@ func FinalizeHash(f ingest.Finalize) string {
 // the buffer, applied first when the row does not exist yet (the worker's later apply is then a
 // no-op). Finalizing a complete package again with the same request changes nothing (changed is
 // false); with another, it is a *ingest.ConflictError.
-func (s *Store) Finalize(ctx context.Context, id string, f ingest.Finalize, buffered *ingest.PackageTask) (row *ingest.PackageRow, changed bool, err error) {
+// may (nil: any) is asked about the package's module under the lock; its refusal rolls back.
+func (s *Store) Finalize(ctx context.Context, id string, f ingest.Finalize, buffered *ingest.PackageTask, may ingest.ModuleCheck) (row *ingest.PackageRow, changed bool, err error) {
 	hash := FinalizeHash(f)
 	err = database.InTx(ctx, s.writer(), func(tx *sqlx.Tx) error {
 		if buffered != nil {
@@ -39,6 +40,11 @@ func (s *Store) Finalize(ctx context.Context, id string, f ingest.Finalize, buff
 				return problem.ErrNotFound
 			}
 			return err
+		}
+		if may != nil {
+			if err := may(r.Module); err != nil {
+				return err
+			}
 		}
 		if r.Status == ingest.PackageComplete {
 			if r.Hash.String != hash {
@@ -64,7 +70,8 @@ WHERE id = $1 RETURNING `+pkgColumns, id, f.SizeBytes, f.Checksum, hash); err !=
 // UpdateFile changes a registered file. buffered is the file's registration still held in the
 // buffer (applied first when the row does not exist yet). A file of a complete package cannot
 // change, nor can a file join a complete package (*ingest.ConflictError).
-func (s *Store) UpdateFile(ctx context.Context, id string, u ingest.FileUpdate, buffered *ingest.FilesTask) (*ingest.RawDataFile, error) {
+// may (nil: any) is asked about the file's module under the lock; its refusal rolls back.
+func (s *Store) UpdateFile(ctx context.Context, id string, u ingest.FileUpdate, buffered *ingest.FilesTask, may ingest.ModuleCheck) (*ingest.RawDataFile, error) {
 	var out *ingest.RawDataFile
 	err := database.InTx(ctx, s.writer(), func(tx *sqlx.Tx) error {
 		if buffered != nil {
@@ -78,6 +85,11 @@ func (s *Store) UpdateFile(ctx context.Context, id string, u ingest.FileUpdate, 
 				return problem.ErrNotFound
 			}
 			return err
+		}
+		if may != nil {
+			if err := may(r.Module); err != nil {
+				return err
+			}
 		}
 		var pkgs []string
 		if r.Package.Valid {

@@ -222,13 +222,13 @@ func TestDirectJoinRefusesFileOfAnotherPackage(t *testing.T) {
 		require.NoError(t, err)
 	}
 	ctx := context.Background()
-	_, err = s.UpdateFile(ctx, f.ID, ingest.FileUpdate{RawDataPackageID: &p1}, nil)
+	_, err = s.UpdateFile(ctx, f.ID, ingest.FileUpdate{RawDataPackageID: &p1}, nil, nil)
 	require.NoError(t, err)
-	_, err = s.UpdateFile(ctx, f.ID, ingest.FileUpdate{RawDataPackageID: &p2}, nil)
+	_, err = s.UpdateFile(ctx, f.ID, ingest.FileUpdate{RawDataPackageID: &p2}, nil, nil)
 	var ce *ingest.ConflictError
 	require.True(t, errors.As(err, &ce), "%v", err)
 	require.Contains(t, ce.Msg, f.ID)
-	_, _, err = s.Finalize(ctx, p2, ingest.Finalize{SizeBytes: 1, Checksum: "xxh64:0123456789abcdef", FileIDs: []string{f.ID}}, nil)
+	_, _, err = s.Finalize(ctx, p2, ingest.Finalize{SizeBytes: 1, Checksum: "xxh64:0123456789abcdef", FileIDs: []string{f.ID}}, nil, nil)
 	require.True(t, errors.As(err, &ce), "%v", err)
 	require.Contains(t, ce.Msg, f.ID)
 	var status string

@@ -357,11 +357,15 @@ func (h *Handlers) claim(ctx context.Context, in *struct{ Body claimBody }) (*bo
 	if err != nil {
 		return nil, err
 	}
+	locations, err := c.MoverLocations()
+	if err != nil {
+		return nil, err
+	}
 	kinds := make([]transfer.Kind, len(in.Body.Kinds))
 	for i, k := range in.Body.Kinds {
 		kinds[i] = transfer.Kind(k)
 	}
-	ops, err := h.Service.Claim(ctx, transfer.ClaimRequest{Holder: transfer.Holder(c.Name, in.Body.Agent), Kinds: kinds, Site: in.Body.Site, Max: in.Body.Max})
+	ops, err := h.Service.Claim(ctx, transfer.ClaimRequest{Holder: transfer.Holder(c.Name, in.Body.Agent), Kinds: kinds, Site: in.Body.Site, Max: in.Body.Max, Locations: locations})
 	if err != nil {
 		return nil, err
 	}
@@ -382,11 +386,15 @@ func (h *Handlers) heartbeat(ctx context.Context, in *heartbeatInput) (*bodyOutp
 	if err != nil {
 		return nil, err
 	}
+	locations, err := c.MoverLocations()
+	if err != nil {
+		return nil, err
+	}
 	agent := ""
 	if in.Body != nil {
 		agent = in.Body.Agent
 	}
-	op, err := h.Service.Heartbeat(ctx, in.ID, transfer.Holder(c.Name, agent))
+	op, err := h.Service.Heartbeat(ctx, in.ID, transfer.Holder(c.Name, agent), locations)
 	if err != nil {
 		return nil, err
 	}
@@ -415,11 +423,15 @@ func (h *Handlers) complete(ctx context.Context, in *completeInput) (*bodyOutput
 	if err != nil {
 		return nil, err
 	}
+	locations, err := c.MoverLocations()
+	if err != nil {
+		return nil, err
+	}
 	copies := make([]transfer.Copy, len(in.Body.PhysicalCopies))
 	for i, pc := range in.Body.PhysicalCopies {
 		copies[i] = transfer.Copy{Location: pc.Location, Path: pc.Path}
 	}
-	op, err := h.Service.Complete(ctx, transfer.CompleteRequest{ID: in.ID, Holder: transfer.Holder(c.Name, in.Body.Agent), Bytes: in.Body.Bytes, Checksum: in.Body.Checksum, Copies: copies})
+	op, err := h.Service.Complete(ctx, transfer.CompleteRequest{ID: in.ID, Holder: transfer.Holder(c.Name, in.Body.Agent), Bytes: in.Body.Bytes, Checksum: in.Body.Checksum, Copies: copies, Locations: locations})
 	if err != nil {
 		return nil, err
 	}
@@ -444,7 +456,11 @@ func (h *Handlers) fail(ctx context.Context, in *failInput) (*bodyOutput[transfe
 	if err != nil {
 		return nil, err
 	}
-	op, err := h.Service.Fail(ctx, in.ID, transfer.Holder(c.Name, in.Body.Agent), transfer.Failure{
+	locations, err := c.MoverLocations()
+	if err != nil {
+		return nil, err
+	}
+	op, err := h.Service.Fail(ctx, in.ID, transfer.Holder(c.Name, in.Body.Agent), locations, transfer.Failure{
 		ErrorType: in.Body.ErrorType, Message: in.Body.Message, Retryable: in.Body.Retryable, LogPath: in.Body.LogPath,
 	})
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -23,6 +24,8 @@ import (
 // seconds, appends each one's history entry (actor: its holder) and answers them with the claim
 // k they went to. One claim alone is the same statement with one-element arrays. The scan starts
 // after (next_attempt_at, id) = ($7, $8) (see claimMarks; the zero time starts at the head).
+// $9, unless NULL, are a mover's data locations: only operations whose source or destination is
+// one of them are leased (the others are skipped in the scan, never locked).
 const claimSQL = `
 	WITH q AS (
 		SELECT q.holder, q.k::integer AS k, q.m, sum(q.m) OVER (ORDER BY q.k) - q.m AS skip
@@ -33,6 +36,7 @@ const claimSQL = `
 			 WHERE status = 'PENDING' AND kind = $1 AND next_attempt_at <= now()
 			   AND ($2 = '' OR site_id = (SELECT id FROM sites WHERE name = $2))
 			   AND (next_attempt_at, id) > ($7, $8)
+			   AND ($9::integer[] IS NULL OR source_location_id = ANY($9) OR destination_location_id = ANY($9))
 			 ORDER BY next_attempt_at, id LIMIT $5 FOR UPDATE SKIP LOCKED) c),
 	a AS (
 		SELECT c.id, q.k, q.holder FROM c JOIN q ON c.n > q.skip AND c.n <= q.skip + q.m),
@@ -50,13 +54,28 @@ const claimSQL = `
 	 ORDER BY o.k, o.id`
 
 // claimGroup says which claims can share a statement: the same kinds in the same order at the
-// same site.
+// same site, for the same data locations.
 func claimGroup(r transfer.ClaimRequest) string {
 	var b strings.Builder
 	b.WriteString(r.Site)
 	for _, k := range r.Kinds {
 		b.WriteByte(0)
 		b.WriteString(string(k))
+	}
+	b.WriteByte(1)
+	b.WriteString(locationsKey(r.Locations))
+	return b.String()
+}
+
+// locationsKey names a claim's location filter: "*" for every location, else the ids.
+func locationsKey(locations []int64) string {
+	if locations == nil {
+		return "*"
+	}
+	var b strings.Builder
+	for _, l := range locations {
+		b.WriteString(strconv.FormatInt(l, 10))
+		b.WriteByte(',')
 	}
 	return b.String()
 }
@@ -83,12 +102,15 @@ func (s *Store) ClaimAll(ctx context.Context, kinds []transfer.Kind, site string
 	return s.claimAll(ctx, kinds, site, reqs, nil)
 }
 
-// claimAll is ClaimAll; with marks, a claim of one kind starts its scan where marks say.
+// claimAll is ClaimAll; with marks, a claim of one kind starts its scan where marks say (marks
+// are kept per site and location filter, since a scan passes over other locations' operations).
 func (s *Store) claimAll(ctx context.Context, kinds []transfer.Kind, site string, reqs []transfer.ClaimRequest, marks *claimMarks) ([][]transfer.Operation, error) {
 	st, err := s.prepared(ctx, claimSQL)
 	if err != nil {
 		return nil, err
 	}
+	// Every claim of a round's group has the same locations (claimGroup).
+	locations, scope := reqs[0].Locations, site+"\x00"+locationsKey(reqs[0].Locations)
 	holders, want := make([]string, len(reqs)), make([]int64, len(reqs))
 	for i, r := range reqs {
 		holders[i], want[i] = r.Holder, int64(r.Max)
@@ -110,8 +132,8 @@ func (s *Store) claimAll(ctx context.Context, kinds []transfer.Kind, site string
 			transfer.Operation
 		}
 		now := time.Now()
-		from, head := marks.start(k, site, now)
-		if err := stmt.SelectContext(ctx, &rows, string(k), site, pq.Array(holders), pq.Array(want), total, seconds(s.Lease), from.at, from.id); err != nil {
+		from, head := marks.start(k, scope, now)
+		if err := stmt.SelectContext(ctx, &rows, string(k), site, pq.Array(holders), pq.Array(want), total, seconds(s.Lease), from.at, from.id, pq.Array(locations)); err != nil {
 			return err
 		}
 		last := claimKey{}
@@ -122,7 +144,7 @@ func (s *Store) claimAll(ctx context.Context, kinds []transfer.Kind, site string
 			out[r.K-1] = append(out[r.K-1], r.Operation)
 			want[r.K-1]--
 		}
-		marks.scanned(k, site, last, head, now)
+		marks.scanned(k, scope, last, head, now)
 		return nil
 	}
 	// An unknown site leases nothing; it is an input error only then (a claim that got
@@ -325,7 +347,10 @@ func (c *Claimer) run(r *claimRound) error {
 		var input *problem.FieldError
 		if err != nil && len(ps) > 1 && !errors.As(err, &input) {
 			for _, p := range ps {
-				p.ops, p.err = c.Store.Claim(ctx, p.req.Holder, p.req.Kinds, p.req.Site, p.req.Max)
+				var res [][]transfer.Operation
+				if res, p.err = c.Store.ClaimAll(ctx, p.req.Kinds, p.req.Site, []transfer.ClaimRequest{p.req}); p.err == nil {
+					p.ops = res[0]
+				}
 			}
 			continue
 		}

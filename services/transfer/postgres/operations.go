@@ -68,6 +68,7 @@ const opColumns = `o.id, o.kind, o.status, o.retry_count, o.max_retries, o.attem
 	CASE WHEN o.kind = 'long_term_archive' THEN
 	     (SELECT l.id FROM long_term_archive_transfers l WHERE l.operation_id = o.id) END AS long_term_archive_transfer_id,
 	o.staging_job_id, s.name AS site, src.name AS source_location, dst.name AS destination_location,
+	o.source_location_id, o.destination_location_id,
 	o.lease_holder, o.lease_expires_at, o.next_attempt_at, o.last_error_type, o.last_error, o.bytes, o.checksum,
 	o.created_at, o.updated_at, o.completed_at`
 

@@ -33,6 +33,7 @@ type Store struct {
 	modLoaded time.Time
 
 	lookups    [lookupLanes]lookupLane   // FilesByIDOrPath's shared queries
+	lanes      int                       // lanes in use (0: lookupLanes; tests compare with 1)
 	byIDOrPath atomic.Pointer[sqlx.Stmt] // filesByIDOrPathSQL, prepared on first use
 	byPath     atomic.Pointer[sqlx.Stmt] // filesByPathSQL, prepared on first use
 }
@@ -150,10 +151,14 @@ func (s *Store) FilesByIDOrPath(ctx context.Context, ids []string, modules []int
 	if len(ids)+len(paths) > sharedLookupMax {
 		return s.filesByIDOrPath(ctx, ids, modules, paths)
 	}
-	lane := &s.lookups[0]
-	for i := range s.lookups { // the first lane with no query in flight, else the first
-		if !s.lookups[i].busy.Load() {
-			lane = &s.lookups[i]
+	lanes := s.lookups[:]
+	if s.lanes > 0 {
+		lanes = lanes[:min(s.lanes, lookupLanes)]
+	}
+	lane := &lanes[0]
+	for i := range lanes { // the first lane with no query in flight, else the first
+		if !lanes[i].busy.Load() {
+			lane = &lanes[i]
 			break
 		}
 	}

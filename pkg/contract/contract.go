@@ -4,6 +4,8 @@
 // boundary is spelled once, here, so the two sides cannot drift apart.
 package contract
 
+import "time"
+
 // IngestQueue is the asynq queue of the critical-write buffer: ingest's API enqueues into it,
 // ingest's workers drain it, the site service reports it in /buffer-stats.
 const IngestQueue = "ingest"
@@ -42,6 +44,13 @@ const (
 // records from its Redis cache; every service's in-process token cache (pkg/authn) empties
 // itself on any message.
 const TokenInvalidationChannel = "ops:tokens:invalidated"
+
+// SecondaryTokenRecordTTL is how long a secondary site's authtoken caches an API token's record
+// in its Redis. A revocation at the main site invalidates the main's cache only: the secondary
+// learns it from its replica, so its records must be re-read that often (the main's live
+// tokencache.DefaultTTL, their invalidation is immediate). The site service reports the bound
+// this sets (/buffer-stats revocation_bound_s).
+const SecondaryTokenRecordTTL = time.Second
 
 // InternalPrefix begins the paths services offer each other and never the public: the gateway
 // refuses everything under it (any letter case).

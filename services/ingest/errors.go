@@ -62,3 +62,26 @@ var errDatabase = errors.New("database unavailable")
 func dbErr(err error) error { return fmt.Errorf("%w: %v", errDatabase, err) }
 
 func conflict(msg string) error { return &ConflictError{Msg: msg} }
+
+// IdempotencyLimitError is an Idempotency-Key refused because its user already holds Limit
+// unexpired keys (OPS_INGEST_IDEMPOTENCY_MAX_PER_CREDENTIAL): 429 with Retry-After, when the
+// oldest of them expires. Nothing was recorded; the same request without a key, or with a
+// client-chosen id, is not limited this way.
+type IdempotencyLimitError struct {
+	Limit      int
+	RetryAfter int // seconds
+}
+
+func (e *IdempotencyLimitError) Error() string {
+	return "this user holds " + strconv.Itoa(e.Limit) + " unexpired Idempotency-Keys, the most kept per credential " +
+		"(OPS_INGEST_IDEMPOTENCY_MAX_PER_CREDENTIAL); nothing was recorded: retry after the indicated delay, " +
+		"or send the request without a key (a client-chosen id keeps a retry safe)"
+}
+
+// ProblemKind makes it a 429 (problem.Kinded).
+func (e *IdempotencyLimitError) ProblemKind() problem.Kind { return problem.RateLimited }
+
+// GetHeaders is its Retry-After (huma sends it).
+func (e *IdempotencyLimitError) GetHeaders() http.Header {
+	return http.Header{"Retry-After": {strconv.Itoa(e.RetryAfter)}}
+}

@@ -54,6 +54,9 @@ type Config struct {
 	// IdempotencyTTL is how long an Idempotency-Key and its answer are kept: at least 24 h, the
 	// retry window clients are promised (docs/api.md).
 	IdempotencyTTL time.Duration `env:"OPS_INGEST_IDEMPOTENCY_TTL" envDefault:"24h"`
+	// IdempotencyMaxPerCredential bounds the unexpired Idempotency-Keys one user (all of its
+	// credentials) holds in Redis, which evicts nothing: beyond it a keyed write is answered 429.
+	IdempotencyMaxPerCredential int `env:"OPS_INGEST_IDEMPOTENCY_MAX_PER_CREDENTIAL" envDefault:"50000"`
 	// RedisTimeout bounds every Redis round trip of a buffered write, so a write Redis cannot take
 	// is answered 503 quickly instead of hanging.
 	RedisTimeout time.Duration `env:"OPS_INGEST_REDIS_TIMEOUT" envDefault:"1s"`
@@ -75,6 +78,8 @@ func (c *Config) Validate() error {
 		return &config.Invalid{Var: "OPS_INGEST_BULK_BODY_LIMIT_BYTES", Reason: "must be within [1 MiB, 1 GiB]"}
 	case c.IdempotencyTTL < 24*time.Hour:
 		return &config.Invalid{Var: "OPS_INGEST_IDEMPOTENCY_TTL", Reason: "must be at least 24h"}
+	case c.IdempotencyMaxPerCredential < 1 || c.IdempotencyMaxPerCredential > 10000000:
+		return &config.Invalid{Var: "OPS_INGEST_IDEMPOTENCY_MAX_PER_CREDENTIAL", Reason: "must be within [1, 10000000]"}
 	case c.RedisTimeout < 10*time.Millisecond || c.RedisTimeout > 30*time.Second:
 		return &config.Invalid{Var: "OPS_INGEST_REDIS_TIMEOUT", Reason: "must be within [10ms, 30s]"}
 	case c.RetryAfter < 1 || c.RetryAfter > 3600:

@@ -39,6 +39,9 @@ type BufferStats struct {
 	ReplayRatePerS float64 `json:"replay_rate_per_second" doc:"Buffer tasks processed per second over the last minute (a task holds one write, or several that arrived together; 0 until two samples exist)."`
 	// Replica is the local replica's lag (secondary sites only).
 	Replica *ReplicaStatus `json:"replica,omitempty"`
+	// RevocationBoundS is how long an API token revoked at the main site may still be accepted
+	// at this site (Monitor.revocationBound); absent at a secondary while the main is unreachable.
+	RevocationBoundS *float64 `json:"revocation_bound_s,omitempty" doc:"The most seconds an API token revoked at the main site can still be accepted here: OPS_TOKEN_CACHE_TTL at the main site; at a secondary that plus its authtoken's record cache (1 s) plus the replica's lag (lag_seconds). Absent at a secondary while the main is unreachable: revocations reach it when the WAN returns."`
 	// LastApplyAt is when an ingest worker last committed a buffered write (absent before the
 	// first); with a growing backlog it tells how long replay has been stuck.
 	LastApplyAt *time.Time `json:"last_apply_at,omitempty"`

@@ -10,6 +10,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/obsops/obsops/pkg/contract"
 	"github.com/obsops/obsops/pkg/database"
 )
 
@@ -59,6 +60,9 @@ type Monitor struct {
 	MainDB    *sqlx.DB           // the main primary, for BehindMainBytes (secondary sites)
 	Buffers   *BufferInspector
 	Log       *slog.Logger
+	// TokenCacheTTL is OPS_TOKEN_CACHE_TTL, assumed the same in every service of the site: how
+	// long their in-process caches reuse a token's verification (RevocationBound).
+	TokenCacheTTL time.Duration
 
 	mu      sync.Mutex
 	last    Sample
@@ -117,6 +121,7 @@ func (m *Monitor) Sample(ctx context.Context) Sample {
 			st.Main.LastError = ""
 			st.MainDBReachable = s.Main.Reachable
 			st.Replica = s.Replica
+			st.RevocationBoundS = m.revocationBound(s)
 			s.Buffer = &st
 		}
 	}
@@ -128,6 +133,23 @@ func (m *Monitor) Sample(ctx context.Context) Sample {
 	m.mu.Unlock()
 	m.export(s)
 	return s
+}
+
+// revocationBound is the most seconds an API token revoked at the main site can still be
+// accepted here (nil: no bound while the main is unreachable). At the main site authtoken drops
+// the token's record and empties every service's in-process cache at once, a lost message being
+// bounded by TokenCacheTTL. At a secondary the revocation arrives through the replica (its lag),
+// the secondary's authtoken re-reads a record contract.SecondaryTokenRecordTTL after reading it,
+// and the other services reuse its answer TokenCacheTTL at most.
+func (m *Monitor) revocationBound(s Sample) *float64 {
+	b := m.TokenCacheTTL.Seconds()
+	if m.Secondary {
+		if !s.Main.Reachable || s.Replica == nil || !s.Replica.InRecovery {
+			return nil
+		}
+		b += contract.SecondaryTokenRecordTTL.Seconds() + s.Replica.LagSeconds
+	}
+	return &b
 }
 
 // replayRate adds a processed total to the history (at most one a second, so however often

@@ -167,8 +167,9 @@ func TestBufferStatsReadTheIngestQueue(t *testing.T) {
 
 	var st site.BufferStats
 	require.Equal(t, 200, get(t, url, &st))
-	require.Equal(t, site.BufferStats{Site: st.Site, SiteType: "main", Queue: "ingest", MainDBReachable: true, MeasuredAt: st.MeasuredAt, Main: st.Main}, st,
-		"an empty queue reports real zeros")
+	require.NotNil(t, st.RevocationBoundS, "at the main site: OPS_TOKEN_CACHE_TTL")
+	require.Equal(t, site.BufferStats{Site: st.Site, SiteType: "main", Queue: "ingest", MainDBReachable: true, MeasuredAt: st.MeasuredAt, Main: st.Main,
+		RevocationBoundS: st.RevocationBoundS}, st, "an empty queue reports real zeros")
 	require.True(t, st.Main.Reachable, "at the main site the main database is its own")
 	require.Zero(t, st.Main.UnreachableSeconds)
 

@@ -243,3 +243,58 @@ func TestSecondarySiteWANCut(t *testing.T) {
 	}, 5*time.Second, 100*time.Millisecond, "health while the WAN drops traffic: %+v", h)
 	t.Logf("%s: done", time.Since(begin).Round(time.Millisecond))
 }
+
+// TestRevocationReachesSecondary: an API token revoked at the main site (WAN up) is refused at the
+// secondary within the bound the secondary's /buffer-stats states (revocation_bound_s: its
+// authtoken's record cache + OPS_TOKEN_CACHE_TTL + the replica's lag), although it was cached
+// there (the secondary's Redis and the catalog's in-process cache) when it was revoked.
+func TestRevocationReachesSecondary(t *testing.T) {
+	ts := twosites.Start(t, twosites.Options{MainSkip: []string{"transfer"}})
+	m := ts.Main
+	mainDB, err := sql.Open("postgres", m.DatabaseURL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = mainDB.Close() })
+	reader := m.Admin(t, "create-service-token", "--account", "reader", "--scopes", "read:sources", "--name", "revoked")
+	var id int64
+	require.NoError(t, mainDB.QueryRow(`SELECT id FROM api_tokens WHERE name = 'revoked'`).Scan(&id))
+	ts.WaitReplicated(t, 30*time.Second)
+	ts.StartSecondary(t, "authtoken", nil)
+	catalog := ts.StartSecondary(t, "catalog", nil)
+	siteURL := ts.StartSecondary(t, "site", nil)
+
+	read := func(base string) answer { return call(t, http.MethodGet, base+"/sources/?limit=1", reader, nil) }
+	for range 5 { // verified at the secondary, and cached there
+		a := read(catalog)
+		require.Equal(t, http.StatusOK, a.Status, "%s", a.Body)
+	}
+	var st site.BufferStats
+	require.Eventually(t, func() bool {
+		return get(t, siteURL+"/buffer-stats", &st) == 200 && st.RevocationBoundS != nil
+	}, 10*time.Second, 100*time.Millisecond, "the secondary states its revocation bound")
+	var mainSt site.BufferStats
+	require.Equal(t, 200, get(t, m.URLs["site"]+"/buffer-stats", &mainSt))
+	require.NotNil(t, mainSt.RevocationBoundS)
+	require.InDelta(t, 1.0, *mainSt.RevocationBoundS, 1e-9, "at the main site: OPS_TOKEN_CACHE_TTL")
+	require.GreaterOrEqual(t, *st.RevocationBoundS, 2.0, "at the secondary: its record cache (1 s) + OPS_TOKEN_CACHE_TTL (1 s) + lag")
+
+	r := call(t, http.MethodDelete, fmt.Sprintf("%s/api/tokens/%d", m.GatewayURL, id), m.JWT(t, "ops-admin", "admin"), nil)
+	require.Less(t, r.Status, 300, "%s", r.Body)
+	revoked := time.Now()
+	require.Equal(t, http.StatusUnauthorized, read(m.GatewayURL).Status, "refused at the main at once")
+
+	for {
+		a := read(catalog)
+		if a.Status == http.StatusUnauthorized {
+			break
+		}
+		require.Equal(t, http.StatusOK, a.Status, "%s", a.Body)
+		require.Less(t, time.Since(revoked), 30*time.Second, "still accepted at the secondary")
+		time.Sleep(20 * time.Millisecond)
+	}
+	took := time.Since(revoked)
+	require.Equal(t, 200, get(t, siteURL+"/buffer-stats", &st))
+	require.NotNil(t, st.RevocationBoundS)
+	bound := time.Duration(*st.RevocationBoundS * float64(time.Second))
+	t.Logf("revoked at the main: refused at the secondary after %s (bound %s)", took.Round(time.Millisecond), bound)
+	require.LessOrEqual(t, took, bound+100*time.Millisecond, "refused within the stated bound (+ the polling's spacing)")
+}

@@ -8,6 +8,7 @@ package app
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,6 +17,7 @@ import (
 	"github.com/obsops/obsops/migrations"
 	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/pkg/config"
+	"github.com/obsops/obsops/pkg/contract"
 	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/pkg/service"
 	"github.com/obsops/obsops/services/authtoken"
@@ -63,7 +65,7 @@ func NewCore(cfg *authtoken.Config, p Parts) *Core {
 		TokenStore: &postgres.Tokens{DB: p.Read, Write: p.Write},
 		UserStore:  &postgres.Users{DB: p.Read, Write: p.Write},
 		Counter:    usage.NewCounter(p.Redis),
-		Cache:      tokencache.New(p.Redis, tokencache.DefaultTTL),
+		Cache:      tokencache.New(p.Redis, recordTTL(cfg)),
 		cfg:        cfg,
 		parts:      p,
 	}
@@ -74,6 +76,16 @@ func NewCore(cfg *authtoken.Config, p Parts) *Core {
 	c.Tokens = c.NewTokenService()
 	c.Flusher = c.NewFlusher()
 	return c
+}
+
+// recordTTL is how long token records are cached in Redis: at a secondary site a revocation made
+// at the main reaches only the replica, so records are read again every
+// contract.SecondaryTokenRecordTTL; at the main every change invalidates them at once.
+func recordTTL(cfg *authtoken.Config) time.Duration {
+	if cfg != nil && cfg.Secondary() {
+		return contract.SecondaryTokenRecordTTL
+	}
+	return tokencache.DefaultTTL
 }
 
 // NewUserService builds a user service on the core's store and cache, as the server runs it

@@ -144,11 +144,11 @@ func (c *Cache) Get(ctx context.Context, hash string) (tok authtoken.VerifiedTok
 // the token or its user was invalidated in the last 2×TTL (a tombstone exists).
 func (c *Cache) Fill(ctx context.Context, hash string, tok authtoken.VerifiedToken, readAt time.Time) error {
 	now := c.Clock.Now()
-	life := c.ttl
+	life := c.ttl - now.Sub(readAt) // a record lives TTL from its read: a change is seen within TTL
 	if tok.ExpiresAt != nil {
 		life = min(life, tok.ExpiresAt.Sub(now))
 	}
-	if life < time.Millisecond || now.Sub(readAt) >= c.ttl {
+	if life < time.Millisecond {
 		return nil
 	}
 	b, err := json.Marshal(record{TokenID: tok.TokenID, UserID: tok.UserID, Username: tok.Username,

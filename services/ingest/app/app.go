@@ -60,6 +60,7 @@ func New(svc *service.Service, cfg *ingest.Config, role string) (*App, error) {
 	}
 	svc.Log = svc.Log.With("role", role)
 	buf := buffer.New(svc.Redis, cfg.RedisTimeout)
+	buf.MaxIdempotencyPerUser = cfg.IdempotencyMaxPerCredential
 	a := &App{svc: svc}
 	if role != ingest.RoleWorker {
 		status := ingest.Committed

@@ -23,14 +23,15 @@ import (
 
 // Redis keys (all under "ingest:").
 const (
-	recPrefix      = "ingest:rec:"           // + kind → hash: id → "<hash>|<tx>|<record json>"
-	ouIndexPrefix  = "ingest:ou:"            // + obs unit id → set of buffered executed obs unit ids
-	pkgIndexPrefix = "ingest:pkgfiles:"      // + package id → set of buffered file ids naming it
-	txPrefix       = "ingest:tx:"            // + tx → JSON txInfo
-	claimsKey      = "ingest:claims"         // hash: claim key → owner (ingest.Claim; holdScript names it too)
-	claimsRelease  = "ingest:claims:release" // sorted set: "<claim key>\x00<owner>" by when it may be released
-	txStatePrefix  = "ingest:txstate:"       // + tx → hash: attempts, last_error, committed_at, lsn
-	idemPrefix     = "ingest:idem:"          // + user id + ":" + key digest → JSON idemEntry
+	recPrefix       = "ingest:rec:"           // + kind → hash: id → "<hash>|<tx>|<record json>"
+	ouIndexPrefix   = "ingest:ou:"            // + obs unit id → set of buffered executed obs unit ids
+	pkgIndexPrefix  = "ingest:pkgfiles:"      // + package id → set of buffered file ids naming it
+	txPrefix        = "ingest:tx:"            // + tx → JSON txInfo
+	claimsKey       = "ingest:claims"         // hash: claim key → owner (ingest.Claim; holdScript names it too)
+	claimsRelease   = "ingest:claims:release" // sorted set: "<claim key>\x00<owner>" by when it may be released
+	txStatePrefix   = "ingest:txstate:"       // + tx → hash: attempts, last_error, committed_at, lsn
+	idemPrefix      = "ingest:idem:"          // + user id + ":" + key digest → JSON idemEntry
+	idemCountPrefix = "ingest:idemcount:"     // + user id → sorted set: key digest by expiry (unix ms)
 )
 
 // How long entries live. Cached records have no TTL: holdScript caches a write's records and
@@ -57,8 +58,14 @@ type Buffer struct {
 	seal    *redis.Script
 	release *redis.Script
 	// txStates reads the states of transactions for the reads (receipts.go)
-	txStates *redis.Script
-	rounds   groupcommit.Group[holdRound]
+	txStates  *redis.Script
+	beginIdem *redis.Script // idempotency.go
+	rounds    groupcommit.Group[holdRound]
+
+	// MaxIdempotencyPerUser is the most unexpired Idempotency-Key entries one user (every
+	// credential of theirs) may hold (OPS_INGEST_IDEMPOTENCY_MAX_PER_CREDENTIAL); 0: no limit.
+	// Set it before first use.
+	MaxIdempotencyPerUser int
 }
 
 // New returns the buffer on rdb; timeout bounds each Redis round trip of a write.
@@ -67,7 +74,7 @@ func New(rdb redis.UniversalClient, timeout time.Duration) *Buffer {
 		rdb: rdb, client: asynq.NewClientFromRedisClient(rdb), insp: asynq.NewInspectorFromRedisClient(rdb),
 		timeout: timeout, hold: redis.NewScript(holdScript), reclaim: redis.NewScript(reclaimScript),
 		fence: redis.NewScript(fenceScript), seal: redis.NewScript(sealScript), release: redis.NewScript(releaseScript),
-		txStates: redis.NewScript(txStatesScript),
+		txStates: redis.NewScript(txStatesScript), beginIdem: redis.NewScript(beginIdemScript),
 	}
 }
 

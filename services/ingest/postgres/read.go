@@ -32,8 +32,16 @@ type Store struct {
 	modules   map[int64]bool
 	modLoaded time.Time
 
-	lookups    groupcommit.Group[fileLookup] // FilesByIDOrPath's shared queries
-	lookupStmt atomic.Pointer[sqlx.Stmt]     // filesByIDOrPathSQL, prepared on first use
+	lookups    [lookupLanes]lookupLane   // FilesByIDOrPath's shared queries
+	lanes      int                       // lanes in use (0: lookupLanes; tests compare with 1)
+	byIDOrPath atomic.Pointer[sqlx.Stmt] // filesByIDOrPathSQL, prepared on first use
+	byPath     atomic.Pointer[sqlx.Stmt] // filesByPathSQL, prepared on first use
+}
+
+// lookupLane is one sequence of shared file lookups: one query in flight, the next gathering.
+type lookupLane struct {
+	group groupcommit.Group[fileLookup]
+	busy  atomic.Bool // a query of this lane is in flight
 }
 
 // writer is the pool for the direct writes (see Write).
@@ -143,11 +151,24 @@ func (s *Store) FilesByIDOrPath(ctx context.Context, ids []string, modules []int
 	if len(ids)+len(paths) > sharedLookupMax {
 		return s.filesByIDOrPath(ctx, ids, modules, paths)
 	}
-	round, err := s.lookups.Join(ctx, func(r *fileLookup) {
+	lanes := s.lookups[:]
+	if s.lanes > 0 {
+		lanes = lanes[:min(s.lanes, lookupLanes)]
+	}
+	lane := &lanes[0]
+	for i := range lanes { // the first lane with no query in flight, else the first
+		if !lanes[i].busy.Load() {
+			lane = &lanes[i]
+			break
+		}
+	}
+	round, err := lane.group.Join(ctx, func(r *fileLookup) {
 		r.ids = append(r.ids, ids...)
 		r.modules = append(r.modules, modules...)
 		r.paths = append(r.paths, paths...)
 	}, func(r *fileLookup) error {
+		lane.busy.Store(true)
+		defer lane.busy.Store(false)
 		qctx, cancel := context.WithTimeout(context.Background(), lookupTimeout)
 		defer cancel()
 		r.rows, r.err = s.filesByIDOrPath(qctx, r.ids, r.modules, r.paths)
@@ -176,10 +197,14 @@ func (s *Store) FilesByIDOrPath(ctx context.Context, ids []string, modules []int
 }
 
 // Shared file lookups (FilesByIDOrPath): the most ids and paths one caller may bring to a shared
-// query, and the bound of that query.
+// query, the bound of that query, and how many shared queries may be in flight at once. With
+// one, a registration arriving while a query runs waits for it to end and then for its own (1.5
+// queries on average); with a second lane it starts at once when that lane is idle, so under
+// load its wait is closer to one query, for about twice the (small, prepared) queries.
 const (
 	sharedLookupMax = 128
 	lookupTimeout   = 10 * time.Second
+	lookupLanes     = 2
 )
 
 // fileLookup is one shared query of FilesByIDOrPath: what its callers asked for, and every row
@@ -197,18 +222,30 @@ const filesByIDOrPathSQL = `SELECT ` + fileColumns + ` FROM raw_data_files f WHE
 UNION SELECT ` + fileColumns + ` FROM raw_data_files f JOIN unnest($2::int[], $3::text[]) AS q(module, path)
   ON f.instrument_module_id = q.module AND f.path = q.path`
 
+// filesByPathSQL is filesByIDOrPathSQL without ids (a registration with server-chosen ids, the
+// common case): no UNION to deduplicate, no id probe.
+const filesByPathSQL = `SELECT ` + fileColumns + ` FROM raw_data_files f JOIN unnest($1::int[], $2::text[]) AS q(module, path)
+  ON f.instrument_module_id = q.module AND f.path = q.path`
+
 // filesByIDOrPath is FilesByIDOrPath's query.
 func (s *Store) filesByIDOrPath(ctx context.Context, ids []string, modules []int64, paths []string) ([]ingest.RawDataFile, error) {
-	if ids == nil {
-		ids = []string{}
-	}
-	st, err := prepared(ctx, s.DB, &s.lookupStmt, filesByIDOrPathSQL)
-	if err != nil {
-		return nil, err
-	}
 	var rows []fileRow
-	if err := st.SelectContext(ctx, &rows, pq.StringArray(ids), pq.Int64Array(modules), pq.StringArray(paths)); err != nil {
-		return nil, err
+	if len(ids) == 0 {
+		st, err := prepared(ctx, s.DB, &s.byPath, filesByPathSQL)
+		if err != nil {
+			return nil, err
+		}
+		if err := st.SelectContext(ctx, &rows, pq.Int64Array(modules), pq.StringArray(paths)); err != nil {
+			return nil, err
+		}
+	} else {
+		st, err := prepared(ctx, s.DB, &s.byIDOrPath, filesByIDOrPathSQL)
+		if err != nil {
+			return nil, err
+		}
+		if err := st.SelectContext(ctx, &rows, pq.StringArray(ids), pq.Int64Array(modules), pq.StringArray(paths)); err != nil {
+			return nil, err
+		}
 	}
 	out := make([]ingest.RawDataFile, len(rows))
 	for i, r := range rows {

@@ -36,7 +36,8 @@ func New(cfg *site.Config, svc *service.Service, version, commit string) (*App, 
 	inspector := asynq.NewInspectorFromRedisClient(svc.Redis)
 	monitor := &site.Monitor{
 		Secondary: cfg.Secondary(), Main: pools.Main, Local: pools.Read, MainDB: pools.Write, Log: svc.Log,
-		Buffers: &site.BufferInspector{Inspector: inspector, Redis: svc.Redis, Site: cfg.SiteName, SiteType: cfg.SiteType},
+		TokenCacheTTL: cfg.TokenCacheTTL,
+		Buffers:       &site.BufferInspector{Inspector: inspector, Redis: svc.Redis, Site: cfg.SiteName, SiteType: cfg.SiteType},
 	}
 	monitor.Register(svc.Metrics)
 	services := cfg.Upstreams.ByService()

@@ -84,6 +84,7 @@ func kinds() map[string]func() any {
 		"networking.k8s.io/v1/Ingress":           func() any { return &networkingv1.Ingress{} },
 		"networking.k8s.io/v1/NetworkPolicy":     func() any { return &networkingv1.NetworkPolicy{} },
 		"keda.sh/v1alpha1/ScaledObject":          func() any { return &ScaledObject{} },
+		"keda.sh/v1alpha1/TriggerAuthentication": func() any { return &TriggerAuthentication{} },
 	}
 }
 
@@ -203,6 +204,27 @@ type ScaleTrigger struct {
 type AuthenticationRef struct {
 	Name string `json:"name"`
 	Kind string `json:"kind,omitempty"`
+}
+
+// TriggerAuthentication is the part of KEDA's keda.sh/v1alpha1 TriggerAuthentication
+// (apis/keda/v1alpha1/triggerauthentication_types.go) these manifests use: scaler parameters
+// taken from Secrets.
+type TriggerAuthentication struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              TriggerAuthenticationSpec `json:"spec"`
+}
+
+// TriggerAuthenticationSpec is KEDA's TriggerAuthenticationSpec (subset).
+type TriggerAuthenticationSpec struct {
+	SecretTargetRef []AuthSecretTargetRef `json:"secretTargetRef,omitempty"`
+}
+
+// AuthSecretTargetRef gives a scaler parameter the value of a key of a Secret.
+type AuthSecretTargetRef struct {
+	Parameter string `json:"parameter"`
+	Name      string `json:"name"`
+	Key       string `json:"key"`
 }
 
 // Fallback is the replica count KEDA keeps while a scaler keeps failing.

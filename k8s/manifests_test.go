@@ -2,6 +2,7 @@ package k8s
 
 import (
 	"net/url"
+	"os"
 	"path"
 	"slices"
 	"sort"
@@ -39,9 +40,11 @@ var overlays = []overlay{
 	{dir: "overlays/dev", namespace: "obsops-dev", imageTag: "dev", minReplicas: 1,
 		externalSecrets: []string{"obsops-authtoken"}},
 	{dir: "overlays/prod", namespace: "obsops", imageTag: "0.1.0", minReplicas: 2,
-		externalSecrets: []string{"obsops-authtoken", "obsops-database", "obsops-internal"}},
+		externalSecrets: []string{"obsops-authtoken", "obsops-authtoken-credentials", "obsops-catalog-credentials", "obsops-database",
+			"obsops-gateway-credentials", "obsops-ingest-credentials", "obsops-internal", "obsops-site-credentials", "obsops-transfer-credentials"}},
 	{dir: "overlays/secondary", namespace: "obsops-secondary", imageTag: "0.1.0", minReplicas: 1, secondary: true,
-		externalSecrets: []string{"obsops-authtoken", "obsops-database", "obsops-internal", "obsops-main-database", "obsops-replication"}},
+		externalSecrets: []string{"obsops-authtoken", "obsops-authtoken-credentials", "obsops-catalog-credentials", "obsops-gateway-credentials",
+			"obsops-ingest-credentials", "obsops-internal", "obsops-main-database", "obsops-replication", "obsops-site-credentials"}},
 }
 
 // The workloads of the suite: every service's Deployment, and its HTTP port.
@@ -87,6 +90,7 @@ type rendered struct {
 	ingresses    map[string]*networkingv1.Ingress
 	netpols      map[string]*networkingv1.NetworkPolicy
 	scaled       map[string]*ScaledObject
+	triggerAuths map[string]*TriggerAuthentication
 }
 
 var renderCache = map[string]*rendered{}
@@ -112,7 +116,7 @@ func render(t *testing.T, o overlay) *rendered {
 		statefulSets: map[string]*appsv1.StatefulSet{}, jobs: map[string]*batchv1.Job{},
 		pdbs: map[string]*policyv1.PodDisruptionBudget{}, hpas: map[string]*autoscalingv2.HorizontalPodAutoscaler{},
 		ingresses: map[string]*networkingv1.Ingress{}, netpols: map[string]*networkingv1.NetworkPolicy{},
-		scaled: map[string]*ScaledObject{},
+		scaled: map[string]*ScaledObject{}, triggerAuths: map[string]*TriggerAuthentication{},
 	}
 	seen := map[string]bool{}
 	for _, o := range objs {
@@ -148,6 +152,8 @@ func render(t *testing.T, o overlay) *rendered {
 			r.netpols[o.Name] = v
 		case *ScaledObject:
 			r.scaled[o.Name] = v
+		case *TriggerAuthentication:
+			r.triggerAuths[o.Name] = v
 		default:
 			t.Fatalf("%s: %s decoded into unexpected %T", r.dir, id, v)
 		}
@@ -273,11 +279,13 @@ func TestWorkloadsAreHardened(t *testing.T) {
 			if psc == nil || psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
 				t.Errorf("%s: pod seccompProfile must be RuntimeDefault", id)
 			}
-			if len(ps.InitContainers) > 0 {
+			// Only Redis has one (it writes the ACL file), held to the same rules as the containers.
+			if len(ps.InitContainers) > 0 && id != "StatefulSet/redis" {
 				t.Errorf("%s: unexpected init containers", id)
 			}
-			for i := range ps.Containers {
-				c := &ps.Containers[i]
+			all := append(slices.Clone(ps.InitContainers), ps.Containers...)
+			for i := range all {
+				c := &all[i]
 				where := id + " container " + c.Name
 				sc := c.SecurityContext
 				switch {
@@ -306,7 +314,7 @@ func TestWorkloadsAreHardened(t *testing.T) {
 				if tag := imageTag(c.Image); tag == "" || tag == "latest" {
 					t.Errorf("%s: image %q needs a fixed tag", where, c.Image)
 				}
-				if strings.HasPrefix(id, "Job/") {
+				if strings.HasPrefix(id, "Job/") || i < len(ps.InitContainers) { // run to completion: no probes
 					continue
 				}
 				if c.LivenessProbe == nil || c.ReadinessProbe == nil {
@@ -798,7 +806,7 @@ func TestReferencesResolve(t *testing.T) {
 		}
 		// authtoken gets the JWT signing key and the OIDC client secret as files.
 		env := r.env(t, &r.deployments["authtoken"].Spec.Template.Spec.Containers[0])
-		for _, v := range []string{"OPS_JWT_SIGNING_KEY_FILE", "OPS_OIDC_CLIENT_SECRET_FILE", "OPS_DATABASE_URL_FILE", "OPS_REDIS_URL_FILE"} {
+		for _, v := range []string{"OPS_JWT_SIGNING_KEY_FILE", "OPS_OIDC_CLIENT_SECRET_FILE", "OPS_DATABASE_PASSWORD_FILE", "OPS_REDIS_PASSWORD_FILE"} {
 			if env[v] == "" {
 				t.Errorf("authtoken: %s not set", v)
 			}
@@ -811,7 +819,7 @@ func TestReferencesResolve(t *testing.T) {
 				t.Errorf("Deployment %s: want OPS_INTERNAL_SECRET_FILE from Secret obsops-internal and no OPS_TRUSTED_GATEWAYS", name)
 			}
 			for k := range env {
-				if k == "OPS_DATABASE_URL" || k == "OPS_REDIS_URL" || k == "OPS_JWT_SIGNING_KEY" || k == "OPS_OIDC_CLIENT_SECRET" || k == "OPS_INTERNAL_SECRET" {
+				if k == "OPS_DATABASE_PASSWORD" || k == "OPS_REDIS_PASSWORD" || k == "OPS_JWT_SIGNING_KEY" || k == "OPS_OIDC_CLIENT_SECRET" || k == "OPS_INTERNAL_SECRET" {
 					t.Errorf("Deployment %s: secret %s in a plain env var, mount it and use %s_FILE", name, k, k)
 				}
 			}
@@ -906,18 +914,17 @@ func TestNetworkPolicies(t *testing.T) {
 		}
 		upstreams := []string{"authtoken", "transfer", "catalog", "ingest-api", "site"}
 		want := func(from, to string) bool {
-			_, fromObsops := obsops[from]
 			switch {
-			case to == "redis":
-				return fromObsops || from == "keda-operator"
-			case to == "postgres" || to == "postgres-replica":
-				return fromObsops
+			case to == "redis": // the services and KEDA's operator pod; not PostgreSQL, not the migration Job
+				return slices.Contains([]string{"gateway", "authtoken", "transfer", "catalog", "ingest-api", "ingest-worker", "site"}, from) || from == "keda-operator"
+			case to == "postgres" || to == "postgres-replica": // the services with a database and the migration Job
+				return slices.Contains([]string{"authtoken", "transfer", "catalog", "ingest-api", "ingest-worker", "site", "migrate"}, from)
 			case from == "prometheus":
 				return targets[to].port.Name == "http"
 			case to == "gateway":
 				return from == "ingress-controller"
-			case to == "authtoken":
-				return fromObsops
+			case to == "authtoken": // routing, /health, and the services verifying API tokens
+				return slices.Contains([]string{"gateway", "site", "transfer", "catalog", "ingest-api"}, from)
 			case to == "site":
 				return from == "gateway"
 			case to == "ingest-api" && from == "catalog": // obs-unit fences before deletes
@@ -1091,4 +1098,99 @@ func TestSecondaryHoldsNoMainSigningKey(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestEveryServiceHasItsOwnCredentials: least privilege in the stores (docs/operations.md,
+// "Database roles", "Redis users"). Every service connects to PostgreSQL as its own role and to
+// Redis as its own ACL user, with passwords from its own Secret; no service mounts the owner's
+// URL (obsops-database: the migration Job only) and the URLs in the ConfigMap hold no password.
+// The Redis pod's users are the suite's (pkg/redisacl/users.acl) and KEDA reads as its own user.
+func TestEveryServiceHasItsOwnCredentials(t *testing.T) {
+	acl, err := os.ReadFile("../pkg/redisacl/users.acl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	forEachOverlay(t, func(t *testing.T, r *rendered) {
+		for name, d := range r.deployments {
+			svc := strings.TrimSuffix(strings.TrimSuffix(name, "-api"), "-worker")
+			ps := d.Spec.Template.Spec
+			env := r.env(t, &ps.Containers[0])
+			if svc != "gateway" {
+				if env["OPS_DATABASE_USER"] != "obsops_"+svc || env["OPS_DATABASE_PASSWORD_FILE"] == "" {
+					t.Errorf("Deployment %s: OPS_DATABASE_USER=%q, want obsops_%s with OPS_DATABASE_PASSWORD_FILE", name, env["OPS_DATABASE_USER"], svc)
+				}
+			}
+			if env["OPS_REDIS_USERNAME"] != svc || env["OPS_REDIS_PASSWORD_FILE"] == "" {
+				t.Errorf("Deployment %s: OPS_REDIS_USERNAME=%q, want %s with OPS_REDIS_PASSWORD_FILE", name, env["OPS_REDIS_USERNAME"], svc)
+			}
+			for _, k := range []string{"OPS_DATABASE_URL", "OPS_REDIS_URL"} {
+				if u, err := url.Parse(env[k]); err != nil || u.User != nil {
+					t.Errorf("Deployment %s: %s=%q must name no user or password", name, k, env[k])
+				}
+			}
+			own := false
+			for _, v := range ps.Volumes {
+				if v.Secret == nil {
+					continue
+				}
+				if sameGenerated(v.Secret.SecretName, "obsops-database") {
+					t.Errorf("Deployment %s mounts the schema owner's obsops-database", name)
+				}
+				if sameGenerated(v.Secret.SecretName, "obsops-"+svc+"-credentials") {
+					own = true
+				} else if strings.HasSuffix(v.Secret.SecretName, "-credentials") {
+					t.Errorf("Deployment %s mounts another's %s", name, v.Secret.SecretName)
+				}
+			}
+			if !own {
+				t.Errorf("Deployment %s does not mount obsops-%s-credentials", name, svc)
+			}
+		}
+		if j := r.jobs["migrate"]; j != nil {
+			env := r.env(t, &j.Spec.Template.Spec.Containers[0])
+			if env["OPS_ROLE_PASSWORDS_DIR"] == "" {
+				t.Errorf("the migration Job sets no role passwords (OPS_ROLE_PASSWORDS_DIR)")
+			}
+		}
+		cm := r.configMaps[redisConfigMap(t, r)]
+		if cm == nil || cm.Data["users.acl"] != string(acl) {
+			t.Errorf("the Redis ConfigMap's users.acl differs from pkg/redisacl/users.acl: copy it to k8s/components/redis/users.acl")
+		}
+		if cm != nil && !strings.Contains(cm.Data["redis.conf"], "\naclfile ") {
+			t.Errorf("redis.conf names no aclfile")
+		}
+		so := r.scaled[workerName]
+		if so == nil || so.Spec.Triggers[0].AuthenticationRef == nil {
+			t.Fatalf("the ingest workers' ScaledObject authenticates to Redis as nobody")
+		}
+		ta := r.triggerAuths[so.Spec.Triggers[0].AuthenticationRef.Name]
+		if ta == nil {
+			t.Fatalf("TriggerAuthentication %s is not rendered", so.Spec.Triggers[0].AuthenticationRef.Name)
+		}
+		params := map[string]string{}
+		for _, ref := range ta.Spec.SecretTargetRef {
+			params[ref.Parameter] = ref.Name + "/" + ref.Key
+		}
+		if params["username"] != "obsops-keda-credentials/redis-username" || params["password"] != "obsops-keda-credentials/redis-password" {
+			t.Errorf("KEDA's Redis credentials: %v, want username and password from obsops-keda-credentials", params)
+		}
+	})
+}
+
+// sameGenerated tells whether name is want, or want with the hash suffix kustomize's generators add.
+func sameGenerated(name, want string) bool {
+	rest, ok := strings.CutPrefix(name, want)
+	return ok && (rest == "" || (len(rest) == 11 && rest[0] == '-'))
+}
+
+// redisConfigMap is the name of the ConfigMap the Redis StatefulSet mounts (kustomize adds a hash).
+func redisConfigMap(t *testing.T, r *rendered) string {
+	t.Helper()
+	for _, v := range r.statefulSets["redis"].Spec.Template.Spec.Volumes {
+		if v.ConfigMap != nil {
+			return v.ConfigMap.Name
+		}
+	}
+	t.Fatal("the Redis StatefulSet mounts no ConfigMap")
+	return ""
 }

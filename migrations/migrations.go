@@ -26,6 +26,9 @@ var files embed.FS
 //go:embed functions/*.sql
 var functionFiles embed.FS
 
+//go:embed grants/*.sql
+var grantFiles embed.FS
+
 // LockID is the PostgreSQL advisory-lock key that serialises concurrent migration runs
 // (several replicas or Kubernetes Jobs may start at once).
 const LockID int64 = 0x6f62736f7073 // "obsops"
@@ -67,11 +70,12 @@ func NewProvider(db *sql.DB) (*goose.Provider, error) {
 type Result struct {
 	Migrations []*goose.MigrationResult // the versioned migrations applied, in order
 	Functions  []string                 // the function files applied (none when not at Latest)
+	Grants     []string                 // the grant files applied (none when not at Latest)
 	Version    int64                    // the database's version afterwards
 }
 
-// Up applies every pending migration, then the current function bodies (ApplyFunctions), and
-// reports what it did. It is the one way to bring a database up to date: the migrate command and
+// Up applies every pending migration, then the current function bodies (ApplyFunctions), then
+// the services' roles and privileges (ApplyGrants), and reports what it did. It is the one way to bring a database up to date: the migrate command and
 // the tests' databases (pkg/testenv) both use it.
 func Up(ctx context.Context, db *sql.DB) (Result, error) {
 	p, err := NewProvider(db)
@@ -84,6 +88,9 @@ func Up(ctx context.Context, db *sql.DB) (Result, error) {
 		return r, err
 	}
 	if r.Functions, err = ApplyFunctions(ctx, db); err != nil {
+		return r, err
+	}
+	if r.Grants, err = ApplyGrants(ctx, db); err != nil {
 		return r, err
 	}
 	r.Version, err = p.GetDBVersion(ctx)

@@ -51,6 +51,10 @@ SERVICES=(authtoken transfer catalog ingest site gateway)
 # runs (write_secondary_env points the secondary's OPS_TRANSFER_URL at nothing).
 SECONDARY_SERVICES=(authtoken catalog ingest site gateway)
 SEC=$STATE/secondary          # the secondary site's env, pids, logs and Redis
+# Whether the caller brought their own PostgreSQL or Redis (then the services connect as the URLs
+# say; with ours, each service connects as its own PostgreSQL role and Redis user).
+CALLER_DATABASE_URL=${OPS_DATABASE_URL:-}
+CALLER_REDIS_URL=${OPS_REDIS_URL:-}
 SLOT=obsops_secondary         # the replica's replication slot on the main primary
 
 log() { printf '\033[1m[stack]\033[0m %s\n' "$*" >&2; }
@@ -199,7 +203,45 @@ redis_down() {
 
 infra_up() {
 	if [ -z "${OPS_DATABASE_URL:-}" ]; then pg_up; fi
-	if [ -z "${OPS_REDIS_URL:-}" ]; then redis_up; fi
+	if [ -z "${OPS_REDIS_URL:-}" ]; then redis_up; redis_users "$REDIS_PORT"; fi
+}
+
+# redis_password NAME prints the path of the local stack's password of the Redis user NAME
+# (pkg/redisacl/users.acl), generating 24 random bytes (hex) the first time. Both sites use them.
+redis_password() {
+	local f="$STATE/keys/redis-$1"
+	if [ ! -s "$f" ]; then
+		mkdir -p "$STATE/keys"
+		(umask 077; head -c 24 /dev/urandom | od -An -v -tx1 | tr -d ' \n' >"$f")
+	fi
+	printf '%s' "$f"
+}
+
+# redis_users PORT gives the Redis on PORT the services' ACL users (pkg/redisacl/users.acl), each
+# with its password (redis_password): ACL SETUSER NAME reset RULES >PASSWORD, again at every start,
+# since Redis keeps them in memory only. Its default user keeps every permission (admin commands,
+# redis-cli). Redis joins a selector's words, "(" ... ")", back into one rule.
+redis_users() {
+	local port=$1 kw name rules pw
+	while read -r kw name rules; do
+		[ "$kw" = user ] || continue
+		pw=$(cat "$(redis_password "$name")")
+		# shellcheck disable=SC2086 # the rules are words; no globbing (set -f): they hold * and {}
+		(set -f; redis-cli -p "$port" ACL SETUSER "$name" reset $rules ">$pw" >/dev/null) ||
+			die "Redis on $port: ACL SETUSER $name failed"
+	done <"$ROOT/pkg/redisacl/users.acl"
+}
+
+# service_credentials NAME exports the PostgreSQL role and Redis user the service NAME connects
+# as (docs/operations.md, "Database roles", "Redis users"), unless the caller brought their own
+# PostgreSQL or Redis. The local clusters trust loopback connections: roles need no password.
+service_credentials() {
+	case " ${SERVICES[*]} " in *" $1 "*) ;; *) return 0 ;; esac
+	if [ -z "$CALLER_DATABASE_URL" ] && [ "$1" != gateway ]; then export OPS_DATABASE_USER="obsops_$1"; fi
+	if [ -z "$CALLER_REDIS_URL" ]; then
+		export OPS_REDIS_USERNAME="$1" OPS_REDIS_PASSWORD_FILE
+		OPS_REDIS_PASSWORD_FILE=$(redis_password "$1")
+	fi
 }
 
 infra_down() {
@@ -307,6 +349,7 @@ start_service() {
 	log "starting $name ($dir/logs/$name.log)"
 	(
 		set -a; . "$dir/env"; set +a
+		service_credentials "$name"
 		exec "$ROOT/bin/$name" "$@" >>"$dir/logs/$name.log" 2>&1
 	) &
 	echo $! >"$pidfile"
@@ -578,6 +621,7 @@ up_sites() {
 	wan_start
 	replica_up
 	redis_up "$SEC" "$SEC_REDIS_PORT"
+	redis_users "$SEC_REDIS_PORT"
 	secondary_keys
 	write_secondary_env
 	write_sites_env

@@ -11,9 +11,21 @@ import (
 // Common holds the settings every service reads: where its state lives, how it logs and how it
 // shuts down. Each service embeds it in its own configuration struct.
 type Common struct {
-	DatabaseURL     string        `env:"OPS_DATABASE_URL"`
-	DBMaxConns      int           `env:"OPS_DB_MAX_CONNS" envDefault:"10"`
-	RedisURL        string        `env:"OPS_REDIS_URL" envDefault:"redis://127.0.0.1:6379/0"`
+	DatabaseURL string `env:"OPS_DATABASE_URL"`
+	DBMaxConns  int    `env:"OPS_DB_MAX_CONNS" envDefault:"10"`
+	RedisURL    string `env:"OPS_REDIS_URL" envDefault:"redis://127.0.0.1:6379/0"`
+	// DatabaseUser and DatabasePassword are the service's PostgreSQL role and its password
+	// (docs/operations.md, "Database roles"): they replace the user and password of
+	// OPS_DATABASE_URL and OPS_MAIN_DATABASE_URL (the same role at both: a replica has the main's
+	// roles), so the URLs hold no secret and the password comes from a file
+	// (OPS_DATABASE_PASSWORD_FILE, a Kubernetes Secret). Empty: the URLs' own.
+	DatabaseUser     string `env:"OPS_DATABASE_USER"`
+	DatabasePassword string `env:"OPS_DATABASE_PASSWORD"`
+	// RedisUsername and RedisPassword are the service's Redis ACL user and its password
+	// (docs/operations.md, "Redis users"); they replace those of OPS_REDIS_URL. Empty: the URL's
+	// own (none: Redis' default user).
+	RedisUsername   string        `env:"OPS_REDIS_USERNAME"`
+	RedisPassword   string        `env:"OPS_REDIS_PASSWORD"`
 	LogLevel        string        `env:"OPS_LOG_LEVEL" envDefault:"info"`
 	BodyLimitBytes  int           `env:"OPS_BODY_LIMIT_BYTES" envDefault:"1048576"`
 	ShutdownDrain   time.Duration `env:"OPS_SHUTDOWN_DRAIN" envDefault:"5s"`
@@ -78,7 +90,46 @@ func (c *Common) Validate() error {
 	if c.ShutdownDrain < 0 || c.ShutdownTimeout <= 0 {
 		return &Invalid{Var: "OPS_SHUTDOWN_TIMEOUT", Reason: "drain must be >= 0 and timeout > 0"}
 	}
-	return nil
+	return c.applyCredentials()
+}
+
+// applyCredentials writes OPS_DATABASE_USER/PASSWORD into the database URLs and
+// OPS_REDIS_USERNAME/PASSWORD into the Redis URL, so every consumer of the URLs (the pools, the
+// admin commands) connects with them. A password without a user keeps the URL's user.
+func (c *Common) applyCredentials() error {
+	var err error
+	if c.DatabaseURL, err = withCredentials("OPS_DATABASE_URL", c.DatabaseURL, c.DatabaseUser, c.DatabasePassword); err != nil {
+		return err
+	}
+	if c.MainDatabaseURL, err = withCredentials("OPS_MAIN_DATABASE_URL", c.MainDatabaseURL, c.DatabaseUser, c.DatabasePassword); err != nil {
+		return err
+	}
+	c.RedisURL, err = withCredentials("OPS_REDIS_URL", c.RedisURL, c.RedisUsername, c.RedisPassword)
+	return err
+}
+
+// withCredentials returns raw (a URL of the variable name) with user and password in place of
+// its own, each only when given; an empty raw stays empty.
+func withCredentials(name, raw, user, password string) (string, error) {
+	if raw == "" || (user == "" && password == "") {
+		return raw, nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", &Invalid{Var: name, Reason: "not an absolute URL"}
+	}
+	if user == "" && u.User != nil {
+		user = u.User.Username()
+	}
+	if password == "" && u.User != nil {
+		password, _ = u.User.Password()
+	}
+	if password == "" {
+		u.User = url.User(user)
+	} else {
+		u.User = url.UserPassword(user, password)
+	}
+	return u.String(), nil
 }
 
 // Secondary reports whether this is a secondary site (an observatory): reads from the local

@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -102,4 +103,30 @@ func TestNetworks(t *testing.T) {
 
 	_, err = config.Networks("OPS_X", []string{"10.0.0.0/33"})
 	require.EqualError(t, err, `OPS_X: invalid address or CIDR range "10.0.0.0/33"`)
+}
+
+// TestCredentialsGoIntoTheURLs: OPS_DATABASE_USER and OPS_DATABASE_PASSWORD(_FILE) replace the
+// credentials of both database URLs, OPS_REDIS_USERNAME and OPS_REDIS_PASSWORD those of the Redis
+// URL; a password needing escapes survives the round trip.
+func TestCredentialsGoIntoTheURLs(t *testing.T) {
+	t.Setenv("OPS_DATABASE_URL", "postgres://someone@db.example:5432/obsops?sslmode=require")
+	t.Setenv("OPS_MAIN_DATABASE_URL", "postgres://main.example:5432/obsops")
+	t.Setenv("OPS_DATABASE_USER", "obsops_catalog")
+	file := filepath.Join(t.TempDir(), "password")
+	require.NoError(t, os.WriteFile(file, []byte("p@ss/w:rd?#\n"), 0o600))
+	t.Setenv("OPS_DATABASE_PASSWORD_FILE", file)
+	t.Setenv("OPS_REDIS_URL", "redis://redis.example:6379/0")
+	t.Setenv("OPS_REDIS_USERNAME", "catalog")
+	t.Setenv("OPS_REDIS_PASSWORD", "r3dis")
+	var c struct{ config.Common }
+	require.NoError(t, config.Load(&c))
+	for _, raw := range []string{c.DatabaseURL, c.MainDB()} {
+		u, err := url.Parse(raw)
+		require.NoError(t, err)
+		pw, _ := u.User.Password()
+		require.Equal(t, "obsops_catalog", u.User.Username())
+		require.Equal(t, "p@ss/w:rd?#", pw)
+	}
+	require.Equal(t, "postgres://obsops_catalog:p%40ss%2Fw%3Ard%3F%23@db.example:5432/obsops?sslmode=require", c.DatabaseURL)
+	require.Equal(t, "redis://catalog:r3dis@redis.example:6379/0", c.RedisURL)
 }

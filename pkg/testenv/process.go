@@ -63,13 +63,15 @@ type Process struct {
 	err  error
 }
 
-// Start runs binary with args and exactly the given OPS_* environment, and stops it (SIGTERM)
-// when the test ends. Its output is printed if the test fails.
+// Start runs binary with args and the given OPS_* environment, and stops it (SIGTERM) when the
+// test ends. Its output is printed if the test fails. A service connects as itself
+// (ServiceCredentials): its own PostgreSQL role and Redis user, so a grant or ACL rule it lacks
+// fails the test as it would fail in production.
 func Start(t testing.TB, name, binary string, env map[string]string, args ...string) *Process {
 	t.Helper()
 	p := &Process{Name: name, out: &syncBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(binary, args...)
-	p.cmd.Env = envList(os.Environ(), env)
+	p.cmd.Env = envList(os.Environ(), ServiceCredentials(t, filepath.Base(binary), env))
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("testenv: start %s: %v", name, err)

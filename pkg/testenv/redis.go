@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/obsops/obsops/pkg/redisacl"
 )
 
 // RedisServer is a private redis-server for one test, configured like production's buffer Redis
@@ -88,6 +90,12 @@ func (r *RedisServer) start() error {
 		default:
 		}
 		if info, err := c.Info(context.Background(), "server").Result(); err == nil && strings.Contains(info, want) {
+			// The services' ACL users (pkg/redisacl), again at every start: Redis keeps them in memory only.
+			if err := redisacl.Apply(context.Background(), c, RedisPasswords()); err != nil {
+				_ = cmd.Process.Kill()
+				<-exited
+				return fmt.Errorf("redis on %s: %w", r.Addr, err)
+			}
 			r.cmd, r.exited = cmd, exited
 			return nil
 		}
@@ -143,7 +151,16 @@ func (r *RedisServer) Stop() {
 	}
 }
 
-// Client returns a go-redis client for the server, closed when the test ends.
+// UserClient returns a go-redis client for the server that authenticates as the ACL user name
+// (pkg/redisacl), closed when the test ends.
+func (r *RedisServer) UserClient(name string) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: r.Addr, Username: name, Password: RedisPassword(name)})
+	r.t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// Client returns a go-redis client for the server as its default user (every permission), closed
+// when the test ends.
 func (r *RedisServer) Client() *redis.Client {
 	c := redis.NewClient(&redis.Options{Addr: r.Addr})
 	r.t.Cleanup(func() { _ = c.Close() })

@@ -3,8 +3,9 @@
 //
 // PostgreSQL comes from OPS_TEST_DATABASE_URL (an admin connection; `make test` points it at the
 // project-local cluster) or the machine's server on 127.0.0.1:5432. Redis servers are started per
-// test from the redis-server binary. Binaries come from OPS_BIN_DIR (`make test` builds ./bin) or
-// are built on demand.
+// test from the redis-server binary, with the services' ACL users (pkg/redisacl). Binaries come from
+// OPS_BIN_DIR (`make test` builds ./bin) or are built on demand, and every service binary runs as
+// its own PostgreSQL role and Redis user (ServiceCredentials), as in production.
 package testenv
 
 import (

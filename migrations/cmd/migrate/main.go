@@ -1,7 +1,8 @@
 // Command migrate applies, rolls back or reports the obsops schema migrations.
 //
-// Usage: migrate up|down|status. up applies the pending migrations and then the current function
-// bodies (migrations/functions); down rolls back the last migration only. The database comes from OPS_DATABASE_URL (or the file named by
+// Usage: migrate up|down|status. up applies the pending migrations, then the current function
+// bodies (migrations/functions), then the services' roles and grants (migrations/grants), and sets
+// the roles' passwords from the files in OPS_ROLE_PASSWORDS_DIR (one per service) when it is set; down rolls back the last migration only. The database comes from OPS_DATABASE_URL (or the file named by
 // OPS_DATABASE_URL_FILE). Runs are serialised by a PostgreSQL advisory lock, so several replicas or
 // Jobs may start it at once.
 package main
@@ -61,8 +62,17 @@ func run() error {
 		}
 		if len(res.Functions) > 0 {
 			log.Info("functions applied", "files", res.Functions)
+			log.Info("grants applied", "files", res.Grants)
 		} else {
-			log.Info("functions not applied: the database is past this build's latest migration")
+			log.Info("functions and grants not applied: the database is past this build's latest migration")
+		}
+		// The services' role passwords, from a mounted Secret (docs/operations.md, "Database roles").
+		if dir := os.Getenv("OPS_ROLE_PASSWORDS_DIR"); dir != "" {
+			set, err := migrations.SetRolePasswords(ctx, db, dir)
+			if err != nil {
+				return fmt.Errorf("OPS_ROLE_PASSWORDS_DIR: %w", err)
+			}
+			log.Info("role passwords set", "services", set)
 		}
 	case "down":
 		r, err := p.Down(ctx)

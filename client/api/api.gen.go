@@ -711,6 +711,21 @@ func (e TokenCreateBodyScopes) Valid() bool {
 	}
 }
 
+// Defines values for TokenRequestGrantType.
+const (
+	AuthorizationCode TokenRequestGrantType = "authorization_code"
+)
+
+// Valid indicates whether the value is a known member of the TokenRequestGrantType enum.
+func (e TokenRequestGrantType) Valid() bool {
+	switch e {
+	case AuthorizationCode:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for TokenUpdateBodyScopes.
 const (
 	TokenUpdateBodyScopesRead              TokenUpdateBodyScopes = "read:*"
@@ -1128,6 +1143,24 @@ func (e ListUsersParamsIsActive) Valid() bool {
 	case False:
 		return true
 	case True:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for IdpLoginParamsCodeChallengeMethod.
+const (
+	Empty IdpLoginParamsCodeChallengeMethod = ""
+	S256  IdpLoginParamsCodeChallengeMethod = "S256"
+)
+
+// Valid indicates whether the value is a known member of the IdpLoginParamsCodeChallengeMethod enum.
+func (e IdpLoginParamsCodeChallengeMethod) Valid() bool {
+	switch e {
+	case Empty:
+		return true
+	case S256:
 		return true
 	default:
 		return false
@@ -2939,6 +2972,24 @@ type TokenInfo struct {
 	Scopes *[]string `json:"scopes"`
 }
 
+// TokenRequest defines model for TokenRequest.
+type TokenRequest struct {
+	// Code The one-time code the login sent to the app's redirect_uri (single use, valid 60 s).
+	Code string `json:"code"`
+
+	// CodeVerifier The PKCE verifier whose S256 challenge started the login (RFC 7636).
+	CodeVerifier string `json:"code_verifier"`
+
+	// GrantType Always authorization_code.
+	GrantType TokenRequestGrantType `json:"grant_type"`
+
+	// RedirectUri The redirect_uri the login was started with, exactly.
+	RedirectUri string `json:"redirect_uri"`
+}
+
+// TokenRequestGrantType Always authorization_code.
+type TokenRequestGrantType string
+
 // TokenScopes defines model for TokenScopes.
 type TokenScopes struct {
 	// Scopes Every scope a token can be given: the seven scopes, then the wildcards read:* and write:*.
@@ -3357,6 +3408,24 @@ type IdpCallbackParams struct {
 	ObsopsLogin *string `form:"obsops_login,omitempty" json:"obsops_login,omitempty"`
 }
 
+// IdpLoginParams defines parameters for IdpLogin.
+type IdpLoginParams struct {
+	// RedirectUri For a native app (the obsops command, RFC 8252): its loopback redirect URI, http://127.0.0.1:PORT/… or http://[::1]:PORT/…. The login then ends there with a one-time code, exchanged at POST /idp/token. Any other address is refused.
+	RedirectUri *string `form:"redirect_uri,omitempty" json:"redirect_uri,omitempty"`
+
+	// CodeChallenge With redirect_uri (required then): BASE64URL(SHA-256(code_verifier)) (RFC 7636).
+	CodeChallenge *string `form:"code_challenge,omitempty" json:"code_challenge,omitempty"`
+
+	// CodeChallengeMethod S256 (the only method; the default).
+	CodeChallengeMethod *IdpLoginParamsCodeChallengeMethod `form:"code_challenge_method,omitempty" json:"code_challenge_method,omitempty"`
+
+	// State With redirect_uri: the app's state, sent back to it with the code.
+	State *string `form:"state,omitempty" json:"state,omitempty"`
+}
+
+// IdpLoginParamsCodeChallengeMethod defines parameters for IdpLogin.
+type IdpLoginParamsCodeChallengeMethod string
+
 // ListInstrumentsParams defines parameters for ListInstruments.
 type ListInstrumentsParams struct {
 	// Limit Page size (1-500).
@@ -3516,6 +3585,9 @@ type StartExecutedObsUnitJSONRequestBody = StartRequest
 
 // FinishExecutedObsUnitJSONRequestBody defines body for FinishExecutedObsUnit for application/json ContentType.
 type FinishExecutedObsUnitJSONRequestBody = FinishRequest
+
+// IdpTokenJSONRequestBody defines body for IdpToken for application/json ContentType.
+type IdpTokenJSONRequestBody = TokenRequest
 
 // CreateProgramJSONRequestBody defines body for CreateProgram for application/json ContentType.
 type CreateProgramJSONRequestBody = ProgramSpec
@@ -4224,10 +4296,28 @@ type ClientInterface interface {
 
 	// IdpLogin Start login with the identity provider
 	//
-	// Starts an OpenID Connect authorization code flow with PKCE (S256) at the configured identity provider (OPS_OIDC_ISSUER): a random state, nonce and PKCE verifier are kept in Redis for 10 minutes (single use) and the browser is redirected to the provider. Open it in a browser; the provider sends the browser back to /idp/callback.
+	// Starts an OpenID Connect authorization code flow with PKCE (S256) at the configured identity provider (OPS_OIDC_ISSUER): a random state, nonce and PKCE verifier are kept in Redis for 10 minutes (single use) and the browser is redirected to the provider. Open it in a browser; the provider sends the browser back to /idp/callback. A native app (the obsops command) adds redirect_uri (http on a loopback IP literal with a port, RFC 8252; anything else is a 422 naming query.redirect_uri), code_challenge (S256) and its state: the login then ends with a redirect to redirect_uri?code=…&state=… carrying a one-time code (never the JWT), exchanged at POST /idp/token.
 	//
 	// Corresponds with GET /idp/login (the `IdpLogin` operationId).
-	IdpLogin(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+	IdpLogin(ctx context.Context, params *IdpLoginParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// IdpTokenWithBody Exchange a native app's one-time code for a session JWT
+	//
+	// The end of a native app's login (the obsops command; RFC 8252 with PKCE, RFC 7636): the app started it at /idp/login with redirect_uri on a loopback address and code_challenge, the browser brought the one-time code to that address, and the app sends it here with its code_verifier and the same redirect_uri. The code is spent by the first exchange, right or wrong, and expires after 60 s. 400 naming body.code (unknown, expired or used), body.code_verifier (does not match the challenge) or body.redirect_uri (differs). The answer is the session JWT, as /idp/callback gives it to a browser login.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /idp/token (the `IdpToken` operationId).
+	IdpTokenWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// IdpToken Exchange a native app's one-time code for a session JWT
+	//
+	// The end of a native app's login (the obsops command; RFC 8252 with PKCE, RFC 7636): the app started it at /idp/login with redirect_uri on a loopback address and code_challenge, the browser brought the one-time code to that address, and the app sends it here with its code_verifier and the same redirect_uri. The code is spent by the first exchange, right or wrong, and expires after 60 s. 400 naming body.code (unknown, expired or used), body.code_verifier (does not match the challenge) or body.redirect_uri (differs). The answer is the session JWT, as /idp/callback gives it to a browser login.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /idp/token (the `IdpToken` operationId).
+	IdpToken(ctx context.Context, body IdpTokenJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListInstruments List instruments
 	//
@@ -5831,11 +5921,49 @@ func (c *Client) IdpCallback(ctx context.Context, params *IdpCallbackParams, req
 
 // IdpLogin Start login with the identity provider
 //
-// Starts an OpenID Connect authorization code flow with PKCE (S256) at the configured identity provider (OPS_OIDC_ISSUER): a random state, nonce and PKCE verifier are kept in Redis for 10 minutes (single use) and the browser is redirected to the provider. Open it in a browser; the provider sends the browser back to /idp/callback.
+// Starts an OpenID Connect authorization code flow with PKCE (S256) at the configured identity provider (OPS_OIDC_ISSUER): a random state, nonce and PKCE verifier are kept in Redis for 10 minutes (single use) and the browser is redirected to the provider. Open it in a browser; the provider sends the browser back to /idp/callback. A native app (the obsops command) adds redirect_uri (http on a loopback IP literal with a port, RFC 8252; anything else is a 422 naming query.redirect_uri), code_challenge (S256) and its state: the login then ends with a redirect to redirect_uri?code=…&state=… carrying a one-time code (never the JWT), exchanged at POST /idp/token.
 //
 // Corresponds with GET /idp/login (the `IdpLogin` operationId).
-func (c *Client) IdpLogin(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewIdpLoginRequest(c.Server)
+func (c *Client) IdpLogin(ctx context.Context, params *IdpLoginParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewIdpLoginRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// IdpTokenWithBody Exchange a native app's one-time code for a session JWT
+//
+// The end of a native app's login (the obsops command; RFC 8252 with PKCE, RFC 7636): the app started it at /idp/login with redirect_uri on a loopback address and code_challenge, the browser brought the one-time code to that address, and the app sends it here with its code_verifier and the same redirect_uri. The code is spent by the first exchange, right or wrong, and expires after 60 s. 400 naming body.code (unknown, expired or used), body.code_verifier (does not match the challenge) or body.redirect_uri (differs). The answer is the session JWT, as /idp/callback gives it to a browser login.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /idp/token (the `IdpToken` operationId).
+func (c *Client) IdpTokenWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewIdpTokenRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// IdpToken Exchange a native app's one-time code for a session JWT
+//
+// The end of a native app's login (the obsops command; RFC 8252 with PKCE, RFC 7636): the app started it at /idp/login with redirect_uri on a loopback address and code_challenge, the browser brought the one-time code to that address, and the app sends it here with its code_verifier and the same redirect_uri. The code is spent by the first exchange, right or wrong, and expires after 60 s. 400 naming body.code (unknown, expired or used), body.code_verifier (does not match the challenge) or body.redirect_uri (differs). The answer is the session JWT, as /idp/callback gives it to a browser login.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /idp/token (the `IdpToken` operationId).
+func (c *Client) IdpToken(ctx context.Context, body IdpTokenJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewIdpTokenRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -9198,7 +9326,7 @@ func NewIdpCallbackRequest(server string, params *IdpCallbackParams) (*http.Requ
 }
 
 // NewIdpLoginRequest constructs an http.Request for the IdpLogin method
-func NewIdpLoginRequest(server string) (*http.Request, error) {
+func NewIdpLoginRequest(server string, params *IdpLoginParams) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -9216,10 +9344,113 @@ func NewIdpLoginRequest(server string) (*http.Request, error) {
 		return nil, err
 	}
 
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.RedirectUri != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "redirect_uri", *params.RedirectUri, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.CodeChallenge != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "code_challenge", *params.CodeChallenge, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.CodeChallengeMethod != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "code_challenge_method", *params.CodeChallengeMethod, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.State != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "state", *params.State, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewIdpTokenRequest calls the generic IdpToken builder with application/json body
+func NewIdpTokenRequest(server string, body IdpTokenJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewIdpTokenRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewIdpTokenRequestWithBody constructs an http.Request for the IdpToken method, with any body, and a specified content type
+func NewIdpTokenRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/idp/token")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -11348,12 +11579,30 @@ type ClientWithResponsesInterface interface {
 
 	// IdpLoginWithResponse Start login with the identity provider
 	//
-	// Starts an OpenID Connect authorization code flow with PKCE (S256) at the configured identity provider (OPS_OIDC_ISSUER): a random state, nonce and PKCE verifier are kept in Redis for 10 minutes (single use) and the browser is redirected to the provider. Open it in a browser; the provider sends the browser back to /idp/callback.
+	// Starts an OpenID Connect authorization code flow with PKCE (S256) at the configured identity provider (OPS_OIDC_ISSUER): a random state, nonce and PKCE verifier are kept in Redis for 10 minutes (single use) and the browser is redirected to the provider. Open it in a browser; the provider sends the browser back to /idp/callback. A native app (the obsops command) adds redirect_uri (http on a loopback IP literal with a port, RFC 8252; anything else is a 422 naming query.redirect_uri), code_challenge (S256) and its state: the login then ends with a redirect to redirect_uri?code=…&state=… carrying a one-time code (never the JWT), exchanged at POST /idp/token.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /idp/login (the `IdpLogin` operationId).
-	IdpLoginWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*IdpLoginResponse, error)
+	IdpLoginWithResponse(ctx context.Context, params *IdpLoginParams, reqEditors ...RequestEditorFn) (*IdpLoginResponse, error)
+
+	// IdpTokenWithBodyWithResponse Exchange a native app's one-time code for a session JWT
+	//
+	// The end of a native app's login (the obsops command; RFC 8252 with PKCE, RFC 7636): the app started it at /idp/login with redirect_uri on a loopback address and code_challenge, the browser brought the one-time code to that address, and the app sends it here with its code_verifier and the same redirect_uri. The code is spent by the first exchange, right or wrong, and expires after 60 s. 400 naming body.code (unknown, expired or used), body.code_verifier (does not match the challenge) or body.redirect_uri (differs). The answer is the session JWT, as /idp/callback gives it to a browser login.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /idp/token (the `IdpToken` operationId).
+	IdpTokenWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*IdpTokenResponse, error)
+
+	// IdpTokenWithResponse Exchange a native app's one-time code for a session JWT
+	//
+	// The end of a native app's login (the obsops command; RFC 8252 with PKCE, RFC 7636): the app started it at /idp/login with redirect_uri on a loopback address and code_challenge, the browser brought the one-time code to that address, and the app sends it here with its code_verifier and the same redirect_uri. The code is spent by the first exchange, right or wrong, and expires after 60 s. 400 naming body.code (unknown, expired or used), body.code_verifier (does not match the challenge) or body.redirect_uri (differs). The answer is the session JWT, as /idp/callback gives it to a browser login.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /idp/token (the `IdpToken` operationId).
+	IdpTokenWithResponse(ctx context.Context, body IdpTokenJSONRequestBody, reqEditors ...RequestEditorFn) (*IdpTokenResponse, error)
 
 	// ListInstrumentsWithResponse List instruments
 	//
@@ -14704,6 +14953,83 @@ func (r IdpLoginResponse) ContentType() string {
 	return ""
 }
 
+// IdpTokenResponse200Headers the declared response headers of an HTTP 200 response for IdpToken
+type IdpTokenResponse200Headers struct {
+	CacheControl *string
+	Pragma       *string
+}
+
+type IdpTokenResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *LoginResult
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *IdpTokenResponse200Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r IdpTokenResponse) GetJSON200() *LoginResult {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r IdpTokenResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r IdpTokenResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r IdpTokenResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r IdpTokenResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r IdpTokenResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r IdpTokenResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r IdpTokenResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r IdpTokenResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ListInstrumentsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -17510,17 +17836,47 @@ func (c *ClientWithResponses) IdpCallbackWithResponse(ctx context.Context, param
 
 // IdpLoginWithResponse Start login with the identity provider
 //
-// Starts an OpenID Connect authorization code flow with PKCE (S256) at the configured identity provider (OPS_OIDC_ISSUER): a random state, nonce and PKCE verifier are kept in Redis for 10 minutes (single use) and the browser is redirected to the provider. Open it in a browser; the provider sends the browser back to /idp/callback.
+// Starts an OpenID Connect authorization code flow with PKCE (S256) at the configured identity provider (OPS_OIDC_ISSUER): a random state, nonce and PKCE verifier are kept in Redis for 10 minutes (single use) and the browser is redirected to the provider. Open it in a browser; the provider sends the browser back to /idp/callback. A native app (the obsops command) adds redirect_uri (http on a loopback IP literal with a port, RFC 8252; anything else is a 422 naming query.redirect_uri), code_challenge (S256) and its state: the login then ends with a redirect to redirect_uri?code=…&state=… carrying a one-time code (never the JWT), exchanged at POST /idp/token.
 //
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /idp/login (the `IdpLogin` operationId).
-func (c *ClientWithResponses) IdpLoginWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*IdpLoginResponse, error) {
-	rsp, err := c.IdpLogin(ctx, reqEditors...)
+func (c *ClientWithResponses) IdpLoginWithResponse(ctx context.Context, params *IdpLoginParams, reqEditors ...RequestEditorFn) (*IdpLoginResponse, error) {
+	rsp, err := c.IdpLogin(ctx, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
 	return ParseIdpLoginResponse(rsp)
+}
+
+// IdpTokenWithBodyWithResponse Exchange a native app's one-time code for a session JWT
+//
+// The end of a native app's login (the obsops command; RFC 8252 with PKCE, RFC 7636): the app started it at /idp/login with redirect_uri on a loopback address and code_challenge, the browser brought the one-time code to that address, and the app sends it here with its code_verifier and the same redirect_uri. The code is spent by the first exchange, right or wrong, and expires after 60 s. 400 naming body.code (unknown, expired or used), body.code_verifier (does not match the challenge) or body.redirect_uri (differs). The answer is the session JWT, as /idp/callback gives it to a browser login.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /idp/token (the `IdpToken` operationId).
+func (c *ClientWithResponses) IdpTokenWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*IdpTokenResponse, error) {
+	rsp, err := c.IdpTokenWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseIdpTokenResponse(rsp)
+}
+
+// IdpTokenWithResponse Exchange a native app's one-time code for a session JWT
+//
+// The end of a native app's login (the obsops command; RFC 8252 with PKCE, RFC 7636): the app started it at /idp/login with redirect_uri on a loopback address and code_challenge, the browser brought the one-time code to that address, and the app sends it here with its code_verifier and the same redirect_uri. The code is spent by the first exchange, right or wrong, and expires after 60 s. 400 naming body.code (unknown, expired or used), body.code_verifier (does not match the challenge) or body.redirect_uri (differs). The answer is the session JWT, as /idp/callback gives it to a browser login.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /idp/token (the `IdpToken` operationId).
+func (c *ClientWithResponses) IdpTokenWithResponse(ctx context.Context, body IdpTokenJSONRequestBody, reqEditors ...RequestEditorFn) (*IdpTokenResponse, error) {
+	rsp, err := c.IdpToken(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseIdpTokenResponse(rsp)
 }
 
 // ListInstrumentsWithResponse List instruments
@@ -20821,6 +21177,80 @@ func ParseIdpLoginResponse(rsp *http.Response) (*IdpLoginResponse, error) {
 			headers.SetCookie = &value
 		}
 		response.Headers302 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseIdpTokenResponse parses an HTTP response from a IdpTokenWithResponse call
+func ParseIdpTokenResponse(rsp *http.Response) (*IdpTokenResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &IdpTokenResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest LoginResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers IdpTokenResponse200Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("Pragma"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Pragma", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Pragma = &value
+		}
+		response.Headers200 = &headers
 	}
 
 	return response, nil

@@ -30,12 +30,14 @@ func startStack(t *testing.T) *stack {
 		"-client-id", "obsops-dev", "-client-secret", "obsops-dev-secret")
 	testenv.WaitReady(t, p, issuer+"/.well-known/openid-configuration", 20*time.Second)
 	s := testenv.StartSuite(t, testenv.SuiteOptions{Env: map[string]string{
-		"OPS_GATEWAY_ADDR":       gwAddr,
-		"OPS_OIDC_ISSUER":        issuer,
-		"OPS_OIDC_CLIENT_ID":     "obsops-dev",
-		"OPS_OIDC_CLIENT_SECRET": "obsops-dev-secret",
-		"OPS_OIDC_REDIRECT_URL":  callback,
-		"OPS_BOOTSTRAP_ADMINS":   "alice",
+		"OPS_RATE_LIMIT_PER_MINUTE": "0",
+		"OPS_LOG_LEVEL":             "warn",
+		"OPS_GATEWAY_ADDR":          gwAddr,
+		"OPS_OIDC_ISSUER":           issuer,
+		"OPS_OIDC_CLIENT_ID":        "obsops-dev",
+		"OPS_OIDC_CLIENT_SECRET":    "obsops-dev-secret",
+		"OPS_OIDC_REDIRECT_URL":     callback,
+		"OPS_BOOTSTRAP_ADMINS":      "alice",
 	}})
 	return &stack{Suite: s, Issuer: issuer}
 }
@@ -77,6 +79,7 @@ func snapshotPath() string { return filepath.Join("..", "client", "openapi.json"
 
 func TestCLI(t *testing.T) {
 	st := startStack(t)
+	e := newCLIEnv(t, st)
 
 	t.Run("OpenAPISnapshotIsCurrent", func(t *testing.T) {
 		live := normalizedDocument(t, st.GatewayURL)
@@ -94,4 +97,15 @@ func TestCLI(t *testing.T) {
 			t.Fatalf("client/openapi.json differs from the gateway's /openapi.json: run `make generate`")
 		}
 	})
+
+	// Login first: the other groups run as the user it logs in (alice, admin).
+	t.Run("LoginLoopback", e.testLogin)
+	t.Run("LoginRefusals", e.testLoginRefusals)
+	t.Run("Tokens", e.testTokens)
+	t.Run("Programs", e.testPrograms)
+	t.Run("Sources", e.testSources)
+	t.Run("Ingest", e.testIngest)
+	t.Run("RegisterKilledAndResumed", e.testRegisterResume)
+	t.Run("Transfer", e.testTransfer)
+	t.Run("Site", e.testSite)
 }

@@ -9,7 +9,14 @@ import (
 	"github.com/obsops/obsops/cli/internal/cmd"
 )
 
+// Set by `make build` (-ldflags -X).
+var (
+	version = "dev"
+	commit  = "unknown"
+)
+
 func main() {
+	cmd.Version = version + " (" + commit + ")"
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	code := cmd.MainContext(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()

@@ -28,6 +28,9 @@ const (
 	ExitUnreachable = 3
 )
 
+// Version is the command's version, shown by `obsops --version` (main sets it).
+var Version = "dev"
+
 // usageError is a command used wrongly (exit 2).
 type usageError struct{ msg string }
 
@@ -90,6 +93,7 @@ func (a *App) rootCommand() *cobra.Command {
 		Long: "obsops talks to an obsops gateway with your own credentials (obsops login, or an API token).\n\n" +
 			"Configuration: $XDG_CONFIG_HOME/obsops/config.yaml (named contexts); OBSOPS_URL and OBSOPS_TOKEN override it.\n" +
 			"Exit codes: 0 ok, 1 refused or invalid, 2 usage, 3 the gateway unreachable.",
+		Version:       Version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {

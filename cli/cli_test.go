@@ -103,6 +103,9 @@ func (e *cliEnv) run(t *testing.T, env map[string]string, args ...string) result
 	} else {
 		require.NoError(t, err)
 	}
+	if os.Getenv("OBSOPS_TEST_SHOW") == "1" { // docs/cli.md's examples are taken from this
+		t.Logf("$ obsops %s   # exit %d\n%s%s", strings.Join(args, " "), code, errb.String(), out.String())
+	}
 	return result{code: code, stdout: out.String(), stderr: errb.String()}
 }
 
@@ -495,12 +498,23 @@ func (e *cliEnv) testRegisterResume(t *testing.T) {
 	b, _ := os.ReadFile(state)
 	doneBefore := strings.Count(string(b), `"done":`)
 	require.Less(t, doneBefore, files/100, "killed before the end")
+	// As if the kill had come after the last acknowledged request was sent but before its answer
+	// was recorded: that batch is applied at the API, yet the state file says only "planned".
+	lines := strings.SplitAfter(strings.TrimRight(string(b), "\n")+"\n", "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.Contains(lines[i], `"done":`) {
+			lines = append(lines[:i], lines[i+1:]...)
+			break
+		}
+	}
+	require.NoError(t, os.WriteFile(state, []byte(strings.Join(lines, "")), 0o600))
+	doneBefore--
 
 	// Second run: only what is missing.
 	r := e.run(t, env, args...)
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stderr, fmt.Sprintf("%d files registered in 50 batches", files))
-	require.Regexp(t, fmt.Sprintf(`%d registered before`, doneBefore*100), r.stderr)
+	require.Regexp(t, fmt.Sprintf(`%d registered before, [1-9]\d* batches to resend`, doneBefore*100), r.stderr)
 
 	// A third run registers nothing.
 	r = e.run(t, env, args...)

@@ -36,10 +36,13 @@ func (p *Problem) Error() string {
 	}
 	var parts []string
 	for _, e := range p.Errors {
+		part := e.Message
 		if e.Location != "" {
-			parts = append(parts, e.Location+": "+e.Message)
-		} else if e.Message != "" {
-			parts = append(parts, e.Message)
+			part = e.Location + ": " + e.Message
+		}
+		// huma's detail often already says it ("validation failed: body.x: ..."): once is enough.
+		if part != "" && !strings.Contains(p.Detail, part) && !strings.Contains(p.Detail, e.Message) {
+			parts = append(parts, part)
 		}
 	}
 	if len(parts) > 0 {

@@ -430,7 +430,7 @@ func (a *App) visibilityCommand() *cobra.Command {
 			if a.output == outJSON {
 				return a.show(resp.Body, view{})
 			}
-			return a.show(resp.Body, view{rows: "samples"})
+			return a.show(resp.Body, view{rows: "samples", columns: []string{"time", "alt_deg", "az_deg", "airmass", "observable", "sun_sep_deg"}})
 		},
 	}
 	cmd.Flags().StringVar(&night, "night", "", "the night's date, YYYY-MM-DD (required)")

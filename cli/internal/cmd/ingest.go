@@ -17,7 +17,7 @@ import (
 
 var bufferedView = view{columns: []string{"id", "transaction_id", "status", "count"}}
 
-var receiptView = view{rows: "items", columns: []string{"transaction_id", "kind", "status", "attempts", "committed_at", "last_error"}}
+var receiptView = view{rows: "items", columns: []string{"transaction_id", "kind", "state", "attempts", "committed_at", "last_error"}}
 
 func (a *App) ingestCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "ingest", Short: "Instruments: observations, raw data files and packages (service account tokens)"}
@@ -215,7 +215,7 @@ func (a *App) batchReceipts(cmd *cobra.Command, c *client.Client, tok string, ba
 		items = append(items, raw)
 	}
 	body, _ := json.Marshal(map[string]any{"items": items})
-	return a.show(body, view{rows: "items", columns: []string{"batch", "files", "transaction_id", "status", "committed_at"}})
+	return a.show(body, view{rows: "items", columns: []string{"batch", "files", "transaction_id", "state", "committed_at"}})
 }
 
 func (a *App) ingestReceipts() *cobra.Command {

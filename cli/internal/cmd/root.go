@@ -231,7 +231,7 @@ func (a *App) client(needCredential bool) (*client.Client, string, error) {
 func check(token string, resp *http.Response, body []byte, err error) error {
 	err = client.Check(resp, body, err)
 	var p *client.Problem
-	if errors.As(err, &p) && (p.Status == http.StatusUnauthorized || p.Status == http.StatusForbidden) && isAPIToken(token) {
+	if errors.As(err, &p) && p.Status == http.StatusForbidden && isAPIToken(token) {
 		return fmt.Errorf("%w\nthis command needs a session JWT (API tokens are not accepted here): run `obsops login`", err)
 	}
 	return err

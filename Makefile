@@ -6,7 +6,7 @@ COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 MODULES = $(shell go list -m -f '{{.Dir}}')
 
-.PHONY: build up up-sites wan-down wan-up wan-slow down logs test lint bench chaos clean
+.PHONY: build generate up up-sites wan-down wan-up wan-slow down logs test lint bench chaos clean
 
 build: ## build every binary into ./bin
 	@mkdir -p bin
@@ -14,6 +14,11 @@ build: ## build every binary into ./bin
 	@cd migrations && go build -trimpath -ldflags '$(LDFLAGS)' -o ../bin/migrate ./cmd/migrate
 	@cd deploy/devidp && go build -trimpath -ldflags '$(LDFLAGS)' -o ../../bin/devidp .
 	@cd deploy/wan && go build -trimpath -ldflags '$(LDFLAGS)' -o ../../bin/wan .
+	@cd cli && go build -trimpath -ldflags '$(LDFLAGS)' -o ../bin/obsops ./cmd/obsops
+
+generate: build ## refresh client/openapi.json from the gateway of a test stack (PostgreSQL at OPS_TEST_DATABASE_URL) and regenerate the typed client (client/api) with the pinned oapi-codegen
+	@cd cli && OBSOPS_GENERATE=1 OPS_BIN_DIR=$(CURDIR)/bin go test -count=1 -run 'TestCLI/OpenAPISnapshotIsCurrent' .
+	@cd cli && go run ./internal/gen/generate
 
 up: ## start PostgreSQL, Redis and the whole suite; gateway on http://127.0.0.1:8080 (installs PostgreSQL + q3c, Redis and curl with apt-get when missing)
 	@deploy/local/stack.sh up

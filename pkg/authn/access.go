@@ -76,6 +76,7 @@ func Access() map[string]Rule {
 		// Identity and tokens
 		"GET /idp/login":                              Anonymous(),
 		"GET /idp/callback":                           Anonymous(),
+		"POST /idp/token":                             Anonymous(),
 		"GET /.well-known/jwks.json":                  Anonymous(),
 		"GET /auth/me":                                AnyCredential(),
 		"GET /api/tokens/scopes":                      AnyUser(),

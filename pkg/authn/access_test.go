@@ -46,7 +46,7 @@ func TestAccessTableFollowsDesign(t *testing.T) {
 		method, path, _ := strings.Cut(key, " ")
 		switch {
 		case r.Anonymous:
-			require.Contains(t, []string{"/api/transfer/overview", "/idp/login", "/idp/callback", "/.well-known/jwks.json",
+			require.Contains(t, []string{"/api/transfer/overview", "/idp/login", "/idp/callback", "/idp/token", "/.well-known/jwks.json",
 				"/api/site/info", "/health", "/buffer-stats"}, path, "only public endpoints are anonymous")
 		case strings.Contains(path, "reset") || strings.Contains(path, "reconcile") || path == "/visibility/precalculate" ||
 			path == "/api/tokens/service" || path == "/api/tokens/audit" || path == "/api/tokens/service/{username}/bindings":

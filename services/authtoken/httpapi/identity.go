@@ -53,8 +53,22 @@ type loginOutput struct {
 	SetCookie    http.Cookie `header:"Set-Cookie" doc:"obsops_login: binds the login to this browser (HttpOnly, SameSite=Lax, Secure over https; 10 minutes, sent only to /idp/callback)."`
 }
 
-func (h *Handlers) startLogin(ctx context.Context, _ *struct{}) (*loginOutput, error) {
-	started, err := h.Login.Start(ctx)
+type loginInput struct {
+	RedirectURI         string `query:"redirect_uri" doc:"For a native app (the obsops command, RFC 8252): its loopback redirect URI, http://127.0.0.1:PORT/… or http://[::1]:PORT/…. The login then ends there with a one-time code, exchanged at POST /idp/token. Any other address is refused."`
+	CodeChallenge       string `query:"code_challenge" doc:"With redirect_uri (required then): BASE64URL(SHA-256(code_verifier)) (RFC 7636)."`
+	CodeChallengeMethod string `query:"code_challenge_method" enum:"S256," doc:"S256 (the only method; the default)."`
+	State               string `query:"state" doc:"With redirect_uri: the app's state, sent back to it with the code."`
+}
+
+func (h *Handlers) startLogin(ctx context.Context, in *loginInput) (*loginOutput, error) {
+	var app *login.App
+	if in.RedirectURI != "" {
+		app = &login.App{RedirectURI: in.RedirectURI, CodeChallenge: in.CodeChallenge, State: in.State}
+	} else if in.CodeChallenge != "" || in.State != "" {
+		return nil, huma.Error422UnprocessableEntity("code_challenge and state are for a native app's login and need redirect_uri",
+			&huma.ErrorDetail{Location: "query.redirect_uri", Message: "required with code_challenge or state"})
+	}
+	started, err := h.Login.Start(ctx, app)
 	if err != nil {
 		return nil, loginProblem(err)
 	}
@@ -83,6 +97,11 @@ func (h *Handlers) finishLogin(ctx context.Context, in *callbackInput) (*callbac
 		hc.SetHeader("Cache-Control", "no-store")
 		hc.SetHeader("Pragma", "no-cache")
 		hc.SetHeader("Referrer-Policy", "no-referrer")
+		if sess.AppRedirect != "" { // a native app's login: its one-time code, to its loopback listener
+			hc.SetHeader("Location", sess.AppRedirect)
+			hc.SetStatus(http.StatusFound)
+			return
+		}
 		if h.UIRedirectURL != "" {
 			hc.SetHeader("Location", uiRedirect(h.UIRedirectURL, sess))
 			hc.SetStatus(http.StatusFound)
@@ -128,10 +147,41 @@ func callbackResponses(api huma.API) map[string]*huma.Response {
 	}
 }
 
+// TokenRequest is the body of POST /idp/token.
+type TokenRequest struct {
+	GrantType    string `json:"grant_type" enum:"authorization_code" doc:"Always authorization_code."`
+	Code         string `json:"code" minLength:"1" maxLength:"128" doc:"The one-time code the login sent to the app's redirect_uri (single use, valid 60 s)."`
+	CodeVerifier string `json:"code_verifier" minLength:"43" maxLength:"128" doc:"The PKCE verifier whose S256 challenge started the login (RFC 7636)."`
+	RedirectURI  string `json:"redirect_uri" minLength:"1" maxLength:"512" doc:"The redirect_uri the login was started with, exactly."`
+}
+
+type tokenInput struct {
+	Body TokenRequest
+}
+
+type tokenOutput struct {
+	CacheControl string `header:"Cache-Control"`
+	Pragma       string `header:"Pragma"`
+	Body         LoginResult
+}
+
+func (h *Handlers) exchangeCode(ctx context.Context, in *tokenInput) (*tokenOutput, error) {
+	sess, err := h.Login.Exchange(ctx, in.Body.Code, in.Body.CodeVerifier, in.Body.RedirectURI)
+	if err != nil {
+		return nil, loginProblem(err)
+	}
+	return &tokenOutput{CacheControl: "no-store", Pragma: "no-cache", Body: LoginResult{
+		AccessToken: sess.Token, TokenType: "Bearer", ExpiresAt: sess.ExpiresAt, User: sessionUser(sess.User),
+	}}, nil
+}
+
 // loginProblem turns a login failure into its problem+json answer; causes stay in the log.
 func loginProblem(err error) error {
 	var le *login.Error
 	if errors.As(err, &le) {
+		if le.Field != "" {
+			return huma.NewError(le.Status, le.Detail, &huma.ErrorDetail{Location: le.Field, Message: le.Detail})
+		}
 		return huma.NewError(le.Status, le.Detail)
 	}
 	if database.MainUnreachable(err) { // recording the user needs the main site

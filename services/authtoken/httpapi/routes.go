@@ -34,7 +34,10 @@ func Register(api huma.API, h *Handlers) {
 		Summary: "Start login with the identity provider", Tags: []string{"Authentication"}, DefaultStatus: http.StatusFound,
 		Description: "Starts an OpenID Connect authorization code flow with PKCE (S256) at the configured identity provider " +
 			"(OPS_OIDC_ISSUER): a random state, nonce and PKCE verifier are kept in Redis for 10 minutes (single use) and " +
-			"the browser is redirected to the provider. Open it in a browser; the provider sends the browser back to /idp/callback.",
+			"the browser is redirected to the provider. Open it in a browser; the provider sends the browser back to /idp/callback. " +
+			"A native app (the obsops command) adds redirect_uri (http on a loopback IP literal with a port, RFC 8252; anything else " +
+			"is a 422 naming query.redirect_uri), code_challenge (S256) and its state: the login then ends with a redirect to " +
+			"redirect_uri?code=…&state=… carrying a one-time code (never the JWT), exchanged at POST /idp/token.",
 		Responses: map[string]*huma.Response{
 			"302": {Description: "Redirect to the identity provider's login page."},
 			"503": {Description: "Login is not configured (no OPS_OIDC_ISSUER), or the identity provider or Redis is unavailable."},
@@ -51,6 +54,16 @@ func Register(api huma.API, h *Handlers) {
 			"as JSON, or — when OPS_UI_REDIRECT_URL is set — as a redirect to the UI with the JWT in the URL fragment.",
 		Responses: callbackResponses(api),
 	}), h.finishLogin)
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "idp-token", Method: http.MethodPost, Path: "/idp/token",
+		Summary: "Exchange a native app's one-time code for a session JWT", Tags: []string{"Authentication"}, Errors: []int{400, 422, 503},
+		Description: "The end of a native app's login (the obsops command; RFC 8252 with PKCE, RFC 7636): the app started it at " +
+			"/idp/login with redirect_uri on a loopback address and code_challenge, the browser brought the one-time code to that " +
+			"address, and the app sends it here with its code_verifier and the same redirect_uri. The code is spent by the first " +
+			"exchange, right or wrong, and expires after 60 s. 400 naming body.code (unknown, expired or used), " +
+			"body.code_verifier (does not match the challenge) or body.redirect_uri (differs). The answer is the session JWT, as " +
+			"/idp/callback gives it to a browser login.",
+	}), h.exchangeCode)
 	huma.Register(api, h.Auth.Op(huma.Operation{
 		OperationID: "get-jwks", Method: http.MethodGet, Path: "/.well-known/jwks.json",
 		Summary: "Public keys of session JWTs (JWKS)", Tags: []string{"Authentication"},

@@ -7,6 +7,7 @@ import "net/http"
 type Error struct {
 	Status int
 	Detail string
+	Field  string // the input at fault, e.g. query.redirect_uri ("" when none is)
 	Err    error
 }
 

@@ -76,11 +76,17 @@ type Started struct {
 // Start begins a login: the provider URL to redirect the browser to and the cookie that binds
 // the login to this browser (HttpOnly, SameSite=Lax, Secure when the callback is https, sent
 // only to the callback's path, living as long as the state).
-func (s *Service) Start(ctx context.Context) (Started, error) {
+// app is the native app that started it (nil: a browser login); it must be valid (ValidApp).
+func (s *Service) Start(ctx context.Context, app *App) (Started, error) {
 	if s.OIDC == nil {
 		return Started{}, ErrNotConfigured
 	}
-	u, state, err := s.OIDC.Begin(ctx)
+	if app != nil {
+		if err := ValidApp(app); err != nil {
+			return Started{}, err
+		}
+	}
+	u, state, err := s.OIDC.Begin(ctx, app)
 	if err != nil {
 		s.logFailure("login start failed", err)
 		return Started{}, err
@@ -110,11 +116,16 @@ type Callback struct {
 	Binding          string // the value of the browser's CookieName cookie ("" if none)
 }
 
-// Session is a completed login: the service's own JWT and the user it names.
+// Session is a completed login: the service's own JWT and the user it names. A login a native
+// app started ends instead with a one-time code for the app (AppRedirect) and no JWT yet.
 type Session struct {
 	Token     string
 	ExpiresAt time.Time
 	User      authtoken.User
+	// AppRedirect, for a native app's login: its loopback redirect URI with the one-time code
+	// and its state, where the browser is sent. Token is then empty: the app exchanges the code
+	// at POST /idp/token (Exchange).
+	AppRedirect string
 }
 
 // Finish completes a login from the provider's callback: the state is consumed, the identity
@@ -132,37 +143,50 @@ func (s *Service) Finish(ctx context.Context, cb Callback) (Session, error) {
 		}
 		return Session{}, &Error{Status: http.StatusBadRequest, Detail: detail}
 	}
-	id, err := s.OIDC.Complete(ctx, cb.State, cb.Code, cb.Binding)
+	id, app, err := s.OIDC.Complete(ctx, cb.State, cb.Code, cb.Binding)
 	if err != nil {
 		s.logFailure("login failed", err)
 		return Session{}, err
 	}
-	sess, err := s.session(ctx, id)
+	u, err := s.account(ctx, id)
 	if err != nil {
 		s.logFailure("login failed", err)
 		return Session{}, err
 	}
-	s.Log.Info("login", "user_id", sess.User.ID, "username", sess.User.Username, "roles", sess.User.Roles)
-	return sess, nil
+	if app != nil {
+		redirect, err := s.grantCode(ctx, app, u)
+		if err != nil {
+			s.logFailure("login failed", err)
+			return Session{}, err
+		}
+		s.Log.Info("login", "user_id", u.ID, "username", u.Username, "roles", u.Roles, "app", "loopback")
+		return Session{User: u, AppRedirect: redirect}, nil
+	}
+	tok, exp, err := s.Issuer.Issue(u.ID, u.Username, u.Roles)
+	if err != nil {
+		return Session{}, fmt.Errorf("issue JWT: %w", err)
+	}
+	s.Log.Info("login", "user_id", u.ID, "username", u.Username, "roles", u.Roles)
+	return Session{Token: tok, ExpiresAt: exp, User: u}, nil
 }
 
-// session records the user of id and issues their JWT.
-func (s *Service) session(ctx context.Context, id Identity) (Session, error) {
+// account records the user of id (created or refreshed, roles granted per the rules above).
+func (s *Service) account(ctx context.Context, id Identity) (authtoken.User, error) {
 	if id.Username == "" {
-		return Session{}, &Error{Status: http.StatusBadRequest, Detail: "the identity provider gave no usable username (preferred_username, email or sub)"}
+		return authtoken.User{}, &Error{Status: http.StatusBadRequest, Detail: "the identity provider gave no usable username (preferred_username, email or sub)"}
 	}
 	u, created, err := s.Users.UpsertOIDC(ctx, id.Issuer, id.Subject, id.Username, id.Email, id.DisplayName)
 	if errors.Is(err, authtoken.ErrIdentityConflict) {
-		return Session{}, &Error{Status: http.StatusConflict, Detail: fmt.Sprintf("no free username for %q: ask an admin to link your identity to an account", id.Username), Err: err}
+		return authtoken.User{}, &Error{Status: http.StatusConflict, Detail: fmt.Sprintf("no free username for %q: ask an admin to link your identity to an account", id.Username), Err: err}
 	}
 	if err != nil {
-		return Session{}, fmt.Errorf("record user: %w", err)
+		return authtoken.User{}, fmt.Errorf("record user: %w", err)
 	}
 	if u.IsService {
-		return Session{}, &Error{Status: http.StatusForbidden, Detail: "service accounts cannot log in through the identity provider", Err: authtoken.ErrServiceAccountLogin}
+		return authtoken.User{}, &Error{Status: http.StatusForbidden, Detail: "service accounts cannot log in through the identity provider", Err: authtoken.ErrServiceAccountLogin}
 	}
 	if !u.IsActive {
-		return Session{}, &Error{Status: http.StatusForbidden, Detail: "this account is disabled"}
+		return authtoken.User{}, &Error{Status: http.StatusForbidden, Detail: "this account is disabled"}
 	}
 	var grant []string
 	if created {
@@ -175,18 +199,14 @@ func (s *Service) session(ctx context.Context, id Identity) (Session, error) {
 		// Granted through the user service, which audits the grant, drops the user's cached API
 		// token records and republishes the user directory, like every other role change.
 		if err := s.Users.GrantRoles(ctx, u.ID, grant, "login"); err != nil {
-			return Session{}, fmt.Errorf("grant roles: %w", err)
+			return authtoken.User{}, fmt.Errorf("grant roles: %w", err)
 		}
 		// The user now holds these too, sorted like the store sorts them (ORDER BY role).
 		u.Roles = append(slices.Clone(u.Roles), grant...)
 		slices.Sort(u.Roles)
 		u.Roles = slices.Compact(u.Roles)
 	}
-	tok, exp, err := s.Issuer.Issue(u.ID, u.Username, u.Roles)
-	if err != nil {
-		return Session{}, fmt.Errorf("issue JWT: %w", err)
-	}
-	return Session{Token: tok, ExpiresAt: exp, User: u}, nil
+	return u, nil
 }
 
 func (s *Service) logFailure(msg string, err error) {

@@ -49,7 +49,8 @@ type Identity struct {
 // pending is what a started login leaves in Redis under its state.
 type pending struct {
 	Nonce    string `json:"nonce"`
-	Verifier string `json:"verifier"` // PKCE code verifier
+	Verifier string `json:"verifier"`      // PKCE code verifier
+	App      *App   `json:"app,omitempty"` // set when a native app (the obsops command) started the login
 }
 
 // OIDC runs the authorization code flow with one provider. The provider is discovered on the
@@ -108,14 +109,14 @@ func (o *OIDC) discover(ctx context.Context) (*endpoints, error) {
 // Begin starts a login: it stores a fresh state, nonce and PKCE verifier in Redis for StateTTL
 // and returns the provider's authorization URL to send the browser to, and the state (which
 // the browser's binding cookie is made from, see Binding).
-func (o *OIDC) Begin(ctx context.Context) (authURL, state string, err error) {
+func (o *OIDC) Begin(ctx context.Context, app *App) (authURL, state string, err error) {
 	ep, err := o.discover(ctx)
 	if err != nil {
 		return "", "", err
 	}
 	// State and nonce are made like the PKCE verifier: base64url of 32 random bytes (stateLen).
 	state, nonce := oauth2.GenerateVerifier(), oauth2.GenerateVerifier()
-	p := pending{Nonce: nonce, Verifier: oauth2.GenerateVerifier()}
+	p := pending{Nonce: nonce, Verifier: oauth2.GenerateVerifier(), App: app}
 	b, err := json.Marshal(p)
 	if err != nil {
 		return "", "", err
@@ -154,14 +155,20 @@ func (o *OIDC) Abandon(ctx context.Context, state string) {
 // Complete finishes a login: it consumes state, checks that the browser bringing it back is the
 // one that started it (binding, the value of its binding cookie, must be Binding(state)),
 // exchanges code (with the PKCE verifier) at the provider, verifies the ID token (signature,
-// issuer, audience = client id, expiry, nonce) and returns who logged in. Profile claims missing
+// issuer, audience = client id, expiry, nonce) and returns who logged in, and the native app
+// that started the login (nil for a browser login). Profile claims missing
 // from the ID token are read from the userinfo endpoint (some providers, e.g. ZITADEL, put them
 // only there).
-func (o *OIDC) Complete(ctx context.Context, state, code, binding string) (Identity, error) {
+func (o *OIDC) Complete(ctx context.Context, state, code, binding string) (Identity, *App, error) {
 	p, err := o.take(ctx, state)
 	if err != nil {
-		return Identity{}, err
+		return Identity{}, nil, err
 	}
+	id, err := o.complete(ctx, p, state, code, binding)
+	return id, p.App, err
+}
+
+func (o *OIDC) complete(ctx context.Context, p pending, state, code, binding string) (Identity, error) {
 	// After take: a login brought back by another browser (login CSRF: an attacker's code in a
 	// victim's browser) is refused and its state spent.
 	if binding == "" {

@@ -1,0 +1,2 @@
+// Package cli is the obsops command line (cmd/obsops) and its end-to-end tests.
+package cli

@@ -1,0 +1,409 @@
+package cmd
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"sync"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+
+	"github.com/obsops/obsops/client"
+	"github.com/obsops/obsops/client/api"
+)
+
+// MaxRegisterBatch is the most files one bulk request of `ingest register` carries.
+const MaxRegisterBatch = 1000
+
+// registerFile is one file of a registration: what the bulk request carries for it.
+type registerFile struct {
+	ID       string `json:"id"`
+	Path     string `json:"path"`
+	Size     int64  `json:"size_bytes"`
+	Checksum string `json:"checksum"`
+}
+
+// stateLine is one line of a registration's state file (JSON lines, appended and synced):
+// a header, a batch planned (its files, ids and idempotency key, written before it is sent), or
+// a batch acknowledged (its receipt). A rerun resends planned batches that were never
+// acknowledged, with the same key and body (the API answers the original: never a duplicate),
+// and registers only files in no batch.
+type stateLine struct {
+	Dir       string         `json:"dir,omitempty"`
+	Execution string         `json:"execution,omitempty"`
+	Module    int64          `json:"module,omitempty"`
+	Algorithm string         `json:"checksum,omitempty"`
+	Package   string         `json:"package,omitempty"`
+	Batch     *int           `json:"batch,omitempty"`
+	Key       string         `json:"key,omitempty"`
+	Files     []registerFile `json:"files,omitempty"`
+	Done      *int           `json:"done,omitempty"`
+	TxID      string         `json:"transaction_id,omitempty"`
+	Status    string         `json:"status,omitempty"`
+}
+
+// registration is one `ingest register` run.
+type registration struct {
+	dir, execution, algorithm, pkg string
+	module                         int64
+	batch, workers                 int
+	statePath                      string
+	progress                       bool
+	stderr                         io.Writer
+}
+
+// batchState is what the state file says of one batch.
+type batchState struct {
+	n     int
+	key   string
+	files []registerFile
+	txID  string
+	stat  string
+	done  bool
+}
+
+// fileID is a file's client-chosen id: a UUID (version 8, RFC 9562) made from the execution,
+// the module and the path, so the same file always gets the same id, even without a state file.
+func fileID(execution string, module int64, path string) string {
+	h := sha256.Sum256([]byte(fmt.Sprintf("obsops-register\x00%s\x00%d\x00%s", execution, module, path)))
+	b := h[:16]
+	b[6] = (b[6] & 0x0f) | 0x80
+	b[8] = (b[8] & 0x3f) | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// batchKey is a batch's Idempotency-Key: made from its files' ids.
+func batchKey(files []registerFile) string {
+	h := sha256.New()
+	for _, f := range files {
+		h.Write([]byte(f.ID))
+	}
+	return "register-" + hex.EncodeToString(h.Sum(nil))[:40]
+}
+
+// walk lists the regular files under dir (relative, slash-separated, sorted), skipping skip.
+func walk(dir, skip string) ([]string, error) {
+	var out []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.Type().IsRegular() || p == skip {
+			return nil
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		out = append(out, filepath.ToSlash(rel))
+		return nil
+	})
+	sort.Strings(out)
+	return out, err
+}
+
+// readState reads the state file (missing: nothing registered yet).
+func (r *registration) readState() ([]*batchState, error) {
+	f, err := os.Open(r.statePath)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	byN := map[int]*batchState{}
+	var order []*batchState
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	first := true
+	for sc.Scan() {
+		var l stateLine
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			break // a line cut short by a crash: everything before it stands
+		}
+		switch {
+		case first:
+			first = false
+			if l.Execution != r.execution || l.Module != r.module || l.Algorithm != r.algorithm || l.Package != r.pkg {
+				return nil, fmt.Errorf("state file %s belongs to another registration (execution %s, module %d, checksum %s): use --state to choose another",
+					r.statePath, l.Execution, l.Module, l.Algorithm)
+			}
+		case l.Batch != nil:
+			b := &batchState{n: *l.Batch, key: l.Key, files: l.Files}
+			byN[b.n] = b
+			order = append(order, b)
+		case l.Done != nil:
+			if b := byN[*l.Done]; b != nil {
+				b.done, b.txID, b.stat = true, l.TxID, l.Status
+			}
+		}
+	}
+	return order, sc.Err()
+}
+
+// stateWriter appends lines to the state file, each synced before the request it announces.
+type stateWriter struct {
+	f *os.File
+}
+
+func (w *stateWriter) write(l stateLine) error {
+	b, err := json.Marshal(l)
+	if err != nil {
+		return err
+	}
+	if _, err := w.f.Write(append(b, '\n')); err != nil {
+		return err
+	}
+	return w.f.Sync()
+}
+
+// checksum computes "alg:hex" of a file.
+func checksum(path, alg string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	var h hash.Hash
+	if alg == "sha256" {
+		h = sha256.New()
+	} else {
+		h = xxhash.New()
+	}
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return alg + ":" + hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// describe computes the entries of paths in parallel (workers goroutines), in order.
+func (r *registration) describe(paths []string, bar *progressbar.ProgressBar) ([]registerFile, error) {
+	out := make([]registerFile, len(paths))
+	errs := make([]error, len(paths))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range r.workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				full := filepath.Join(r.dir, filepath.FromSlash(paths[i]))
+				st, err := os.Stat(full)
+				if err != nil {
+					errs[i] = err
+					continue
+				}
+				sum, err := checksum(full, r.algorithm)
+				if err != nil {
+					errs[i] = err
+					continue
+				}
+				out[i] = registerFile{ID: fileID(r.execution, r.module, paths[i]), Path: paths[i], Size: st.Size(), Checksum: sum}
+				if bar != nil {
+					_ = bar.Add64(st.Size())
+				}
+			}
+		}()
+	}
+	for i := range paths {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return out, errors.Join(errs...)
+}
+
+// send registers one batch with its idempotency key.
+func (r *registration) send(ctx context.Context, c *client.Client, tok string, b *batchState) error {
+	type wire struct {
+		ID                 string `json:"id"`
+		ExecutedObsUnitID  string `json:"executed_obs_unit_id"`
+		InstrumentModuleID int64  `json:"instrument_module_id"`
+		Path               string `json:"path"`
+		SizeBytes          int64  `json:"size_bytes"`
+		Checksum           string `json:"checksum"`
+		RawDataPackageID   string `json:"raw_data_package_id,omitempty"`
+	}
+	files := make([]wire, len(b.files))
+	for i, f := range b.files {
+		files[i] = wire{ID: f.ID, ExecutedObsUnitID: r.execution, InstrumentModuleID: r.module, Path: f.Path, SizeBytes: f.Size, Checksum: f.Checksum, RawDataPackageID: r.pkg}
+	}
+	body, err := json.Marshal(map[string]any{"files": files})
+	if err != nil {
+		return err
+	}
+	key := b.key
+	resp, err := c.API.RegisterRawDataFilesBulkWithBodyWithResponse(ctx, &api.RegisterRawDataFilesBulkParams{IdempotencyKey: &key}, "application/json", bytes.NewReader(body))
+	if err := checkResp(tok, resp, err); err != nil {
+		return fmt.Errorf("batch %d (%d files from %s): %w", b.n, len(b.files), b.files[0].Path, err)
+	}
+	var ans struct {
+		TransactionID string `json:"transaction_id"`
+		Status        string `json:"status"`
+	}
+	if err := json.Unmarshal(resp.Body, &ans); err != nil {
+		return err
+	}
+	b.txID, b.stat, b.done = ans.TransactionID, ans.Status, true
+	return nil
+}
+
+// run registers what is missing and returns every batch (for the receipts).
+func (r *registration) run(ctx context.Context, c *client.Client, tok string) ([]*batchState, error) {
+	abs, err := filepath.Abs(r.dir)
+	if err != nil {
+		return nil, err
+	}
+	r.dir = abs
+	stateAbs, _ := filepath.Abs(r.statePath)
+	paths, err := walk(r.dir, stateAbs)
+	if err != nil {
+		return nil, err
+	}
+	batches, err := r.readState()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Dir(r.statePath), 0o700); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(r.statePath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	sw := &stateWriter{f: f}
+	if st, _ := f.Stat(); st.Size() == 0 {
+		if err := sw.write(stateLine{Dir: r.dir, Execution: r.execution, Module: r.module, Algorithm: r.algorithm, Package: r.pkg}); err != nil {
+			return nil, err
+		}
+	}
+
+	planned := map[string]bool{}
+	doneFiles, resend := 0, 0
+	for _, b := range batches {
+		for _, f := range b.files {
+			planned[f.Path] = true
+		}
+		if b.done {
+			doneFiles += len(b.files)
+		} else {
+			resend++
+		}
+	}
+	var todo []string
+	for _, p := range paths {
+		if !planned[p] {
+			todo = append(todo, p)
+		}
+	}
+	fmt.Fprintf(r.stderr, "%d files in %s: %d registered before, %d batches to resend, %d files to register\n",
+		len(paths), r.dir, doneFiles, resend, len(todo))
+
+	// Batches planned by an earlier run but never acknowledged: the same key and body again.
+	for _, b := range batches {
+		if b.done {
+			continue
+		}
+		if err := r.send(ctx, c, tok, b); err != nil {
+			return batches, err
+		}
+		if err := sw.write(stateLine{Done: &b.n, TxID: b.txID, Status: b.stat}); err != nil {
+			return batches, err
+		}
+	}
+
+	var total int64
+	sizes := make(map[string]int64, len(todo))
+	for _, p := range todo {
+		if st, err := os.Stat(filepath.Join(r.dir, filepath.FromSlash(p))); err == nil {
+			sizes[p] = st.Size()
+			total += st.Size()
+		}
+	}
+	var bar *progressbar.ProgressBar
+	if r.progress && len(todo) > 0 {
+		bar = progressbar.NewOptions64(total,
+			progressbar.OptionSetWriter(r.stderr),
+			progressbar.OptionShowBytes(true),
+			progressbar.OptionShowCount(),
+			progressbar.OptionSetItsString("B"),
+			progressbar.OptionSetPredictTime(true),
+			progressbar.OptionSetElapsedTime(true),
+			progressbar.OptionThrottle(100_000_000),
+			progressbar.OptionOnCompletion(func() { fmt.Fprintln(r.stderr) }),
+		)
+	}
+	n := len(batches)
+	sent := 0
+	for start := 0; start < len(todo); start += r.batch {
+		chunk := todo[start:min(start+r.batch, len(todo))]
+		files, err := r.describe(chunk, bar)
+		if err != nil {
+			return batches, err
+		}
+		b := &batchState{n: n, files: files, key: batchKey(files)}
+		n++
+		// Planned (and synced) before it is sent: a crash from here on resends it, same key.
+		if err := sw.write(stateLine{Batch: &b.n, Key: b.key, Files: b.files}); err != nil {
+			return batches, err
+		}
+		batches = append(batches, b)
+		if err := r.send(ctx, c, tok, b); err != nil {
+			return batches, err
+		}
+		if err := sw.write(stateLine{Done: &b.n, TxID: b.txID, Status: b.stat}); err != nil {
+			return batches, err
+		}
+		sent += len(files)
+		if bar != nil {
+			bar.Describe(fmt.Sprintf("%d/%d files", sent, len(todo)))
+		}
+	}
+	if bar != nil {
+		_ = bar.Finish()
+	}
+	return batches, nil
+}
+
+// defaultStatePath is where a registration's state lives unless --state says: under
+// $XDG_STATE_HOME/obsops/register (else ~/.local/state/...), one file per directory, execution
+// and module.
+func defaultStatePath(dir, execution string, module int64) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	base := os.Getenv("XDG_STATE_HOME")
+	if base == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", err
+		}
+		base = filepath.Join(home, ".local", "state")
+	}
+	h := sha256.Sum256([]byte(fmt.Sprintf("%s\x00%s\x00%d", abs, execution, module)))
+	return filepath.Join(base, "obsops", "register", hex.EncodeToString(h[:8])+".jsonl"), nil
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+func defaultWorkers() int { return max(2, runtime.NumCPU()) }

@@ -22,6 +22,7 @@ func Access() map[string]Rule {
 		"POST /api/transfer/operation/{kind}/reset-all-failed":              admin,
 		"POST /api/transfer/raw-data-package/{id}/reconcile":                admin,
 		"POST /api/transfer/raw-data-package/reconcile-inconsistent":        admin,
+		"GET /api/transfer/raw-data-package/inconsistent":                   AnyUser(),
 		"POST /api/transfer/data-transfer/{id}/reset":                       admin,
 		"POST /api/transfer/long-term-archive/{id}/reset":                   admin,
 		"POST /api/transfer/data-transfer/reset-all-failed":                 admin,

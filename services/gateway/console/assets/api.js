@@ -54,7 +54,15 @@ export async function call(method, path, opts = {}) {
     headers["Content-Type"] = "application/json";
     body = JSON.stringify(opts.body);
   }
-  const resp = await fetch(url(path, opts.query), { method, headers, body, credentials: "omit", cache: "no-store" });
+  let resp;
+  for (let attempt = 0; ; attempt++) {
+    resp = await fetch(url(path, opts.query), { method, headers, body, credentials: "omit", cache: "no-store" });
+    // a read refused for now (429/503 with Retry-After, e.g. the catalog's costly-request
+    // bounds) is tried again twice; writes never are
+    const wait = Number(resp.headers.get("Retry-After"));
+    if (method !== "GET" || attempt >= 2 || (resp.status !== 429 && resp.status !== 503) || !(wait > 0 && wait <= 5)) break;
+    await new Promise((r) => setTimeout(r, wait * 1000));
+  }
   if (!resp.ok) {
     let p = null;
     try { p = await resp.json(); } catch (_) { /* not JSON */ }

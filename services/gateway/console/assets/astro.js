@@ -132,8 +132,9 @@ async function renderSource(main, id, night) {
     form, vis);
   const q = Object.assign(nightRange(date), { step_s: 600 });
   try {
-    const [v, img] = await Promise.all([api.call("GET", "/visibility/" + encodeURIComponent(id), { query: q }),
-      plot("/visibility/" + encodeURIComponent(id), q, `Altitude of ${src.name} through the night starting ${date}`, "visibility-plot")]);
+    // one after the other: the catalog bounds each user's (and replica's) costly requests
+    const v = await api.call("GET", "/visibility/" + encodeURIComponent(id), { query: q });
+    const img = await plot("/visibility/" + encodeURIComponent(id), q, `Altitude of ${src.name} through the night starting ${date}`, "visibility-plot");
     vis.replaceChildren(
       h("h2", null, `Night starting ${date} (UTC ${fmtTime(q.start)} – ${fmtTime(q.end)})`),
       img,

@@ -71,6 +71,9 @@ func Access() map[string]Rule {
 		// Receipts of buffered writes: any user, or an API token with read:data OR
 		// read:observations (a Rule requires all its scopes, so ingest checks "either" itself).
 		"GET /api/ingest/transactions/{transaction_id}": AnyCredential(),
+		"GET /api/ingest/dead-letters":                  admin,
+		"POST /api/ingest/dead-letters/{id}/retry":      admin,
+		"DELETE /api/ingest/dead-letters/{id}":          admin,
 
 		// Identity and tokens
 		"GET /idp/login":                   Anonymous(),

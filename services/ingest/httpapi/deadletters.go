@@ -15,8 +15,8 @@ import (
 )
 
 // DeadLetters serves the admin routes of the buffer's dead letters: the same work as
-// `ingest admin dead-letters` (admin.Letters), each retry and drop audited in the log with the
-// admin's username.
+// `ingest admin dead-letters` (admin.Letters), each retry and drop audited in the log (level warn,
+// "audit": true) with the admin's username.
 type DeadLetters struct {
 	Letters admin.Letters
 	Log     *slog.Logger
@@ -60,7 +60,8 @@ func (d *DeadLetters) act(verb string, f func(context.Context, string) (admin.De
 			return nil, err
 		}
 		p := authn.PrincipalFrom(ctx)
-		d.Log.Info("audit: dead letter "+verb, "audit", true, "actor", p.Username, "actor_id", p.UserID,
+		// Warn: an admin's change to the buffer is rare and must stay in logs kept at warn.
+		d.Log.Warn("audit: dead letter "+verb, "audit", true, "actor", p.Username, "actor_id", p.UserID,
 			"task_id", l.TaskID, "type", l.Type, "transaction_id", l.TransactionID, "error", l.Error)
 		return &struct{ Body DeadLetterAction }{DeadLetterAction{Action: verb, DeadLetter: l}}, nil
 	}

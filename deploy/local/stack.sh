@@ -315,6 +315,8 @@ write_env() {
 		kv OPS_OIDC_CLIENT_SECRET "obsops-dev-secret"
 		kv OPS_OIDC_REDIRECT_URL "http://127.0.0.1:$HTTP_BASE/idp/callback"
 		kv OPS_BOOTSTRAP_ADMINS "alice"
+		# A login from the web console comes back to it, the JWT in the URL fragment (docs/console.md).
+		kv OPS_UI_REDIRECT_URL "http://127.0.0.1:$HTTP_BASE/console/"
 		if [ -f "$STATE/extra.env" ]; then cat "$STATE/extra.env"; fi
 	} >"$STATE/env"
 }

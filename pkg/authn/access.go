@@ -22,6 +22,7 @@ func Access() map[string]Rule {
 		"POST /api/transfer/operation/{kind}/reset-all-failed":              admin,
 		"POST /api/transfer/raw-data-package/{id}/reconcile":                admin,
 		"POST /api/transfer/raw-data-package/reconcile-inconsistent":        admin,
+		"GET /api/transfer/raw-data-package/inconsistent":                   AnyUser(),
 		"POST /api/transfer/data-transfer/{id}/reset":                       admin,
 		"POST /api/transfer/long-term-archive/{id}/reset":                   admin,
 		"POST /api/transfer/data-transfer/reset-all-failed":                 admin,
@@ -72,6 +73,9 @@ func Access() map[string]Rule {
 		// Receipts of buffered writes: any user, or an API token with read:data OR
 		// read:observations (a Rule requires all its scopes, so ingest checks "either" itself).
 		"GET /api/ingest/transactions/{transaction_id}": AnyCredential(),
+		"GET /api/ingest/dead-letters":                  admin,
+		"POST /api/ingest/dead-letters/{id}/retry":      admin,
+		"DELETE /api/ingest/dead-letters/{id}":          admin,
 
 		// Identity and tokens
 		"GET /idp/login":                              Anonymous(),

@@ -19,7 +19,12 @@ require (
 	github.com/valyala/fasthttp v1.72.0
 )
 
-require github.com/golang-jwt/jwt/v5 v5.3.1 // indirect
+require (
+	github.com/chromedp/cdproto v0.159.0 // indirect
+	github.com/chromedp/chromedp v0.23.0 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
+	github.com/golang-jwt/jwt/v5 v5.3.1 // indirect
+)
 
 require (
 	github.com/andybalholm/brotli v1.2.6 // indirect

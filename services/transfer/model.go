@@ -16,12 +16,16 @@ type Page[T any] struct {
 
 // ListQuery filters and pages a list.
 type ListQuery struct {
-	State  string     // package state or DTP state; "" any
-	Site   string     // only those with an operation at this site; "" any
-	From   *time.Time // created at or after
-	To     *time.Time // created before
-	Limit  int
-	Offset int
+	State string     // package state or DTP state; "" any
+	Site  string     // only those with an operation at this site; "" any
+	From  *time.Time // created at or after
+	To    *time.Time // created before
+	// Execution and Module narrow raw data packages to one execution (executed obs unit) and
+	// one instrument module; zero: any. Lists of DTPs ignore them.
+	Execution uuid.UUID
+	Module    int64
+	Limit     int
+	Offset    int
 }
 
 // ChainStep is one operation of a package's chain as lists show it.

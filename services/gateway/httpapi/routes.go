@@ -20,6 +20,8 @@ type Deps struct {
 	BodyLimits *gateway.BodyLimits
 	OpenAPI    *gateway.OpenAPI
 	Docs       *gateway.Docs
+	// Console is the web console served at /console/ (embedded assets).
+	Console *gateway.Console
 }
 
 // Register mounts the gateway's surface on app, after the chassis' request id, access log,
@@ -29,7 +31,8 @@ type Deps struct {
 //  1. CORS: preflights answered here; headers added to every answer, problems included.
 //  2. Guard: /internal/* and dot-segment paths get the gateway's 404 problem.
 //  3. Rate limit (429 + Retry-After) for everything below, per route class (routelimits.go).
-//  4. /openapi.json (merged document of all services) and /docs (offline Swagger UI).
+//  4. /openapi.json (merged document of all services), /docs (offline Swagger UI) and
+//     /console/ (the web console: embedded static assets, docs/console.md).
 //  5. Every prefix of the routing table to its service, WebSocket upgrades tunnelled.
 //
 // Anything else, including the services' own /metrics, /healthz and /readyz, which are under
@@ -50,6 +53,8 @@ func Register(app *fiber.App, d Deps) {
 	app.Get("/openapi.json", d.OpenAPI.Handler)
 	app.Get("/docs", d.Docs.Handler)
 	app.Get("/docs/*", d.Docs.Handler)
+	app.Get("/console", d.Console.Handler)
+	app.Get("/console/*", d.Console.Handler)
 	for _, r := range gateway.Routes() {
 		h := d.Upstreams[r.Service].Forward
 		app.All(r.Prefix, h)

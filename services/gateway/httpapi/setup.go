@@ -43,7 +43,12 @@ func Setup(svc *service.Service, cfg *gateway.Config, version string) error {
 	if err != nil {
 		return fmt.Errorf("swagger ui assets: %w", err)
 	}
+	console, err := gateway.NewConsole()
+	if err != nil {
+		return fmt.Errorf("console assets: %w", err)
+	}
 	d := Deps{
+		Console:   console,
 		Upstreams: upstreams,
 		CORS:      gateway.NewCORS(cfg.CORSOrigins),
 		OpenAPI:   gateway.NewOpenAPI(gateway.MergeInfo{Title: "obsops", Version: version}, upstreams, cfg.OpenAPICacheTTL, svc.Log, metrics),

@@ -89,14 +89,19 @@ func list(insp *asynq.Inspector, limit int, out io.Writer) error {
 	}
 	enc := json.NewEncoder(out)
 	for _, t := range tasks {
-		var env struct{ ingest.Envelope }
-		_ = json.Unmarshal(t.Payload, &env)
-		if err := enc.Encode(DeadLetter{TaskID: t.ID, Type: t.Type, TransactionID: env.TxID, Error: t.LastErr,
-			FailedAt: t.LastFailedAt.UTC(), Retried: t.Retried}); err != nil {
+		if err := enc.Encode(deadLetter(t)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// deadLetter is archived task t as the command and the API show it.
+func deadLetter(t *asynq.TaskInfo) DeadLetter {
+	var env struct{ ingest.Envelope }
+	_ = json.Unmarshal(t.Payload, &env)
+	return DeadLetter{TaskID: t.ID, Type: t.Type, TransactionID: env.TxID, Error: t.LastErr,
+		FailedAt: t.LastFailedAt.UTC(), Retried: t.Retried}
 }
 
 func act(ctx context.Context, insp *asynq.Inspector, buf *buffer.Buffer, verb, id string, out io.Writer) error {

@@ -9,11 +9,14 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hibiken/asynq"
+
 	"github.com/obsops/obsops/migrations"
 	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/pkg/service"
 	"github.com/obsops/obsops/services/ingest"
+	"github.com/obsops/obsops/services/ingest/admin"
 	"github.com/obsops/obsops/services/ingest/buffer"
 	"github.com/obsops/obsops/services/ingest/httpapi"
 	"github.com/obsops/obsops/services/ingest/postgres"
@@ -75,10 +78,13 @@ func New(svc *service.Service, cfg *ingest.Config, role string) (*App, error) {
 		if !cfg.BufferingEnabled {
 			s.Direct = &postgres.Applier{DB: pools.Write, BatchRows: 5000, RefuseCollisions: true}
 		}
+		auth := authn.NewRemote(cfg.Config, cfg.AuthtokenURL, cfg.InternalSecret, svc.Redis, svc.Log)
 		httpapi.Register(svc.API, &httpapi.Handlers{
-			Auth:    authn.NewRemote(cfg.Config, cfg.AuthtokenURL, cfg.InternalSecret, svc.Redis, svc.Log),
+			Auth:    auth,
 			Service: ingest.NewService(s), BodyLimit: int64(cfg.BodyLimitBytes), BulkBodyLimit: int64(cfg.BulkBodyLimitBytes),
 		})
+		httpapi.RegisterDeadLetters(svc.API, auth, &httpapi.DeadLetters{
+			Letters: admin.Letters{Insp: asynq.NewInspectorFromRedisClient(svc.Redis), Buf: buf}, Log: svc.Log})
 	}
 	if role == ingest.RoleWorker && cfg.WorkerNice > 0 {
 		// Not with -role all: the API shares the process.

@@ -76,10 +76,18 @@ type rawPackagesInput struct {
 	From   time.Time `query:"from" doc:"Entered the pipeline at or after (RFC 3339)."`
 	To     time.Time `query:"to" doc:"Entered the pipeline before (RFC 3339)."`
 	State  string    `query:"state" enum:"WAITING,TRANSFERRING,ARCHIVED,FAILED" doc:"Only packages in this lifecycle state."`
+	// Execution and Module: the console's package search.
+	Execution string `query:"executed_obs_unit_id" format:"uuid" doc:"Only packages of this execution (executed obs unit id)."`
+	Module    int64  `query:"instrument_module_id" minimum:"1" doc:"Only packages of this instrument module (e.g. 11)."`
 }
 
 func (h *Handlers) rawPackages(ctx context.Context, in *rawPackagesInput) (*bodyOutput[transfer.Page[transfer.RawPackage]], error) {
-	page, err := h.Service.RawPackages(ctx, listParams{in.Limit, in.Offset, in.Site, in.From, in.To}.query(in.State))
+	q := listParams{in.Limit, in.Offset, in.Site, in.From, in.To}.query(in.State)
+	q.Module = in.Module
+	if in.Execution != "" {
+		q.Execution = uuid.MustParse(in.Execution) // huma checked the format
+	}
+	page, err := h.Service.RawPackages(ctx, q)
 	if err != nil {
 		return nil, err
 	}

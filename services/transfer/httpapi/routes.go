@@ -97,6 +97,7 @@ func Register(api huma.API, app *fiber.App, h *Handlers) {
 		Description: "Recomputes every package in the inconsistent set (filled by the periodic sweep) and drains the set; " +
 			"answers each package that changed as {package_id, from, to}.",
 	}), h.reconcileInconsistent)
+	registerInconsistent(api, h, tags)
 	huma.Register(api, h.Auth.Op(huma.Operation{
 		OperationID: "reset-data-transfer", Method: http.MethodPost, Path: "/api/transfer/data-transfer/{id}/reset",
 		Summary: "Reset a failed transfer (legacy shim)", Tags: tags, Errors: []int{404, 409, 422},

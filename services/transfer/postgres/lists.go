@@ -34,6 +34,12 @@ func listFilter(q transfer.ListQuery, args *[]any, siteExists string) string {
 	if q.To != nil {
 		conds = append(conds, "x.created_at < "+add(*q.To))
 	}
+	if q.Execution != uuid.Nil { // raw data packages only (x is package_states)
+		conds = append(conds, "x.raw_data_package_id IN (SELECT id FROM raw_data_packages WHERE executed_obs_unit_id = "+add(q.Execution)+")")
+	}
+	if q.Module != 0 {
+		conds = append(conds, "x.instrument_module_id = "+add(q.Module))
+	}
 	if len(conds) == 0 {
 		return "true"
 	}

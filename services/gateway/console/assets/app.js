@@ -1,0 +1,82 @@
+// app.js: the console's entry point — session, navigation and the page router (#/page/arg).
+import * as api from "./api.js";
+import { h, problemBox } from "./dom.js";
+import * as overview from "./overview.js";
+import * as account from "./account.js";
+import * as failures from "./failures.js";
+import * as packages from "./packages.js";
+import * as site from "./site.js";
+import * as astro from "./astro.js";
+
+const pages = {
+  overview: overview.render,
+  failures: failures.render,
+  packages: packages.render,
+  site: site.render,
+  programs: astro.renderPrograms,
+  sources: astro.renderSources,
+  account: account.render,
+};
+
+const main = document.getElementById("main");
+let leave = null; // the current page's clean-up (e.g. closing its WebSocket)
+
+function signInPage(note) {
+  document.getElementById("nav").hidden = true;
+  document.getElementById("signout").hidden = true;
+  document.getElementById("who").textContent = "";
+  document.getElementById("live").textContent = "";
+  main.replaceChildren(
+    h("h1", null, "Sign in"),
+    note ? h("p", { class: "problem", role: "alert" }, note) : null,
+    h("p", null, "The console acts with your own account: sign in with the site's identity provider."),
+    h("p", null, h("a", { class: "button", href: "/idp/login", id: "signin" }, "Sign in")),
+    h("p", { class: "muted" }, "Your session stays in this tab's memory only: reloading the page signs you out."));
+}
+
+async function route() {
+  if (leave) { leave(); leave = null; }
+  if (!api.signedIn()) { signInPage(); return; }
+  const [name, ...args] = location.hash.replace(/^#\/?/, "").split("/");
+  const page = pages[name] ? name : "overview";
+  for (const a of document.querySelectorAll("#nav a")) {
+    if (a.getAttribute("href") === "#/" + page) a.setAttribute("aria-current", "page");
+    else a.removeAttribute("aria-current");
+  }
+  try {
+    leave = (await pages[page](main, args.map(decodeURIComponent))) || null;
+  } catch (err) {
+    main.replaceChildren(h("h1", null, "Error"), problemBox(err));
+  }
+}
+
+async function start() {
+  api.takeSessionFromFragment();
+  document.getElementById("skip").addEventListener("click", (e) => { e.preventDefault(); main.focus(); });
+  document.getElementById("signout").addEventListener("click", () => {
+    api.signOut();
+    history.replaceState(null, "", location.pathname);
+    route();
+  });
+  window.addEventListener("obsops:unauthenticated", () => {
+    api.signOut();
+    signInPage("Your session has expired or was revoked: sign in again.");
+  });
+  window.addEventListener("hashchange", () => { if (location.hash.startsWith("#/")) route(); });
+  if (api.signedIn()) {
+    try {
+      api.setMe(await api.call("GET", "/auth/me"));
+    } catch (err) {
+      api.signOut();
+      signInPage("Sign-in failed: " + (err.detail || err.title));
+      return;
+    }
+    const m = api.me();
+    document.getElementById("nav").hidden = false;
+    document.getElementById("signout").hidden = false;
+    document.getElementById("who").textContent = m.user.username + " (" + m.user.roles.join(", ") + ")";
+  }
+  route();
+}
+
+start();

@@ -1,0 +1,151 @@
+// astro.js: the astronomers' pages — programs with their obs units and visibility heatmap,
+// a source search (text, cone, name resolution) and a source's visibility for a chosen night.
+import * as api from "./api.js";
+import { h, table, problemBox, field, fmtTime } from "./dom.js";
+
+const reasons = {
+  rises_above_limit: "rises above the elevation limit", sets_below_limit: "sets below the elevation limit",
+  leaves_sun_avoidance: "leaves the Sun-avoidance zone", enters_sun_avoidance: "enters the Sun-avoidance zone",
+  range_start: "night starts", range_end: "night ends",
+};
+
+// plot fetches an image with the session's credential and shows it as a blob: URL.
+async function plot(path, query, alt, id) {
+  const blob = await api.call("GET", path, { query, accept: "image/svg+xml" });
+  const img = h("img", { src: URL.createObjectURL(blob), alt, id, class: "plot" });
+  img.addEventListener("load", () => URL.revokeObjectURL(img.src), { once: true });
+  return img;
+}
+
+export async function renderPrograms(main, args) {
+  if (args[0]) return renderProgram(main, args[0]);
+  const page = await api.call("GET", "/observing_program/", { query: { limit: 200 } });
+  main.replaceChildren(h("h1", null, "Observing programs"), table(`Programs (${page.total})`, [
+    { label: "Program", value: (p) => h("a", { href: "#/programs/" + p.id }, p.short_name) },
+    { label: "Title", value: (p) => p.title },
+    { label: "PI", value: (p) => p.pi },
+    { label: "Status", value: (p) => p.status },
+    { label: "Obs units", value: (p) => String((p.obs_units || []).length) },
+  ], page.items, { id: "program-table" }));
+}
+
+async function renderProgram(main, id) {
+  const p = await api.call("GET", "/observing_program/" + encodeURIComponent(id));
+  const year = new Date().getUTCFullYear();
+  const heat = h("div", { id: "heatmap" }, h("p", { class: "muted" }, "Loading the heatmap…"));
+  main.replaceChildren(
+    h("p", null, h("a", { href: "#/programs" }, "← All programs")),
+    h("h1", null, p.short_name + ": " + p.title),
+    h("dl", { class: "facts" }, h("dt", null, "PI"), h("dd", null, p.pi), h("dt", null, "Status"), h("dd", null, p.status),
+      h("dt", null, "Allocated"), h("dd", null, p.allocated_hours == null ? "–" : p.allocated_hours + " h")),
+    p.description ? h("p", null, p.description) : null,
+    table("Obs units", [
+      { label: "Name", value: (u) => u.name },
+      { label: "Source", value: (u) => h("a", { href: "#/sources/" + u.source_id }, u.source_name) },
+      { label: "Module", value: (u) => String(u.instrument_module_id) },
+      { label: "Duration", value: (u) => (u.duration_s / 3600).toFixed(2) + " h" },
+      { label: "Min. elevation", value: (u) => u.min_elevation_deg == null ? "site" : u.min_elevation_deg + "°" },
+    ], p.obs_units || [], { id: "obs-units" }),
+    h("h2", null, `Hours observable per day in ${year}`), heat);
+  try {
+    heat.replaceChildren(await plot("/visibility/heatmap", { year, program_id: p.id, format: "svg" }, `Heatmap of the hours each source of ${p.short_name} is observable per day of ${year}`, "heatmap-img"));
+  } catch (err) {
+    heat.replaceChildren(problemBox(err));
+  }
+}
+
+export async function renderSources(main, args) {
+  if (args[0]) return renderSource(main, args[0], args[1]);
+  const results = h("div", { id: "source-results" });
+  const resolved = h("div", { "aria-live": "polite" });
+  const text = h("form", { class: "card inline", role: "search", id: "source-search" },
+    field("Name or alias contains", { name: "q", autocomplete: "off" }), h("button", { type: "submit" }, "Search"));
+  const cone = h("form", { class: "card inline", role: "search", id: "cone-search" },
+    field("RA (deg)", { name: "ra_deg", inputmode: "decimal", size: 9 }), field("Dec (deg)", { name: "dec_deg", inputmode: "decimal", size: 9 }),
+    field("Radius (deg)", { name: "radius_deg", inputmode: "decimal", size: 5, value: "1" }), h("button", { type: "submit" }, "Cone search"));
+  const resolve = h("form", { class: "card inline", id: "resolve" },
+    field("Resolve a name or position (e.g. M42, Vega, 05 35 14 -05 22 30)", { name: "name", autocomplete: "off", size: 30 }),
+    h("button", { type: "submit" }, "Resolve"));
+
+  async function search(form, query) {
+    try {
+      const page = await api.call("GET", "/sources/", { query: Object.assign({ limit: 100 }, query) });
+      results.replaceChildren(table(`Sources (${page.total})`, [
+        { label: "Name", value: (s) => h("a", { href: "#/sources/" + s.id }, s.name) },
+        { label: "Kind", value: (s) => s.kind },
+        { label: "RA", value: (s) => s.ra_deg == null ? "–" : s.ra_deg.toFixed(4) },
+        { label: "Dec", value: (s) => s.dec_deg == null ? "–" : s.dec_deg.toFixed(4) },
+        { label: "Distance", value: (s) => s.distance_deg == null ? "–" : s.distance_deg.toFixed(3) + "°" },
+        { label: "Aliases", value: (s) => (s.aliases || []).join(", ") },
+      ], page.items, { id: "source-table" }));
+    } catch (err) {
+      results.replaceChildren(problemBox(err, form));
+    }
+  }
+  text.addEventListener("submit", (e) => { e.preventDefault(); search(text, { q: new FormData(text).get("q") }); });
+  cone.addEventListener("submit", (e) => {
+    e.preventDefault();
+    const fd = new FormData(cone);
+    search(cone, { ra_deg: fd.get("ra_deg"), dec_deg: fd.get("dec_deg"), radius_deg: fd.get("radius_deg") });
+  });
+  resolve.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    try {
+      const r = await api.call("POST", "/sources/resolve", { body: { name: new FormData(resolve).get("name") } });
+      const a = (r.results || [r])[0];
+      if (!a.found) { resolved.replaceChildren(h("p", { class: "problem", role: "alert" }, "Not found" + (a.error ? ": " + a.error : "."))); return; }
+      resolved.replaceChildren(h("p", { class: "note" }, `${a.name || a.input}: RA ${a.ra_deg.toFixed(4)}°, Dec ${a.dec_deg.toFixed(4)}° (${a.resolver}). Sources within the cone:`));
+      cone.elements.ra_deg.value = a.ra_deg.toFixed(5);
+      cone.elements.dec_deg.value = a.dec_deg.toFixed(5);
+      search(cone, { ra_deg: a.ra_deg, dec_deg: a.dec_deg, radius_deg: cone.elements.radius_deg.value || 1 });
+    } catch (err) {
+      resolved.replaceChildren(problemBox(err, resolve));
+    }
+  });
+  main.replaceChildren(h("h1", null, "Sources"), text, cone, resolve, resolved, results);
+  await search(text, {});
+}
+
+// nightRange is the night starting on date (YYYY-MM-DD) at the site: 18:00 UTC to 12:00 UTC
+// the next day (local evening to morning in the Atacama, UTC−4).
+function nightRange(date) {
+  const start = new Date(date + "T18:00:00Z");
+  return { start: start.toISOString().replace(".000", ""), end: new Date(start.getTime() + 18 * 3600e3).toISOString().replace(".000", "") };
+}
+
+async function renderSource(main, id, night) {
+  const s = await api.call("GET", `/sources/${encodeURIComponent(id)}/details`);
+  const date = night || new Date().toISOString().slice(0, 10);
+  const form = h("form", { class: "card inline", id: "night-form" },
+    field("Night starting", { name: "night", type: "date", value: date, required: true }), h("button", { type: "submit" }, "Show"));
+  form.addEventListener("submit", (e) => { e.preventDefault(); location.hash = `#/sources/${id}/${new FormData(form).get("night")}`; });
+  const vis = h("div", { id: "visibility" }, h("p", { class: "muted" }, "Computing visibility…"));
+  const src = s.source || s;
+  main.replaceChildren(
+    h("p", null, h("a", { href: "#/sources" }, "← Source search")),
+    h("h1", null, src.name),
+    h("dl", { class: "facts" },
+      h("dt", null, "Kind"), h("dd", null, src.kind),
+      src.ra_deg != null ? [h("dt", null, "RA / Dec"), h("dd", null, src.ra_deg.toFixed(5) + "°, " + src.dec_deg.toFixed(5) + "°")] : null,
+      h("dt", null, "Type"), h("dd", null, src.object_type || "–"),
+      h("dt", null, "Aliases"), h("dd", null, (src.aliases || s.aliases || []).join(", ") || "–")),
+    form, vis);
+  const q = Object.assign(nightRange(date), { step_s: 600 });
+  try {
+    // one after the other: the catalog bounds each user's (and replica's) costly requests
+    const v = await api.call("GET", "/visibility/" + encodeURIComponent(id), { query: q });
+    const img = await plot("/visibility/" + encodeURIComponent(id), q, `Altitude of ${src.name} through the night starting ${date}`, "visibility-plot");
+    vis.replaceChildren(
+      h("h2", null, `Night starting ${date} (UTC ${fmtTime(q.start)} – ${fmtTime(q.end)})`),
+      img,
+      h("p", null, `Observable ${v.hours_observable.toFixed(2)} h; highest altitude ${v.max_alt_deg.toFixed(1)}°; rise ${fmtTime(v.rise)}, transit ${fmtTime(v.transit)}, set ${fmtTime(v.set)}.`),
+      table("Observing windows", [
+        { label: "From", value: (w) => fmtTime(w.start) },
+        { label: "Because it", value: (w) => reasons[w.start_reason] || w.start_reason },
+        { label: "To", value: (w) => fmtTime(w.end) },
+        { label: "Because it", value: (w) => reasons[w.end_reason] || w.end_reason },
+      ], v.windows || [], { id: "windows" }));
+  } catch (err) {
+    vis.replaceChildren(problemBox(err));
+  }
+}

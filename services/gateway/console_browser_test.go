@@ -1,0 +1,441 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/obsops/obsops/pkg/testenv"
+	"github.com/obsops/obsops/services/gateway"
+)
+
+// consoleStack is the suite with the development identity provider in front of authtoken, the
+// console as the login's destination, and what the console tests drive: an instrument's token,
+// a mover's token, Orion KL in the catalog and an execution to register files in.
+type consoleStack struct {
+	*testenv.Suite
+	idp        string // devidp's base URL
+	admin      string // JWT of an admin made on the command line (setup only)
+	instrument string // API token of the instrument (write:observations, write:data)
+	mover      string // API token of the mover (write:data)
+	orion      int64  // source id of Orion KL
+	execution  string // an executed obs unit of module 31
+	files      int
+}
+
+// devidpBinary is bin/devidp (OPS_BIN_DIR), else deploy/devidp built into the test's temp dir.
+func devidpBinary(t *testing.T) string {
+	if dir := os.Getenv("OPS_BIN_DIR"); dir != "" {
+		if p := filepath.Join(dir, "devidp"); fileExists(p) {
+			return p
+		}
+	}
+	out := filepath.Join(t.TempDir(), "devidp")
+	cmd := exec.Command("go", "build", "-o", out, ".")
+	cmd.Dir = filepath.Join(testenv.RepoRoot(t), "deploy", "devidp")
+	b, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", b)
+	return out
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+func startConsoleStack(t *testing.T) *consoleStack {
+	t.Helper()
+	gwAddr, idpAddr := testenv.FreeAddr(t), testenv.FreeAddr(t)
+	idp := "http://" + idpAddr
+	callback := "http://" + gwAddr + "/idp/callback"
+	p := testenv.Start(t, "devidp", devidpBinary(t), map[string]string{}, "-addr", idpAddr, "-redirect-uris", callback,
+		"-client-id", "obsops-console", "-client-secret", "console-secret")
+	testenv.WaitReady(t, p, idp+"/.well-known/openid-configuration", 20*time.Second)
+	s := testenv.StartSuite(t, testenv.SuiteOptions{Env: map[string]string{
+		"OPS_GATEWAY_ADDR": gwAddr, "OPS_RATE_LIMIT_PER_MINUTE": "0",
+		"OPS_OIDC_ISSUER": idp, "OPS_OIDC_CLIENT_ID": "obsops-console", "OPS_OIDC_CLIENT_SECRET": "console-secret",
+		"OPS_OIDC_REDIRECT_URL": callback, "OPS_UI_REDIRECT_URL": "http://" + gwAddr + "/console/",
+		"OPS_BOOTSTRAP_ADMINS": "alice",
+		"OPS_PLANNER_INTERVAL": "100ms", "OPS_RETRY_BACKOFF": "100ms", "OPS_WS_HEARTBEAT": "1s",
+	}})
+	cs := &consoleStack{Suite: s, idp: idp}
+	cs.admin = s.JWT(t, "setup-admin", "admin")
+	cs.instrument = s.Admin(t, "create-service-token", "--account", "instrument", "--scopes",
+		"write:observations,write:data,read:data,read:observations", "--name", "console", "--days", "1")
+	cs.mover = s.Admin(t, "create-service-token", "--account", "mover", "--scopes", "write:data", "--name", "mover", "--days", "1")
+
+	var src struct{ ID int64 }
+	r := cs.api(t, "POST", "/sources/", cs.admin, map[string]any{"name": "Orion KL", "kind": "fixed", "ra_deg": 83.80900, "dec_deg": -5.37264,
+		"aliases": []string{"Orion-KL"}, "object_type": "hot core"}, 201)
+	r.JSON(t, &src)
+	cs.orion = src.ID
+	var prog struct {
+		ObsUnits []struct{ ID int64 } `json:"obs_units"`
+	}
+	r = cs.api(t, "POST", "/observing_program/", cs.admin, map[string]any{"short_name": "CONSOLE-1", "title": "Console test", "pi": "A. Observer",
+		"status": "active", "obs_units": []map[string]any{{"name": "orion-lfa", "source_id": cs.orion, "instrument_module_id": 31, "duration_s": 3600}}}, 201)
+	r.JSON(t, &prog)
+	var start struct{ ID string }
+	r = cs.api(t, "POST", "/executed_obs_units/start", cs.instrument, map[string]any{"obs_unit_id": prog.ObsUnits[0].ID,
+		"instrument_module_id": 31, "start_time": "2026-11-25T01:00:00Z"}, 201)
+	r.JSON(t, &start)
+	cs.execution = start.ID
+	return cs
+}
+
+func (cs *consoleStack) api(t *testing.T, method, path, bearer string, body any, want int) testenv.Response {
+	t.Helper()
+	r := testenv.Call(t, http.DefaultClient, method, cs.GatewayURL+path, bearer, body)
+	require.Equal(t, want, r.Status, "%s %s: %s", method, path, r.Body)
+	return r
+}
+
+// register registers one file of the execution and returns its id.
+func (cs *consoleStack) register(t *testing.T) string {
+	t.Helper()
+	cs.files++
+	var a struct{ ID string }
+	cs.api(t, "POST", "/raw_data_files/", cs.instrument, map[string]any{"executed_obs_unit_id": cs.execution, "instrument_module_id": 31,
+		"path": fmt.Sprintf("2026-11-25/scan0001/f%04d.fits", cs.files), "size_bytes": 1000, "checksum": "sha256:" + strings.Repeat("ab", 32)}, 201).JSON(t, &a)
+	return a.ID
+}
+
+// failedPackageOperation finalizes a package of a new file and fails its raw_data_package
+// operation for good through the agent API, as a mover would; it answers the operation id.
+func (cs *consoleStack) failedPackageOperation(t *testing.T, name string) (op int64, pkgID string) {
+	t.Helper()
+	file := cs.register(t)
+	var pkg struct{ ID string }
+	cs.api(t, "POST", "/raw_data_package/", cs.instrument, map[string]any{"executed_obs_unit_id": cs.execution, "instrument_module_id": 31,
+		"name": name, "file_ids": []string{file}}, 201).JSON(t, &pkg)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r := testenv.Call(t, http.DefaultClient, "PUT", cs.GatewayURL+"/raw_data_package/"+pkg.ID+"/finalize", cs.instrument,
+			map[string]any{"size_bytes": 1000, "checksum": "sha256:" + strings.Repeat("cd", 32)})
+		if r.Status == 200 {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "finalize: %d %s", r.Status, r.Body)
+		time.Sleep(100 * time.Millisecond)
+	}
+	return cs.failNext(t, pkg.ID), pkg.ID
+}
+
+// failNext claims raw_data_package operations until it gets the package's, and fails it.
+func (cs *consoleStack) failNext(t *testing.T, pkgID string) int64 {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		var claimed struct {
+			Items []struct {
+				ID               int64   `json:"id"`
+				RawDataPackageID *string `json:"raw_data_package_id"`
+			} `json:"items"`
+		}
+		cs.api(t, "POST", "/api/transfer/agent/claim", cs.mover, map[string]any{"kinds": []string{"raw_data_package"}, "max": 10, "agent": "m1"}, 200).JSON(t, &claimed)
+		for _, o := range claimed.Items {
+			if o.RawDataPackageID != nil && *o.RawDataPackageID == pkgID {
+				cs.api(t, "POST", fmt.Sprintf("/api/transfer/agent/operations/%d/fail", o.ID), cs.mover,
+					map[string]any{"agent": "m1", "error_type": "tar_failed", "message": "disk full", "retryable": false}, 200)
+				return o.ID
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("no raw_data_package operation of package %s to claim", pkgID)
+	return 0
+}
+
+// browser is one headless Chromium (its own profile) with every request it makes recorded: a
+// request to anything but the gateway (or, for the login form only, devidp) fails the test.
+type browser struct {
+	ctx     context.Context
+	mu      sync.Mutex
+	foreign []string
+}
+
+func newBrowser(t *testing.T, exe string, allowed ...string) *browser {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox,
+		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 900),
+		// every host but loopback fails to resolve: a CDN reference could not load anyway
+		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"))
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancel(); cancelA() })
+	b := &browser{ctx: ctx}
+	require.NoError(t, chromedp.Do(ctx)) // start the browser (without a timeout: it would stop it)
+	require.NoError(t, chromedp.Listen(ctx, func(ev any) {
+		if e, ok := ev.(*network.EventRequestWillBeSent); ok {
+			u, err := url.Parse(e.Request.URL)
+			if err != nil || u.Scheme == "data" || u.Scheme == "blob" {
+				return
+			}
+			ok := false
+			for _, a := range allowed {
+				ok = ok || u.Host == a
+			}
+			if !ok {
+				b.mu.Lock()
+				b.foreign = append(b.foreign, e.Request.URL)
+				b.mu.Unlock()
+			}
+		}
+	}))
+	t.Cleanup(func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if len(b.foreign) > 0 {
+			t.Errorf("requests left the suite's origin: %v", b.foreign)
+		}
+	})
+	return b
+}
+
+// run runs steps in order within timeout.
+func (b *browser) run(t *testing.T, timeout time.Duration, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, timeout)
+	defer cancel()
+	require.NoError(t, chromedp.Do(ctx, steps...))
+}
+
+// get runs one action that answers a value, within timeout.
+func get[T any](t *testing.T, b *browser, timeout time.Duration, a chromedp.Action[T]) T {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, timeout)
+	defer cancel()
+	v, err := chromedp.Run(ctx, a)
+	require.NoError(t, err)
+	return v
+}
+
+// signIn goes through the console's Sign in, devidp's form, and back to the console.
+func (b *browser) signIn(t *testing.T, gw, user, password string) {
+	t.Helper()
+	b.run(t, 30*time.Second,
+		chromedp.Navigate(gw+"/console/"),
+		chromedp.WaitVisible(chromedp.CSS("#signin")),
+		chromedp.Click(chromedp.CSS("#signin")),
+		chromedp.WaitVisible(chromedp.CSS("#username")),
+		chromedp.SendKeys(chromedp.CSS("#username"), user),
+		chromedp.SendKeys(chromedp.CSS("#password"), password),
+		chromedp.Submit(chromedp.CSS("#password")),
+		chromedp.WaitVisible(chromedp.CSS("#nav")),
+		chromedp.WaitVisible(chromedp.CSS("#funnel[data-seq]")))
+	loc := get(t, b, 5*time.Second, chromedp.Location())
+	require.NotContains(t, loc, "access_token", "the JWT leaves the address bar at once")
+	stored := get(t, b, 5*time.Second, chromedp.Evaluate[int](`localStorage.length + sessionStorage.length`))
+	require.Zero(t, stored, "the session is kept in memory only")
+}
+
+// go navigates inside the console (the session stays in the page's memory).
+func (b *browser) goTo(t *testing.T, hash, waitFor string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
+	defer cancel()
+	err := chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`void (location.hash = `+jsString(hash)+`)`), chromedp.WaitVisible(chromedp.CSS(waitFor)))
+	if err != nil {
+		page, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.getElementById("main").innerText`))
+		t.Fatalf("%s: %s not shown (%v); the page shows:\n%s", hash, waitFor, err, page)
+	}
+}
+
+func jsString(s string) string { b, _ := json.Marshal(s); return string(b) }
+
+// shot saves a screenshot of the page into dir.
+func (b *browser) shot(t *testing.T, dir, name string) {
+	t.Helper()
+	b.run(t, 5*time.Second, chromedp.Sleep(150*time.Millisecond))
+	png := get(t, b, 20*time.Second, chromedp.FullScreenshot(100))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644))
+}
+
+// screenshotDir is OPS_CONSOLE_SCREENSHOTS (make screenshots), else a new temporary directory
+// kept after the test as its artifact; tests never write into the repository.
+func screenshotDir(t *testing.T) string {
+	if d := os.Getenv("OPS_CONSOLE_SCREENSHOTS"); d != "" {
+		require.NoError(t, os.MkdirAll(d, 0o755))
+		return d
+	}
+	d, err := os.MkdirTemp("", "obsops-console-screenshots-")
+	require.NoError(t, err)
+	return d
+}
+
+// TestConsoleInBrowser drives the console in headless Chromium against the real suite: sign-in
+// through the development identity provider, an API token shown once and revoked, the live
+// funnel, an admin's reset through dry run and confirmation (a viewer gets no button, and the
+// API refuses the request), Orion KL's visibility plot, and the WebSocket indicator while the
+// transfer service is down. No request may leave the suite.
+func TestConsoleInBrowser(t *testing.T) {
+	exe, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Skip("chromium not installed: make test installs it (deploy/local/stack.sh test-deps)")
+	}
+	c, err := gateway.NewConsole()
+	require.NoError(t, err)
+	t.Logf("console assets: %d bytes compressed (gzip), limit 300 KB", c.CompressedSize())
+	require.LessOrEqual(t, c.CompressedSize(), 300_000)
+
+	cs := startConsoleStack(t)
+	gw := cs.GatewayURL
+	gwHost := strings.TrimPrefix(gw, "http://")
+	idpHost := strings.TrimPrefix(cs.idp, "http://")
+	shots := screenshotDir(t)
+	t.Logf("screenshots in %s", shots)
+	failedOp, failedPkg := cs.failedPackageOperation(t, "pkg-failed-1")
+
+	alice := newBrowser(t, exe, gwHost, idpHost)
+	alice.signIn(t, gw, "alice", "wonderland")
+
+	t.Run("the funnel renders within a second of navigation", func(t *testing.T) {
+		mark := get(t, alice, 5*time.Second, chromedp.Evaluate[float64](`performance.getEntriesByName("obsops:funnel-rendered")[0].startTime`))
+		t.Logf("funnel first rendered %.0f ms after navigation (performance.mark obsops:funnel-rendered)", mark)
+		require.Less(t, mark, 1000.0)
+		alice.shot(t, shots, "overview")
+	})
+
+	t.Run("an API token is shown once, works, and is revoked", func(t *testing.T) {
+		alice.goTo(t, "#/account", "#new-token")
+		alice.run(t, 20*time.Second,
+			chromedp.SendKeys(chromedp.CSS(`#new-token input[name="name"]`), "laptop script"),
+			chromedp.Click(chromedp.CSS(`#new-token input[value="read:data"]`)),
+			chromedp.Click(chromedp.CSS(`#new-token button[type="submit"]`)),
+			chromedp.WaitVisible(chromedp.CSS("#raw-token")),
+			chromedp.WaitVisible(chromedp.CSS("#copy-token")))
+		raw := get(t, alice, 5*time.Second, chromedp.Text(chromedp.CSS("#raw-token")))
+		require.True(t, strings.HasPrefix(raw, "ops_api_token_"), raw)
+		alice.shot(t, shots, "account")
+		var me struct {
+			User struct{ Username string } `json:"user"`
+		}
+		cs.api(t, "GET", "/auth/me", raw, nil, 200).JSON(t, &me)
+		require.Equal(t, "alice", me.User.Username)
+
+		// shown once: after leaving the page the raw value is nowhere on it
+		alice.goTo(t, "#/overview", "#funnel")
+		alice.goTo(t, "#/account", "#token-table")
+		alice.run(t, 10*time.Second, chromedp.WaitVisible(chromedp.CSS(`#token-table tbody tr`)))
+		html := get(t, alice, 10*time.Second, chromedp.OuterHTML(chromedp.CSS("html")))
+		require.NotContains(t, html, raw)
+		require.Contains(t, html, "laptop script")
+
+		alice.run(t, 20*time.Second,
+			chromedp.Click(chromedp.CSS(`#token-table tbody tr:first-child button.danger`)),
+			chromedp.WaitVisible(chromedp.CSS("#confirm")),
+			chromedp.Click(chromedp.CSS("#confirm")),
+			chromedp.WaitVisible(chromedp.CSS("#revoked")))
+		deadline := time.Now().Add(3 * time.Second)
+		for testenv.Call(t, http.DefaultClient, "GET", gw+"/auth/me", raw, nil).Status != 401 {
+			require.True(t, time.Now().Before(deadline), "the revoked token still verifies")
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+
+	t.Run("the funnel changes on screen within a second of a registration", func(t *testing.T) {
+		alice.goTo(t, "#/overview", `#funnel [data-key="files_registered"]`)
+		before := get(t, alice, 5*time.Second, chromedp.Text(chromedp.CSS(`#funnel [data-key="files_registered"]`)))
+		for range 3 {
+			t0 := time.Now()
+			cs.register(t)
+			after := get(t, alice, 5*time.Second, chromedp.Poll[string](`(() => { const v = document.querySelector('#funnel [data-key="files_registered"]').textContent; return v !== `+jsString(before)+` ? v : null })()`,
+				chromedp.WithPollingInterval(10*time.Millisecond)))
+			took := time.Since(t0)
+			t.Logf("files registered %s → %s on screen %d ms after the registration's 201", before, after, took.Milliseconds())
+			require.Less(t, took, time.Second)
+			before = after
+		}
+	})
+
+	t.Run("an admin resets a failed operation through dry run and confirmation", func(t *testing.T) {
+		alice.goTo(t, "#/failures", "#failed-table")
+		row := fmt.Sprintf(`//table[@id="failed-table"]//tr[td[1][contains(., "raw_data_package %d")]]`, failedOp)
+		alice.run(t, 20*time.Second,
+			chromedp.WaitVisible(row),
+			chromedp.Click(row+`//button[contains(@class,"reset")]`),
+			chromedp.WaitVisible(chromedp.CSS("#dry-run")))
+		dry := get(t, alice, 5*time.Second, chromedp.Text(chromedp.CSS("#dry-run")))
+		require.Contains(t, dry, "would become PENDING")
+		alice.shot(t, shots, "failures")
+		alice.run(t, 20*time.Second,
+			chromedp.SendKeys(chromedp.CSS("#reset-reason"), "disk replaced"),
+			chromedp.Click(chromedp.CSS("#confirm-reset")),
+			chromedp.WaitVisible(chromedp.CSS("#reset-done")),
+			chromedp.WaitVisible(chromedp.CSS(`#failed-table td.empty`)))
+		var hist struct {
+			Events []struct{ Event, Actor string } `json:"events"`
+		}
+		cs.api(t, "GET", fmt.Sprintf("/api/transfer/failure-history/raw_data_package/%d", failedOp), cs.admin, nil, 200).JSON(t, &hist)
+		last := hist.Events[len(hist.Events)-1]
+		require.Equal(t, "reset", last.Event)
+		require.Equal(t, "alice", last.Actor)
+	})
+
+	t.Run("a viewer sees no reset button and the API refuses a forced reset", func(t *testing.T) {
+		require.Equal(t, failedOp, cs.failNext(t, failedPkg), "the reset operation is claimed again, and fails again")
+		bob := newBrowser(t, exe, gwHost, idpHost)
+		bob.signIn(t, gw, "bob", "builder")
+		row := fmt.Sprintf(`//table[@id="failed-table"]//tr[td[1][contains(., "raw_data_package %d")]]`, failedOp)
+		bob.goTo(t, "#/failures", "#failed-table")
+		bob.run(t, 20*time.Second, chromedp.WaitVisible(row))
+		buttons := get(t, bob, 5*time.Second, chromedp.Evaluate[int](`document.querySelectorAll("button.reset").length`))
+		resetAll := get(t, bob, 5*time.Second, chromedp.Evaluate[int](`document.querySelectorAll("#reset-all, #reconcile-all").length`))
+		require.Zero(t, buttons, "a viewer gets no reset button")
+		require.Zero(t, resetAll)
+		bob.shot(t, shots, "failures-viewer")
+		viewer := cs.JWT(t, "bob")
+		for _, path := range []string{fmt.Sprintf("/api/transfer/operation/raw_data_package/%d/reset?reason=forced", failedOp),
+			"/api/transfer/operation/raw_data_package/reset-all-failed?reason=forced"} {
+			r := cs.api(t, "POST", path, viewer, nil, 403)
+			require.Contains(t, r.Header.Get("Content-Type"), "problem+json")
+		}
+		var o struct{ Status string }
+		cs.api(t, "GET", fmt.Sprintf("/api/transfer/operation/raw_data_package/%d", failedOp), viewer, nil, 200).JSON(t, &o)
+		require.Equal(t, "FAILED", o.Status, "the refused reset changed nothing")
+	})
+
+	t.Run("the source page shows Orion KL's plot and windows for a fixed night", func(t *testing.T) {
+		alice.goTo(t, fmt.Sprintf("#/sources/%d/2026-12-01", cs.orion), "#visibility-plot")
+		width := get(t, alice, 20*time.Second,
+			chromedp.Poll[int](`(() => { const i = document.getElementById("visibility-plot"); return i && i.complete && i.naturalWidth > 0 ? i.naturalWidth : null })()`))
+		rows := get(t, alice, 5*time.Second, chromedp.Evaluate[int](`document.querySelectorAll("#windows tbody tr").length`))
+		require.Positive(t, width)
+		require.Positive(t, rows)
+		text := get(t, alice, 5*time.Second, chromedp.Text(chromedp.CSS("#windows")))
+		require.Contains(t, text, "rises above the elevation limit")
+		alice.shot(t, shots, "source")
+	})
+
+	t.Run("the other pages render", func(t *testing.T) {
+		alice.goTo(t, "#/packages", "#package-table")
+		alice.shot(t, shots, "packages")
+		alice.goTo(t, "#/site", "#site-facts")
+		alice.shot(t, shots, "site")
+		alice.goTo(t, "#/programs", "#program-table")
+		alice.shot(t, shots, "programs")
+	})
+
+	t.Run("the live indicator shows reconnecting while transfer is down and recovers", func(t *testing.T) {
+		alice.goTo(t, "#/overview", `#live[data-state="live"]`)
+		require.NoError(t, cs.Procs["transfer"].Stop(10*time.Second))
+		alice.run(t, 10*time.Second, chromedp.WaitVisible(chromedp.CSS(`#live[data-state="reconnecting"]`)))
+		label := get(t, alice, 5*time.Second, chromedp.Text(chromedp.CSS("#live")))
+		require.Equal(t, "reconnecting", label)
+		alice.shot(t, shots, "reconnecting")
+		p := testenv.Start(t, "transfer", testenv.Binary(t, "transfer"), cs.Env)
+		cs.Procs["transfer"] = p
+		testenv.WaitReady(t, p, cs.URLs["transfer"]+"/readyz", 30*time.Second)
+		alice.run(t, 15*time.Second, chromedp.WaitVisible(chromedp.CSS(`#live[data-state="live"]`)))
+	})
+}

@@ -1,6 +1,8 @@
 package ingest
 
 import (
+	"context"
+
 	"strconv"
 
 	"github.com/obsops/obsops/pkg/authn"
@@ -60,4 +62,17 @@ func (c Caller) mayWrite(m int64, loc string) error {
 		}
 	}
 	return &OwnershipError{Loc: loc, Module: m, Why: "instrument module " + strconv.FormatInt(m, 10) + " is not bound to this instrument account"}
+}
+
+// owns is mayWrite for a module named in a request body: an unknown module stays the 422 it
+// always was (its existence is looked up only on the way to a refusal, never when allowed).
+func (s *Service) owns(ctx context.Context, c Caller, m int64, loc string) error {
+	err := c.mayWrite(m, loc)
+	if err == nil || m == 0 {
+		return err
+	}
+	if e := s.checkModule(ctx, m, loc); e != nil {
+		return e
+	}
+	return err
 }

@@ -184,7 +184,7 @@ func (s *Service) Start(ctx context.Context, caller Caller, req WriteRequest) (W
 		if err != nil {
 			return heldAnswer{}, err
 		}
-		if err := caller.mayWrite(st.InstrumentModuleID, "body.instrument_module_id"); err != nil {
+		if err := s.owns(ctx, caller, st.InstrumentModuleID, "body.instrument_module_id"); err != nil {
 			return heldAnswer{}, err
 		}
 		if err := s.checkObsUnit(ctx, st.ObsUnitID, "body.obs_unit_id"); err != nil {
@@ -278,7 +278,7 @@ func (s *Service) RegisterFile(ctx context.Context, caller Caller, req WriteRequ
 		if err != nil {
 			return heldAnswer{}, err
 		}
-		if err := caller.mayWrite(f.InstrumentModuleID, "body.instrument_module_id"); err != nil {
+		if err := s.owns(ctx, caller, f.InstrumentModuleID, "body.instrument_module_id"); err != nil {
 			return heldAnswer{}, err
 		}
 		files := []File{f}
@@ -303,7 +303,7 @@ func (s *Service) RegisterFiles(ctx context.Context, caller Caller, req WriteReq
 		prefix := func(i int) string { return "body.files[" + strconv.Itoa(i) + "]" }
 		for i, f := range files {
 			if caller.mayWrite(f.InstrumentModuleID, "") != nil {
-				return heldAnswer{}, caller.mayWrite(f.InstrumentModuleID, prefix(i)+".instrument_module_id")
+				return heldAnswer{}, s.owns(ctx, caller, f.InstrumentModuleID, prefix(i)+".instrument_module_id")
 			}
 		}
 		if err := s.checkFiles(ctx, files, prefix); err != nil {
@@ -376,7 +376,7 @@ func (s *Service) CreatePackage(ctx context.Context, caller Caller, req WriteReq
 		if err != nil {
 			return heldAnswer{}, err
 		}
-		if err := caller.mayWrite(p.InstrumentModuleID, "body.instrument_module_id"); err != nil {
+		if err := s.owns(ctx, caller, p.InstrumentModuleID, "body.instrument_module_id"); err != nil {
 			return heldAnswer{}, err
 		}
 		clientID := p.ID != ""

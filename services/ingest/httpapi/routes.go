@@ -26,17 +26,19 @@ type Handlers struct {
 // Register adds every route of the ingest API role. Access rules come from the suite's access
 // table (pkg/authn/access.go) through Auth.Op.
 func Register(api huma.API, h *Handlers) {
+	ownership := "\n\nOwnership: an instrument service account writes only the records of the instrument modules it is bound to " +
+		"(another module's, or another kind of account: 403 naming the field); packages also admins."
 	buffered := func(op huma.Operation, body any, handler func(context.Context, *writeInput) (*writeOutput, error)) {
 		op.Tags = append(op.Tags, "Buffered writes")
 		op.DefaultStatus = http.StatusCreated
-		op.Errors = append(op.Errors, 409, 422, 503)
+		op.Errors = append(op.Errors, 403, 409, 422, 503)
 		if op.MaxBodyBytes == 0 {
 			op.MaxBodyBytes = h.BodyLimit
 		}
 		op.Description += "\n\nBuffered (critical) write: validated in full, then held in Redis (read cache and queue) and answered 201 " +
 			"`{id, transaction_id, status: buffered}` with Location; a worker applies it to the main database. 503 with Retry-After " +
 			"when Redis cannot durably take it (nothing is held). Idempotency-Key (≤ 255 characters): the same key and body answer the " +
-			"original response with `Idempotency-Replayed: true`, another body 409; keys live 24 h."
+			"original response with `Idempotency-Replayed: true`, another body 409; keys live 24 h." + ownership
 		huma.Register(api, h.Auth.Op(op), handler)
 		docBody(api, op.Method, op.Path, body)
 	}
@@ -50,9 +52,9 @@ func Register(api huma.API, h *Handlers) {
 	huma.Register(api, h.Auth.Op(huma.Operation{
 		OperationID: "finish-executed-obs-unit", Method: http.MethodPut, Path: "/executed_obs_units/{id}/finish",
 		Summary: "Finish an observation", Tags: []string{"Executed obs units", "Buffered writes"}, DefaultStatus: http.StatusCreated,
-		Errors: []int{404, 409, 422, 503}, MaxBodyBytes: h.BodyLimit,
+		Errors: []int{403, 404, 409, 422, 503}, MaxBodyBytes: h.BodyLimit,
 		Description: "Records the end of an execution (started through this API). Finishing again with the same body is a replay; " +
-			"with another, 409. Buffered like the start.",
+			"with another, 409. Buffered like the start." + ownership,
 	}), h.finish)
 	docBody(api, http.MethodPut, "/executed_obs_units/{id}/finish", ingest.FinishRequest{})
 	huma.Register(api, h.Auth.Op(huma.Operation{
@@ -77,10 +79,10 @@ func Register(api huma.API, h *Handlers) {
 	}, ingest.BulkFilesDoc(), h.registerBulk)
 	huma.Register(api, h.Auth.Op(huma.Operation{
 		OperationID: "update-raw-data-file", Method: http.MethodPut, Path: "/raw_data_files/{id}",
-		Summary: "Update a raw data file", Tags: []string{"Raw data files"}, Errors: []int{404, 409, 422, 503}, MaxBodyBytes: h.BodyLimit,
+		Summary: "Update a raw data file", Tags: []string{"Raw data files"}, Errors: []int{403, 404, 409, 422, 503}, MaxBodyBytes: h.BodyLimit,
 		Description: "Changes size_bytes, checksum, raw_data_package_id or meta (replaced) of a registered file, directly in the " +
 			"database (not buffered; a registration still buffered is applied first). 409 when the file's package, or the one it " +
-			"would join, is complete.",
+			"would join, is complete." + ownership,
 	}), h.updateFile)
 	docBody(api, http.MethodPut, "/raw_data_files/{id}", ingest.FileUpdateRequest{})
 	huma.Register(api, h.Auth.Op(huma.Operation{
@@ -102,9 +104,9 @@ func Register(api huma.API, h *Handlers) {
 	}), h.getPackage)
 	huma.Register(api, h.Auth.Op(huma.Operation{
 		OperationID: "finalize-raw-data-package", Method: http.MethodPut, Path: "/raw_data_package/{id}/finalize",
-		Summary: "Mark a package complete", Tags: []string{"Raw data packages"}, Errors: []int{404, 409, 422, 503}, MaxBodyBytes: h.BodyLimit,
+		Summary: "Mark a package complete", Tags: []string{"Raw data packages"}, Errors: []int{403, 404, 409, 422, 503}, MaxBodyBytes: h.BodyLimit,
 		Description: "Sets size_bytes and checksum (and adds file_ids) and makes the package complete: immutable, no file can join " +
-			"it, and it enters the transfer pipeline. Not buffered. The same finalize again is a no-op (200); another body 409.",
+			"it, and it enters the transfer pipeline. Not buffered. The same finalize again is a no-op (200); another body 409." + ownership,
 	}), h.finalize)
 	docBody(api, http.MethodPut, "/raw_data_package/{id}/finalize", ingest.FinalizeRequest{})
 

@@ -142,25 +142,29 @@ func Register(api huma.API, app *fiber.App, h *Handlers) {
 			"status and whether it is still open.",
 	}), h.listStaging)
 
-	// ---- Agent API for movers (service-account token with write:data) ----
+	// ---- Agent API for movers (token of a mover service account with write:data; another kind:
+	// 403; only the operations of the mover's bound data locations: movers.go) ----
 	agent := []string{"Transfer agent (movers)"}
 	huma.Register(api, h.Auth.Op(huma.Operation{
 		OperationID: "agent-claim", Method: http.MethodPost, Path: "/api/transfer/agent/claim",
-		Summary: "Claim operations", Tags: agent, Errors: []int{422},
-		Description: "Leases up to max due PENDING operations of the given kinds (optionally at one site) to the caller for " +
+		Summary: "Claim operations", Tags: agent, Errors: []int{403, 422},
+		Description: "Movers only (a token of a service account of kind mover; any other: 403). Leases up to max due " +
+			"PENDING operations of the given kinds (optionally at one site) whose source or destination is one of the " +
+			"mover's bound data locations to the caller for " +
 			"OPS_OPERATION_LEASE (FOR UPDATE SKIP LOCKED: concurrent movers never get the same operation). They become " +
 			"IN_PROGRESS; keep them with heartbeats, end them with complete or fail. An empty items list means no work.",
 	}), h.claim)
 	huma.Register(api, h.Auth.Op(huma.Operation{
 		OperationID: "agent-heartbeat", Method: http.MethodPost, Path: "/api/transfer/agent/operations/{id}/heartbeat",
-		Summary: "Extend a lease", Tags: agent, Errors: []int{404, 409, 422},
-		Description: "Extends the caller's lease by OPS_OPERATION_LEASE. 409 if the operation is no longer IN_PROGRESS or is " +
+		Summary: "Extend a lease", Tags: agent, Errors: []int{403, 404, 409, 422},
+		Description: "Extends the caller's lease by OPS_OPERATION_LEASE. Movers only (403); 404 for an operation outside the " +
+			"mover's data locations. 409 if the operation is no longer IN_PROGRESS or is " +
 			"leased to another mover (e.g. the lease expired and it was claimed again).",
 	}), h.heartbeat)
 	huma.Register(api, h.Auth.Op(huma.Operation{
 		OperationID: "agent-complete", Method: http.MethodPost, Path: "/api/transfer/agent/operations/{id}/complete",
-		Summary: "Report success", Tags: agent, Errors: []int{404, 409, 422},
-		Description: "Marks the operation COMPLETED with the size (bytes) and checksum of what was written and the physical " +
+		Summary: "Report success", Tags: agent, Errors: []int{403, 404, 409, 422},
+		Description: "Movers only (403); 404 for an operation outside the mover's data locations. Marks the operation COMPLETED with the size (bytes) and checksum of what was written and the physical " +
 			"copies made; the planner then creates the next operations of the chain. Both are required (422 naming the " +
 			"field). A long_term_archive, staging, transfer or unpack report is verified against the package's (or DTP's) " +
 			"registered checksum and size: a mismatch is recorded as a failure of type checksum_mismatch (retried as the " +
@@ -168,8 +172,8 @@ func Register(api huma.API, app *fiber.App, h *Handlers) {
 	}), h.complete)
 	huma.Register(api, h.Auth.Op(huma.Operation{
 		OperationID: "agent-fail", Method: http.MethodPost, Path: "/api/transfer/agent/operations/{id}/fail",
-		Summary: "Report failure", Tags: agent, Errors: []int{404, 409, 422},
-		Description: "Records the failed attempt in the failure trail. Retryable and retries left (retry_count < max_retries): " +
+		Summary: "Report failure", Tags: agent, Errors: []int{403, 404, 409, 422},
+		Description: "Movers only (403); 404 for an operation outside the mover's data locations. Records the failed attempt in the failure trail. Retryable and retries left (retry_count < max_retries): " +
 			"back to PENDING with retry_count + 1 and exponential backoff (OPS_RETRY_BACKOFF doubling up to " +
 			"OPS_RETRY_BACKOFF_MAX); otherwise FAILED until an admin resets it.",
 	}), h.fail)

@@ -41,7 +41,8 @@ func Access() map[string]Rule {
 		"GET /observing_program/":               UserOrScopes("read:programs"),
 		"GET /observing_program/{id}":           UserOrScopes("read:programs"),
 		"POST /observing_program/":              Roles(RoleObserver, RoleAdmin),
-		"PUT /observing_program/{id}":           Roles(RoleObserver, RoleAdmin),
+		"PUT /observing_program/{id}":           Roles(RoleObserver, RoleAdmin), // and the program's owners (catalog.MayChange)
+		"PATCH /observing_program/{id}":         Roles(RoleObserver, RoleAdmin),
 		"DELETE /observing_program/{id}":        Roles(RoleObserver, RoleAdmin),
 		"GET /sources/":                         UserOrScopes("read:sources"),
 		"GET /sources/{id}":                     UserOrScopes("read:sources"),

@@ -33,6 +33,10 @@ type Config struct {
 	// their account (every new account gets viewer); a later login never grants a role again, so
 	// an admin can demote a bootstrap admin for good.
 	BootstrapAdmins []string `env:"OPS_BOOTSTRAP_ADMINS" envSeparator:","`
+	// LoginDefaultRole is the role an account created by a login gets (viewer or observer):
+	// viewer by default, so a new astronomer reads everything but writes nothing until an admin
+	// or this setting says otherwise (docs/configuration.md, decisions §33).
+	LoginDefaultRole string `env:"OPS_LOGIN_DEFAULT_ROLE" envDefault:"viewer"`
 
 	// Login through the identity provider (OIDC authorization code + PKCE).
 	OIDCIssuer       string   `env:"OPS_OIDC_ISSUER"`
@@ -64,6 +68,8 @@ func (c *Config) Validate() error {
 		return &config.Invalid{Var: "OPS_TOKEN_USAGE_FLUSH_INTERVAL", Reason: "must be within [10ms, 5s] (usage counts must be exact within 5 s)"}
 	case c.MaxTokensPerUser < 1:
 		return &config.Invalid{Var: "OPS_TOKEN_MAX_PER_USER", Reason: "must be at least 1"}
+	case c.LoginDefaultRole != authn.RoleViewer && c.LoginDefaultRole != authn.RoleObserver:
+		return &config.Invalid{Var: "OPS_LOGIN_DEFAULT_ROLE", Reason: "must be viewer or observer (admin is granted by OPS_BOOTSTRAP_ADMINS or an admin only)"}
 	}
 	switch {
 	case c.Secondary() && c.JWTMainPublicKeys == "":

@@ -137,7 +137,9 @@ type Program struct {
 	ID             int64     `json:"id"`
 	ShortName      string    `json:"short_name"`
 	Title          string    `json:"title"`
-	PI             string    `json:"pi"`
+	PI             string    `json:"pi" doc:"The principal investigator's name as displayed."`
+	PIUsername     string    `json:"pi_username" doc:"The PI's username: who may change and delete the program. Empty on a program no user created (seeded data): admins only."`
+	Members        []string  `json:"members" doc:"Co-investigators (usernames): they may change the program's obs units and sources."`
 	Description    string    `json:"description"`
 	Status         string    `json:"status" enum:"draft,active,completed,archived"`
 	AllocatedHours *float64  `json:"allocated_hours"`
@@ -163,11 +165,36 @@ type ObsUnit struct {
 type ProgramSpec struct {
 	ShortName      string        `json:"short_name" minLength:"1" maxLength:"64" doc:"Unique short name (letters, digits, '-', '_', '.', '+'; 1-64)." example:"FYST-EoR-01"`
 	Title          string        `json:"title" minLength:"1" maxLength:"500" example:"EoR-Spec deep field"`
-	PI             string        `json:"pi" minLength:"1" maxLength:"255" doc:"Principal investigator." example:"A. Observer"`
+	PI             string        `json:"pi" minLength:"1" maxLength:"255" doc:"Principal investigator (display name)." example:"A. Observer"`
+	PIUsername     string        `json:"pi_username,omitempty" maxLength:"255" doc:"The PI's username; left out: the caller. Only an admin names someone else." example:"oscar"`
+	Members        []string      `json:"members,omitempty" maxItems:"100" doc:"Co-investigators (usernames), who may change the obs units and sources."`
 	Description    string        `json:"description,omitempty" maxLength:"20000"`
 	Status         string        `json:"status,omitempty" enum:"draft,active,completed,archived" default:"draft"`
 	AllocatedHours *float64      `json:"allocated_hours,omitempty" minimum:"0" maximum:"100000"`
-	ObsUnits       []ObsUnitSpec `json:"obs_units,omitempty" maxItems:"500" doc:"The program's obs units. On PUT the list replaces the stored one: units matched by name keep their ids, others are created or deleted; leave the field out to keep the units as they are."`
+	ObsUnits       []ObsUnitSpec `json:"obs_units,omitempty" maxItems:"500" doc:"The program's obs units."`
+}
+
+// ProgramReplacement is the body of PUT /observing_program/{id}: the whole program. Its required
+// fields (short_name, title, pi, status) must be given; description and allocated_hours left out
+// are empty and null. The program's sub-lists and ownership are kept when left out: obs_units
+// (given, the list replaces the stored one, units matched by name keep their ids), members and
+// pi_username.
+type ProgramReplacement struct {
+	ShortName      string        `json:"short_name" minLength:"1" maxLength:"64" doc:"Unique short name (letters, digits, '-', '_', '.', '+'; 1-64)." example:"FYST-EoR-01"`
+	Title          string        `json:"title" minLength:"1" maxLength:"500" example:"EoR-Spec deep field"`
+	PI             string        `json:"pi" minLength:"1" maxLength:"255" doc:"Principal investigator (display name)." example:"A. Observer"`
+	PIUsername     string        `json:"pi_username,omitempty" maxLength:"255" doc:"The PI's username; left out: unchanged. Changing it hands the program over (its PI or an admin)."`
+	Members        []string      `json:"members,omitempty" maxItems:"100" doc:"Co-investigators (usernames); left out: unchanged; [] removes them all (the PI or an admin)."`
+	Description    string        `json:"description,omitempty" maxLength:"20000" doc:"Left out: empty."`
+	Status         string        `json:"status" enum:"draft,active,completed,archived" doc:"Required: a replacement does not fall back to draft."`
+	AllocatedHours *float64      `json:"allocated_hours,omitempty" minimum:"0" maximum:"100000" doc:"Left out: none (null)."`
+	ObsUnits       []ObsUnitSpec `json:"obs_units,omitempty" maxItems:"500" doc:"The list replaces the stored one: units matched by name keep their ids, others are created or deleted; left out: the units stay as they are."`
+}
+
+// Spec is the replacement as a program body.
+func (r ProgramReplacement) Spec() ProgramSpec {
+	return ProgramSpec{ShortName: r.ShortName, Title: r.Title, PI: r.PI, PIUsername: r.PIUsername, Members: r.Members,
+		Description: r.Description, Status: r.Status, AllocatedHours: r.AllocatedHours, ObsUnits: r.ObsUnits}
 }
 
 // ObsUnitSpec is one obs unit in a program body.
@@ -188,6 +215,9 @@ func (p *ProgramSpec) Normalize() error {
 	p.PI = strings.TrimSpace(p.PI)
 	if p.Status == "" {
 		p.Status = "draft"
+	}
+	if err := p.normalizeOwners(); err != nil {
+		return err
 	}
 	if p.ShortName == "" {
 		return problem.Field("body.short_name", "must not be blank", nil)

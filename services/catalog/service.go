@@ -26,12 +26,14 @@ type Store interface {
 	GetProgram(ctx context.Context, id int64) (Program, error)
 	// CreateProgram stores a normalized program with its obs units, created by by.
 	CreateProgram(ctx context.Context, spec ProgramSpec, by string) (Program, error)
-	// ReplaceProgram replaces a program's fields and, when spec.ObsUnits is not nil, its units;
-	// guard is called with the ids of the units it deletes before it commits (DeleteGuard).
-	ReplaceProgram(ctx context.Context, id int64, spec ProgramSpec, guard DeleteGuard) (Program, error)
-	// DeleteProgram deletes a program and its obs units, calling guard with their ids before it
-	// commits; an *ExecutionsConflictError when executions reference them.
-	DeleteProgram(ctx context.Context, id int64, guard DeleteGuard) error
+	// ReplaceProgram locks a program, writes what build makes of it as it is then (fields,
+	// members, and, when the spec's ObsUnits is not nil, its units); guard is called with the ids
+	// of the units it deletes before it commits (DeleteGuard).
+	ReplaceProgram(ctx context.Context, id int64, build ProgramBuilder, guard DeleteGuard) (Program, error)
+	// DeleteProgram locks a program, asks check whether it may go, deletes it and its obs units,
+	// calling guard with their ids before it commits; an *ExecutionsConflictError when executions
+	// reference them.
+	DeleteProgram(ctx context.Context, id int64, check func(cur Program) error, guard DeleteGuard) error
 	// ExecutionsOf lists the committed executions of obs units (at most 100).
 	ExecutionsOf(ctx context.Context, obsUnitIDs []int64) ([]ExecutionRef, error)
 
@@ -44,10 +46,12 @@ type Store interface {
 	// ImportSources stores normalized sources with their aliases in one transaction, created by
 	// by, unless a name or alias is taken (then taken lists them and nothing is stored) or dryRun.
 	ImportSources(ctx context.Context, specs []SourceSpec, by string, dryRun bool) (ids []int64, taken []TakenName, err error)
-	// ReplaceSource replaces a source's fields and aliases.
-	ReplaceSource(ctx context.Context, id int64, spec SourceSpec) (Source, error)
-	// DeleteSource deletes a source and its aliases (a *ConflictError while obs units use it).
-	DeleteSource(ctx context.Context, id int64) error
+	// ReplaceSource locks a source, asks check with its owners (SourceOwners) whether it may
+	// change, and replaces its fields and aliases.
+	ReplaceSource(ctx context.Context, id int64, spec SourceSpec, check func(SourceOwners) error) (Source, error)
+	// DeleteSource locks a source, asks check with its owners, and deletes it and its aliases
+	// (a *ConflictError while obs units use it).
+	DeleteSource(ctx context.Context, id int64, check func(SourceOwners) error) error
 	// ProgramsUsing names the programs with obs units on a source.
 	ProgramsUsing(ctx context.Context, sourceID int64) ([]ProgramRef, error)
 	// ObsUnitsUsing lists the obs units on a source with their programs.

@@ -90,17 +90,19 @@ func (s *Service) CreateSource(ctx context.Context, caller Caller, spec SourceSp
 	return s.Store.CreateSource(ctx, spec, caller.Name)
 }
 
-// UpdateSource checks a source body as CreateSource does and replaces the source's fields and aliases.
-func (s *Service) UpdateSource(ctx context.Context, _ Caller, id int64, spec SourceSpec) (Source, error) {
+// UpdateSource checks a source body as CreateSource does and replaces the source's fields and
+// aliases, when the caller may change the source (MaySourceChange, owners.go).
+func (s *Service) UpdateSource(ctx context.Context, caller Caller, id int64, spec SourceSpec) (Source, error) {
 	if err := s.prepareSource(ctx, &spec); err != nil {
 		return Source{}, err
 	}
-	return s.Store.ReplaceSource(ctx, id, spec)
+	return s.Store.ReplaceSource(ctx, id, spec, func(o SourceOwners) error { return MaySourceChange(caller, id, o) })
 }
 
-// DeleteSource deletes a source and its aliases (a conflict while obs units use it).
-func (s *Service) DeleteSource(ctx context.Context, _ Caller, id int64) error {
-	return s.Store.DeleteSource(ctx, id)
+// DeleteSource deletes a source and its aliases when the caller may change it (a conflict while
+// obs units use it).
+func (s *Service) DeleteSource(ctx context.Context, caller Caller, id int64) error {
+	return s.Store.DeleteSource(ctx, id, func(o SourceOwners) error { return MaySourceChange(caller, id, o) })
 }
 
 // prepareSource checks a source body and, for resolve=true, fills it from the resolver.

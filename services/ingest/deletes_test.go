@@ -85,7 +85,7 @@ func TestCatalogDeleteWithStartBuffered(t *testing.T) {
 	requireNamesExecutions(t, e.do(t, http.MethodDelete, path, observer, nil), "path.id", "buffered", st.ID)
 	var src int64
 	require.NoError(t, e.db.QueryRow(`SELECT source_id FROM obs_units WHERE id = $1`, e.obsUnit).Scan(&src))
-	put := map[string]any{"short_name": "P1", "title": "t", "pi": "pi", "obs_units": []map[string]any{
+	put := map[string]any{"short_name": "P1", "title": "t", "pi": "pi", "status": "draft", "obs_units": []map[string]any{
 		{"name": "other", "source_id": src, "instrument_module_id": 11, "duration_s": 60}}}
 	requireNamesExecutions(t, e.do(t, http.MethodPut, path, observer, put), "body.obs_units", "buffered", st.ID)
 	require.Equal(t, 1, e.count(t, `SELECT count(*) FROM obs_units WHERE id = $1`, e.obsUnit), "nothing was deleted")

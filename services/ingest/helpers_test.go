@@ -52,12 +52,13 @@ func envFor(t *testing.T, s *testenv.Suite) *env {
 	return e
 }
 
-// seedObsUnit inserts a program with one obs unit (as the catalog would) and returns its id.
+// seedObsUnit inserts a program with one obs unit (as the catalog would) and returns its id. The
+// program is olivia's (its PI, decisions §33): the observer the tests change programs as.
 func seedObsUnit(t *testing.T, db *sql.DB, program string) int64 {
 	t.Helper()
 	var src, prog, ou int64
 	require.NoError(t, db.QueryRow(`INSERT INTO sources (name, kind, ra_deg, dec_deg) VALUES ($1, 'fixed', 10, -20) RETURNING id`, "src-"+program).Scan(&src))
-	require.NoError(t, db.QueryRow(`INSERT INTO observing_programs (short_name, title, pi) VALUES ($1, 't', 'pi') RETURNING id`, program).Scan(&prog))
+	require.NoError(t, db.QueryRow(`INSERT INTO observing_programs (short_name, title, pi, pi_username, created_by) VALUES ($1, 't', 'pi', 'olivia', 'olivia') RETURNING id`, program).Scan(&prog))
 	require.NoError(t, db.QueryRow(`INSERT INTO obs_units (program_id, name, source_id, instrument_module_id, duration_s) VALUES ($1, 'u1', $2, 11, 600) RETURNING id`, prog, src).Scan(&ou))
 	return ou
 }

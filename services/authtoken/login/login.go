@@ -31,7 +31,8 @@ type Users interface {
 // username is taken), and an existing account is tied to an identity only by an admin
 // (UserService.LinkIdentity). Service accounts never log in.
 //
-// Roles at login: an account created by the login gets role viewer, and admin too when its
+// Roles at login: an account created by the login gets DefaultRole (OPS_LOGIN_DEFAULT_ROLE:
+// viewer unless set to observer), and admin too when its
 // username is named in OPS_BOOTSTRAP_ADMINS; a returning user's roles are never changed by a
 // login, so an admin who removes a bootstrap admin's role is not overruled at the next login.
 // Other roles are granted with `authtoken admin` or PUT /api/users/{id}.
@@ -40,13 +41,15 @@ type Service struct {
 	Users           Users
 	Issuer          *signing.Issuer
 	BootstrapAdmins []string
-	Log             *slog.Logger
+	// DefaultRole is the role of an account a login creates (viewer when empty).
+	DefaultRole string
+	Log         *slog.Logger
 }
 
 // New builds the login service from the authtoken configuration; without OPS_OIDC_ISSUER
 // logins answer ErrNotConfigured.
 func New(cfg *authtoken.Config, rdb redis.Cmdable, users Users, issuer *signing.Issuer, log *slog.Logger) *Service {
-	s := &Service{Users: users, Issuer: issuer, Log: log}
+	s := &Service{Users: users, Issuer: issuer, Log: log, DefaultRole: cfg.LoginDefaultRole}
 	for _, name := range cfg.BootstrapAdmins {
 		if name = strings.TrimSpace(name); name != "" {
 			s.BootstrapAdmins = append(s.BootstrapAdmins, name)
@@ -190,7 +193,11 @@ func (s *Service) account(ctx context.Context, id Identity) (authtoken.User, err
 	}
 	var grant []string
 	if created {
-		grant = append(grant, authn.RoleViewer)
+		role := s.DefaultRole
+		if role == "" {
+			role = authn.RoleViewer
+		}
+		grant = append(grant, role)
 		if slices.Contains(s.BootstrapAdmins, u.Username) {
 			grant = append(grant, authn.RoleAdmin)
 		}

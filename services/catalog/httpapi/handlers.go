@@ -124,9 +124,20 @@ func (h *Handlers) getProgram(ctx context.Context, in *programGetInput) (*tableO
 
 func (h *Handlers) replaceProgram(ctx context.Context, in *struct {
 	IDParam
-	Body catalog.ProgramSpec
+	Body catalog.ProgramReplacement
 }) (*bodyOutput[catalog.Program], error) {
 	p, err := h.Catalog.UpdateProgram(ctx, caller(ctx), in.ID, in.Body)
+	if err != nil {
+		return nil, err
+	}
+	return out(p), nil
+}
+
+func (h *Handlers) patchProgram(ctx context.Context, in *struct {
+	IDParam
+	Body catalog.ProgramPatch `contentType:"application/merge-patch+json"`
+}) (*bodyOutput[catalog.Program], error) {
+	p, err := h.Catalog.PatchProgram(ctx, caller(ctx), in.ID, in.Body)
 	if err != nil {
 		return nil, err
 	}

@@ -58,8 +58,9 @@ func Register(api huma.API, h *Handlers) {
 	}), h.listPrograms)
 	huma.Register(api, h.op(huma.Operation{
 		OperationID: "create-program", Method: http.MethodPost, Path: "/observing_program/",
-		Summary: "Create a program", Tags: programs, Errors: []int{409, 422}, DefaultStatus: http.StatusCreated,
-		Description: "Creates a program with its obs units in one transaction. 409 if the short name is taken; 422 naming the " +
+		Summary: "Create a program", Tags: programs, Errors: []int{403, 409, 422}, DefaultStatus: http.StatusCreated,
+		Description: "Creates a program with its obs units and members in one transaction. The caller becomes its PI " +
+			"(pi_username); only an admin names another PI (403 otherwise). 409 if the short name is taken; 422 naming the " +
 			"field for bad input, e.g. obs_units[1].source_id for an unknown source.",
 	}), h.createProgram)
 	huma.Register(api, h.op(huma.Operation{
@@ -71,15 +72,28 @@ func Register(api huma.API, h *Handlers) {
 	}), h.getProgram)
 	huma.Register(api, h.op(huma.Operation{
 		OperationID: "replace-program", Method: http.MethodPut, Path: "/observing_program/{id}",
-		Summary: "Replace a program", Tags: programs, Errors: []int{404, 409, 422},
-		Description: "Replaces the program's fields and, when obs_units is given, its obs units: units matched by name keep " +
-			"their ids, new names are created, missing names are deleted. 409 if the short name is taken or a unit to delete " +
-			"has executed observations. Leave obs_units out to keep the units unchanged.",
+		Summary: "Replace a program", Tags: programs, Errors: []int{403, 404, 409, 422},
+		Description: "Replaces the whole program: short_name, title, pi and status are required (422 naming the one left " +
+			"out); description and allocated_hours left out become empty and null. obs_units, members and pi_username left " +
+			"out are kept; obs_units given replaces the units: units matched by name keep their ids, new names are created, " +
+			"missing names are deleted. Its PI or an admin may change anything; a member only the obs units (a body whose " +
+			"other fields are unchanged); anybody else 403. 409 if the short name is taken or a unit to delete has " +
+			"executions.",
 	}), h.replaceProgram)
 	huma.Register(api, h.op(huma.Operation{
+		OperationID: "patch-program", Method: http.MethodPatch, Path: "/observing_program/{id}",
+		Summary: "Change part of a program", Tags: programs, Errors: []int{403, 404, 409, 422},
+		Description: "A JSON merge patch (RFC 7396, Content-Type application/merge-patch+json) of the program as PUT " +
+			"takes it: fields left out are unchanged, null removes an optional field (description, allocated_hours, " +
+			"members, obs_units), and arrays replace: obs_units given is the whole new list of units (matched by name, " +
+			"ids kept), members the whole new list of members. Required fields cannot be removed (422). The same " +
+			"ownership rules as PUT.",
+	}), h.patchProgram)
+	huma.Register(api, h.op(huma.Operation{
 		OperationID: "delete-program", Method: http.MethodDelete, Path: "/observing_program/{id}",
-		Summary: "Delete a program", Tags: programs, Errors: []int{404, 409, 422}, DefaultStatus: http.StatusNoContent,
-		Description: "Deletes the program and its obs units. 409 if any of its obs units has executed observations.",
+		Summary: "Delete a program", Tags: programs, Errors: []int{403, 404, 409, 422}, DefaultStatus: http.StatusNoContent,
+		Description: "Deletes the program and its obs units (its PI or an admin; 403 otherwise). 409 if any of its obs " +
+			"units has executed observations.",
 	}), h.deleteProgram)
 
 	// ---- Sources ---- (static paths before /{id})
@@ -129,13 +143,16 @@ func Register(api huma.API, h *Handlers) {
 	}), h.getSource)
 	huma.Register(api, h.op(huma.Operation{
 		OperationID: "replace-source", Method: http.MethodPut, Path: "/sources/{id}",
-		Summary: "Replace a source", Tags: sources, Errors: []int{404, 409, 422},
-		Description: "Replaces every field and the aliases of a source (same body as create; resolve allowed).",
+		Summary: "Replace a source", Tags: sources, Errors: []int{403, 404, 409, 422},
+		Description: "Replaces every field and the aliases of a source (same body as create; resolve allowed). Sources " +
+			"are shared: an admin, or a caller who may change the obs units of every program using it (its PI or a " +
+			"member), or — used by no program — its creator; 403 otherwise.",
 	}), h.replaceSource)
 	huma.Register(api, h.op(huma.Operation{
 		OperationID: "delete-source", Method: http.MethodDelete, Path: "/sources/{id}",
-		Summary: "Delete a source", Tags: sources, Errors: []int{404, 409, 422}, DefaultStatus: http.StatusNoContent,
-		Description: "Deletes a source and its aliases. 409 while an obs unit uses it (the programs are named).",
+		Summary: "Delete a source", Tags: sources, Errors: []int{403, 404, 409, 422}, DefaultStatus: http.StatusNoContent,
+		Description: "Deletes a source and its aliases: who may, as for PUT (403). 409 while an obs unit uses it (the " +
+			"programs are named).",
 	}), h.deleteSource)
 	huma.Register(api, h.op(huma.Operation{
 		OperationID: "get-source-chip", Method: http.MethodGet, Path: "/sources/{id}/chip",

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -21,6 +22,7 @@ type programRow struct {
 	ShortName      string         `db:"short_name"`
 	Title          string         `db:"title"`
 	PI             string         `db:"pi"`
+	PIUsername     sql.NullString `db:"pi_username"`
 	Description    string         `db:"description"`
 	Status         string         `db:"status"`
 	AllocatedHours *float64       `db:"allocated_hours"`
@@ -31,12 +33,12 @@ type programRow struct {
 }
 
 func (r programRow) program() catalog.Program {
-	return catalog.Program{ID: r.ID, ShortName: r.ShortName, Title: r.Title, PI: r.PI, Description: r.Description,
+	return catalog.Program{ID: r.ID, ShortName: r.ShortName, Title: r.Title, PI: r.PI, PIUsername: r.PIUsername.String, Members: []string{}, Description: r.Description,
 		Status: r.Status, AllocatedHours: r.AllocatedHours, CreatedBy: r.CreatedBy.String,
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), ObsUnits: []catalog.ObsUnit{}}
 }
 
-const programColumns = `p.id, p.short_name, p.title, p.pi, p.description, p.status, p.allocated_hours, p.created_by, p.created_at, p.updated_at`
+const programColumns = `p.id, p.short_name, p.title, p.pi, p.pi_username, p.description, p.status, p.allocated_hours, p.created_by, p.created_at, p.updated_at`
 
 type obsUnitRow struct {
 	ID                 int64    `db:"id"`
@@ -101,19 +103,34 @@ func qPattern(q string) string {
 	return likePattern(q)
 }
 
+// attachUnits fills in the obs units and the members of programs (ids theirs, in order): one
+// query each, whatever the number of programs.
 func (s *Store) attachUnits(ctx context.Context, db sqlx.QueryerContext, programs []catalog.Program, ids []int64) error {
 	if len(ids) == 0 {
 		return nil
+	}
+	var members []struct {
+		ProgramID int64  `db:"program_id"`
+		Username  string `db:"username"`
+	}
+	if err := sqlx.SelectContext(ctx, db, &members, `
+		SELECT program_id, username FROM observing_program_members
+		WHERE program_id = ANY($1) ORDER BY program_id, username COLLATE "C"`, pq.Array(ids)); err != nil {
+		return err
+	}
+	at := map[int64]int{}
+	for i, p := range programs {
+		at[p.ID] = i
+	}
+	for _, m := range members {
+		p := &programs[at[m.ProgramID]]
+		p.Members = append(p.Members, m.Username)
 	}
 	var units []obsUnitRow
 	if err := sqlx.SelectContext(ctx, db, &units, `
 		SELECT `+obsUnitColumns+` FROM obs_units u JOIN sources s ON s.id = u.source_id
 		WHERE u.program_id = ANY($1) ORDER BY u.program_id, u.id`, pq.Array(ids)); err != nil {
 		return err
-	}
-	at := map[int64]int{}
-	for i, p := range programs {
-		at[p.ID] = i
 	}
 	for _, u := range units {
 		p := &programs[at[u.ProgramID]]
@@ -152,11 +169,14 @@ func (s *Store) CreateProgram(ctx context.Context, spec catalog.ProgramSpec, by 
 		}
 		var id int64
 		err := tx.GetContext(ctx, &id, `
-			INSERT INTO observing_programs (short_name, title, pi, description, status, allocated_hours, created_by)
-			VALUES ($1, $2, $3, $4, $5, $6, NULLIF($7, '')) RETURNING id`,
-			spec.ShortName, spec.Title, spec.PI, spec.Description, spec.Status, spec.AllocatedHours, by)
+			INSERT INTO observing_programs (short_name, title, pi, pi_username, description, status, allocated_hours, created_by)
+			VALUES ($1, $2, $3, NULLIF($4, ''), $5, $6, $7, NULLIF($8, '')) RETURNING id`,
+			spec.ShortName, spec.Title, spec.PI, spec.PIUsername, spec.Description, spec.Status, spec.AllocatedHours, by)
 		if err != nil {
 			return programWriteError(err, spec.ShortName)
+		}
+		if err := writeMembers(ctx, tx, id, spec.Members); err != nil {
+			return err
 		}
 		if err := upsertUnits(ctx, tx, id, spec.ObsUnits); err != nil {
 			return err
@@ -167,23 +187,41 @@ func (s *Store) CreateProgram(ctx context.Context, spec catalog.ProgramSpec, by 
 	return out, err
 }
 
-// ReplaceProgram replaces a program's fields and, when spec.ObsUnits is not nil, its obs units:
-// units matched by name keep their ids, new names are created, missing names are deleted (a
-// unit with executed observations cannot be: 409).
-func (s *Store) ReplaceProgram(ctx context.Context, id int64, spec catalog.ProgramSpec, guard catalog.DeleteGuard) (catalog.Program, error) {
+// ReplaceProgram locks a program and writes what build makes of it as it is then: its fields,
+// its members, and, when the spec's ObsUnits is not nil, its obs units: units matched by name
+// keep their ids, new names are created, missing names are deleted (a unit with executed
+// observations cannot be: 409).
+func (s *Store) ReplaceProgram(ctx context.Context, id int64, build catalog.ProgramBuilder, guard catalog.DeleteGuard) (catalog.Program, error) {
 	var out catalog.Program
+	var spec catalog.ProgramSpec
 	err := database.InTx(ctx, s.writer(), func(tx *sqlx.Tx) error {
 		if err := lockProgram(ctx, tx, id); err != nil {
+			return err
+		}
+		cur, err := s.getProgram(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if spec, err = build(cur); err != nil {
 			return err
 		}
 		if err := checkUnitRefs(ctx, tx, spec.ObsUnits); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, `
-			UPDATE observing_programs SET short_name = $2, title = $3, pi = $4, description = $5, status = $6, allocated_hours = $7
-			WHERE id = $1`, id, spec.ShortName, spec.Title, spec.PI, spec.Description, spec.Status, spec.AllocatedHours)
+		_, err = tx.ExecContext(ctx, `
+			UPDATE observing_programs SET short_name = $2, title = $3, pi = $4, description = $5, status = $6, allocated_hours = $7,
+				pi_username = NULLIF($8, '')
+			WHERE id = $1`, id, spec.ShortName, spec.Title, spec.PI, spec.Description, spec.Status, spec.AllocatedHours, spec.PIUsername)
 		if err != nil {
 			return programWriteError(err, spec.ShortName)
+		}
+		if spec.Members != nil && !slices.Equal(sorted(spec.Members), cur.Members) {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM observing_program_members WHERE program_id = $1`, id); err != nil {
+				return err
+			}
+			if err := writeMembers(ctx, tx, id, spec.Members); err != nil {
+				return err
+			}
 		}
 		if spec.ObsUnits != nil {
 			names := make([]string, len(spec.ObsUnits))
@@ -229,10 +267,18 @@ func lockProgram(ctx context.Context, tx *sqlx.Tx, id int64) error {
 // DeleteProgram deletes a program and its obs units in one transaction, calling guard with the
 // obs units' ids before it commits; one with executed observations cannot be deleted (the
 // executed-observation rows' foreign key answers 23503: a 409 naming them).
-func (s *Store) DeleteProgram(ctx context.Context, id int64, guard catalog.DeleteGuard) error {
+func (s *Store) DeleteProgram(ctx context.Context, id int64, check func(catalog.Program) error, guard catalog.DeleteGuard) error {
 	err := database.InTx(ctx, s.writer(), func(tx *sqlx.Tx) error {
-		// The program's row lock keeps units from being added to it meanwhile.
+		// The program's row lock keeps units from being added to it meanwhile, and its owners
+		// from changing.
 		if err := lockProgram(ctx, tx, id); err != nil {
+			return err
+		}
+		cur, err := s.getProgram(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if err := check(cur); err != nil {
 			return err
 		}
 		var units []int64
@@ -306,6 +352,22 @@ func programWriteError(err error, shortName string) error {
 		return &executedUnitsError{constraint}
 	}
 	return err
+}
+
+// writeMembers adds a program's members in one statement.
+func writeMembers(ctx context.Context, tx *sqlx.Tx, programID int64, members []string) error {
+	if len(members) == 0 {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, `
+		INSERT INTO observing_program_members (program_id, username) SELECT $1, unnest($2::text[])`, programID, pq.Array(members))
+	return err
+}
+
+func sorted(xs []string) []string {
+	out := slices.Clone(xs)
+	slices.Sort(out)
+	return out
 }
 
 // checkUnitRefs answers 422 naming the first obs unit whose source or instrument module does not exist.

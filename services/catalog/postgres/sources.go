@@ -237,14 +237,10 @@ func (s *Store) CreateSource(ctx context.Context, spec catalog.SourceSpec, by st
 }
 
 // ReplaceSource replaces a source's fields and aliases in one transaction.
-func (s *Store) ReplaceSource(ctx context.Context, id int64, spec catalog.SourceSpec) (catalog.Source, error) {
+func (s *Store) ReplaceSource(ctx context.Context, id int64, spec catalog.SourceSpec, check func(catalog.SourceOwners) error) (catalog.Source, error) {
 	var out catalog.Source
 	err := database.InTx(ctx, s.writer(), func(tx *sqlx.Tx) error {
-		var exists bool
-		if err := tx.GetContext(ctx, &exists, `SELECT true FROM sources WHERE id = $1 FOR UPDATE`, id); err != nil {
-			if errors.Is(err, sql.ErrNoRows) {
-				return fmt.Errorf("no source with id %d: %w", id, problem.ErrNotFound)
-			}
+		if err := lockSource(ctx, tx, id, check); err != nil {
 			return err
 		}
 		if err := checkNamesFree(ctx, tx, id, spec); err != nil {
@@ -274,8 +270,16 @@ func (s *Store) ReplaceSource(ctx context.Context, id int64, spec catalog.Source
 
 // DeleteSource deletes a source and its aliases; one used by an obs unit is a conflict naming
 // the programs that use it.
-func (s *Store) DeleteSource(ctx context.Context, id int64) error {
-	res, err := s.writer().ExecContext(ctx, `DELETE FROM sources WHERE id = $1`, id)
+func (s *Store) DeleteSource(ctx context.Context, id int64, check func(catalog.SourceOwners) error) error {
+	var res sql.Result
+	err := database.InTx(ctx, s.writer(), func(tx *sqlx.Tx) error {
+		if err := lockSource(ctx, tx, id, check); err != nil {
+			return err
+		}
+		var err error
+		res, err = tx.ExecContext(ctx, `DELETE FROM sources WHERE id = $1`, id)
+		return err
+	})
 	if code, _ := pqCode(err); code == foreignKeyViolation {
 		var programs []string
 		_ = s.writer().SelectContext(ctx, &programs, `
@@ -299,6 +303,38 @@ func (s *Store) DeleteSource(ctx context.Context, id int64) error {
 		return fmt.Errorf("no source with id %d: %w", id, problem.ErrNotFound)
 	}
 	return nil
+}
+
+// lockSource locks source id's row for the rest of tx (FOR UPDATE: no obs unit starts using it
+// meanwhile, checkUnitRefs taking FOR KEY SHARE) and the programs using it (FOR SHARE: their
+// owners do not change meanwhile), and asks check whether the source may change.
+func lockSource(ctx context.Context, tx *sqlx.Tx, id int64, check func(catalog.SourceOwners) error) error {
+	var createdBy sql.NullString
+	if err := tx.GetContext(ctx, &createdBy, `SELECT created_by FROM sources WHERE id = $1 FOR UPDATE`, id); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("no source with id %d: %w", id, problem.ErrNotFound)
+		}
+		return err
+	}
+	var rows []struct {
+		ID         int64          `db:"id"`
+		ShortName  string         `db:"short_name"`
+		PIUsername sql.NullString `db:"pi_username"`
+		Members    pq.StringArray `db:"members"`
+	}
+	if err := tx.SelectContext(ctx, &rows, `
+		SELECT p.id, p.short_name, p.pi_username,
+			ARRAY(SELECT m.username FROM observing_program_members m WHERE m.program_id = p.id) AS members
+		FROM observing_programs p
+		WHERE p.id IN (SELECT u.program_id FROM obs_units u WHERE u.source_id = $1)
+		ORDER BY p.id FOR SHARE OF p`, id); err != nil {
+		return err
+	}
+	o := catalog.SourceOwners{CreatedBy: createdBy.String}
+	for _, r := range rows {
+		o.Programs = append(o.Programs, catalog.Program{ID: r.ID, ShortName: r.ShortName, PIUsername: r.PIUsername.String, Members: r.Members})
+	}
+	return check(o)
 }
 
 // checkNamesFree answers a conflict naming the field whose name or alias another source already uses.

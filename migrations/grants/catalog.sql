@@ -7,6 +7,7 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON sources TO obsops_catalog;
 GRANT SELECT, INSERT, UPDATE, DELETE ON source_aliases TO obsops_catalog;
 GRANT SELECT, INSERT, UPDATE, DELETE ON observing_programs TO obsops_catalog;
 GRANT SELECT, INSERT, UPDATE, DELETE ON obs_units TO obsops_catalog;
+GRANT SELECT, INSERT, UPDATE, DELETE ON observing_program_members TO obsops_catalog; -- 00022: program owners
 GRANT SELECT, INSERT, UPDATE, DELETE ON visibility_heatmaps TO obsops_catalog;
 GRANT SELECT, INSERT, UPDATE, DELETE ON visibility_jobs TO obsops_catalog;
 GRANT USAGE, SELECT ON SEQUENCE sources_id_seq, source_aliases_id_seq, observing_programs_id_seq, obs_units_id_seq, visibility_jobs_id_seq TO obsops_catalog;

@@ -73,9 +73,10 @@ func Register(api huma.API, h *Handlers) {
 		Summary: "Resolve names", Tags: sources, Errors: []int{422},
 		Description: "Resolves 1-100 names (or one, as name) to ICRS coordinates: one item per input, in input order, " +
 			"found or not. Order: coordinate strings (\"18h36m56.3s +38d47m01s\", \"279.234 38.784\") and the offline " +
-			"catalogue shipped with the service (stars to magnitude 6, Messier objects; d3-celestial, BSD-3-Clause), then " +
+			"catalogue shipped with the service (curated submillimetre targets with positions from the literature; NGC, IC and " +
+			"Messier objects from OpenNGC, CC-BY-SA 4.0; stars to magnitude 6 from d3-celestial, BSD-3-Clause), then " +
 			"the database's sources and aliases, then CDS Sesame when OPS_SESAME_URL is set (cached in Redis). resolver says " +
-			"which one answered.",
+			"which one answered, resolvers_asked which were asked, online whether Sesame is configured (\"disabled\": not).",
 	}), h.resolveNames)
 	huma.Register(api, h.Costs.Costly(api, h.Auth.Op(huma.Operation{
 		OperationID: "list-sources", Method: http.MethodGet, Path: "/sources/",

@@ -51,6 +51,7 @@ func Access() map[string]Rule {
 		"POST /sources/resolve":                 UserOrScopes("read:sources"),
 		"GET /visibility/{source_id}":           UserOrScopes("read:sources"),
 		"GET /visibility/heatmap":               UserOrScopes("read:sources"),
+		"GET /visibility/plot":                  UserOrScopes("read:sources"),
 		"POST /visibility/precalculate":         admin,
 		"GET /visibility/precalculate/{job_id}": UserOrScopes("read:sources"),
 		"GET /instruments/":                     UserOrScopes("read:instruments"),

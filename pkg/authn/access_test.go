@@ -20,7 +20,7 @@ func specEndpoints() []string {
 		"POST /api/transfer/data-transfer/reset-all-failed", "POST /api/transfer/long-term-archive/reset-all-failed",
 		"GET /observing_program/", "POST /observing_program/", "GET /observing_program/{id}", "PUT /observing_program/{id}",
 		"DELETE /observing_program/{id}", "GET /sources/", "GET /sources/{id}/chip", "GET /sources/{id}/details",
-		"POST /sources/resolve", "GET /visibility/{source_id}", "GET /visibility/heatmap", "POST /visibility/precalculate",
+		"POST /sources/resolve", "GET /visibility/{source_id}", "GET /visibility/heatmap", "GET /visibility/plot", "POST /visibility/precalculate",
 		"POST /executed_obs_units/start", "PUT /executed_obs_units/{id}/finish", "GET /executed_obs_units/{obs_unit_id}",
 		"POST /raw_data_files/", "POST /raw_data_files/bulk", "PUT /raw_data_files/{id}", "GET /raw_data_files/{id}",
 		"POST /raw_data_package/", "GET /raw_data_package/{id}", "PUT /raw_data_package/{id}/finalize",

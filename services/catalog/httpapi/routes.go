@@ -118,8 +118,18 @@ func Register(api huma.API, h *Handlers) {
 		Description: "The full record with aliases, where its coordinates came from, and every obs unit using it with its program.",
 	}), h.sourceDetails)
 
-	// ---- Visibility (visibility.go) ---- (the heatmap before /visibility/{source_id})
+	// ---- Visibility (visibility.go, plot.go) ---- (the heatmap and the plot before /visibility/{source_id})
 	visibilityTags := []string{"Visibility"}
+	huma.Register(api, h.Costs.Costly(api, h.Auth.Op(huma.Operation{
+		OperationID: "get-visibility-plot", Method: http.MethodGet, Path: "/visibility/plot",
+		Summary: "Altitude plot of sources", Tags: visibilityTags, Errors: []int{404, 422},
+		Description: "Altitude against UTC of 1-10 sources (source_id repeated) over a range of at most 72 h (default the " +
+			"24 h from now), SVG or PNG (format=png or Accept: image/png): local time (OPS_SITE_TIMEZONE) and LST axes " +
+			"above, an airmass scale on the right, civil/nautical/astronomical twilight shaded, the Moon's altitude, " +
+			"the elevation limits, each source's observable windows and Sun-avoidance periods in a row under the plot, " +
+			"and a legend with each source's distance from the Moon. See docs/planning.md.",
+		Responses: plotResponses(),
+	})), h.plot)
 	huma.Register(api, h.Costs.Costly(api, h.Auth.Op(huma.Operation{
 		OperationID: "get-visibility-heatmap", Method: http.MethodGet, Path: "/visibility/heatmap",
 		Summary: "Visibility heatmap", Tags: visibilityTags, Errors: []int{404, 422},
@@ -139,7 +149,7 @@ func Register(api huma.API, h *Handlers) {
 			"inclusive (at most 10,000 samples); the windows in which the source is observable with their edges " +
 			"root-found to under a second and why each starts and ends; the next rise, set (crossings of the elevation " +
 			"limit) and transit after start; the highest altitude and the hours observable in the range. " +
-			"Accept: image/svg+xml or format=svg answers an altitude plot instead.",
+			"Accept: image/svg+xml or format=svg answers an altitude plot instead (as GET /visibility/plot up to 72 h), format=png or Accept: image/png as PNG.",
 		Responses: visibilityResponses(api),
 	})), h.sourceVisibility)
 	huma.Register(api, h.Auth.Op(huma.Operation{

@@ -81,7 +81,7 @@ type canvas interface {
 
 type nightLayout struct {
 	w, h, left, right, top, ph, pw float64
-	stripTop, stripH, legendTop     float64
+	stripTop, stripH, legendTop    float64
 }
 
 const (

@@ -127,7 +127,9 @@ func TestNightPlotSVG(t *testing.T) {
 		}
 	}
 
-	x := func(tm time.Time) float64 { return l.left + l.pw*tm.Sub(p.Start).Seconds()/p.End.Sub(p.Start).Seconds() }
+	x := func(tm time.Time) float64 {
+		return l.left + l.pw*tm.Sub(p.Start).Seconds()/p.End.Sub(p.Start).Seconds()
+	}
 	type span struct{ x0, x1 float64 }
 	shaded := map[int][]span{}
 	root.walk(func(n *node) {

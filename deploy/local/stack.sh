@@ -339,6 +339,10 @@ up_main() {
 	(set -a; . "$STATE/env"; set +a; "$ROOT/bin/migrate" up 2>>"$STATE/logs/migrate.log")
 	# a usable catalogue for a new user (idempotent: names already there are left alone)
 	(set -a; . "$STATE/env"; set +a; "$ROOT/bin/catalog" admin seed-demo 2>>"$STATE/logs/catalog-seed.log") >&2
+	# a demo PWV series for planning: measurements of the last 72 h and two forecast runs, generated
+	# by a documented model (deploy/local/demo/weather.py), loaded with the route's checks
+	python3 "$ROOT/deploy/local/demo/weather.py" >"$STATE/weather-demo.json"
+	(set -a; . "$STATE/env"; set +a; "$ROOT/bin/site" admin load-weather "$STATE/weather-demo.json" 2>>"$STATE/logs/site-weather.log") >&2
 	start_service "$STATE" devidp # the development identity provider (loopback only; dev users: deploy/devidp/README.md)
 	for s in "${SERVICES[@]}"; do
 		case $s in

@@ -99,8 +99,12 @@ func Access() map[string]Rule {
 
 		// Site information: public monitoring
 		"GET /api/site/info": Anonymous(),
-		"GET /health":        Anonymous(),
-		"GET /buffer-stats":  Anonymous(),
+		// The weather series: read by anyone, written by admins and weather service accounts
+		// (decisions §39: the service-account kind check comes with the bindings change).
+		"GET /api/site/weather":  Anonymous(),
+		"POST /api/site/weather": AdminOrServiceAccount("write:weather"),
+		"GET /health":            Anonymous(),
+		"GET /buffer-stats":      Anonymous(),
 	}
 }
 

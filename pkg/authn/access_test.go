@@ -28,7 +28,7 @@ func specEndpoints() []string {
 		"GET /api/tokens/", "GET /api/tokens/{id}", "PUT /api/tokens/{id}", "GET /api/tokens/{id}/usage",
 		"POST /api/tokens/{id}/regenerate", "DELETE /api/tokens/{id}", "POST /api/tokens/bulk-revoke",
 		"GET /api/tokens/export", "POST /api/tokens/service",
-		"GET /api/site/info", "GET /health", "GET /buffer-stats",
+		"GET /api/site/info", "GET /health", "GET /buffer-stats", "GET /api/site/weather", "POST /api/site/weather",
 	}
 }
 
@@ -47,10 +47,12 @@ func TestAccessTableFollowsDesign(t *testing.T) {
 		switch {
 		case r.Anonymous:
 			require.Contains(t, []string{"/api/transfer/overview", "/idp/login", "/idp/callback", "/.well-known/jwks.json",
-				"/api/site/info", "/health", "/buffer-stats"}, path, "only public endpoints are anonymous")
+				"/api/site/info", "/api/site/weather", "/health", "/buffer-stats"}, path, "only public endpoints are anonymous")
 		case strings.Contains(path, "reset") || strings.Contains(path, "reconcile") || path == "/visibility/precalculate" ||
 			path == "/api/tokens/service" || path == "/api/tokens/audit":
 			require.Equal(t, authn.Roles(authn.RoleAdmin), r, "%s is admin-only (JWT)", key)
+		case key == "POST /api/site/weather":
+			require.Equal(t, authn.AdminOrServiceAccount("write:weather"), r, key)
 		case path == "/executed_obs_units/start" || path == "/executed_obs_units/{id}/finish":
 			require.Equal(t, authn.ServiceAccount("write:observations"), r, key)
 		case strings.HasPrefix(path, "/raw_data_files/") && method != "GET",

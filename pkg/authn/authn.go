@@ -103,5 +103,11 @@ func ServiceAccount(scopes ...string) Rule {
 	return Rule{Token: true, TokenRoles: []string{RoleService}, Scopes: scopes}
 }
 
+// AdminOrServiceAccount accepts an admin's session JWT, or an API token of a user with the
+// service role carrying scopes (a machine feeding data an admin may also correct by hand).
+func AdminOrServiceAccount(scopes ...string) Rule {
+	return Rule{JWT: true, JWTRoles: []string{RoleAdmin}, Token: true, TokenRoles: []string{RoleService}, Scopes: scopes}
+}
+
 // AnyCredential accepts any valid JWT or API token, whatever its scopes.
 func AnyCredential() Rule { return Rule{JWT: true, Token: true} }

@@ -1,12 +1,10 @@
 package render
 
 import (
-	"bytes"
 	"fmt"
 	"image"
 	"image/color"
 	"image/draw"
-	"image/png"
 	"math"
 	"strings"
 	"sync"
@@ -652,10 +650,7 @@ func nightPNG(p *NightPlot) ([]byte, []string) {
 	l := layoutNight(p)
 	c := newPNGCanvas(int(l.w), int(l.h))
 	drawNight(c, p)
-	var buf bytes.Buffer
-	enc := png.Encoder{CompressionLevel: png.BestSpeed}
-	_ = enc.Encode(&buf, c.img)
-	return buf.Bytes(), c.drawn
+	return encodePNG(c.img), c.drawn
 }
 
 // MissingGlyphs lists the runes of the strings that the Go regular font has no glyph for

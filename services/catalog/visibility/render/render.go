@@ -3,13 +3,11 @@
 package render
 
 import (
-	"bytes"
 	"fmt"
 	"html"
 	"image"
 	"image/color"
 	"image/draw"
-	"image/png"
 	"math"
 	"strings"
 	"time"
@@ -257,7 +255,5 @@ func heatmapPNG(in HeatmapInput) ([]byte, []string) {
 	}
 	c.text(float64(bx-2), l.top-3, "hours/day", 10, false, 0, black)
 	c.text(l.left, l.h-12, "hours observable per UTC day", 11, false, 0, black)
-	var buf bytes.Buffer
-	_ = png.Encode(&buf, img)
-	return buf.Bytes(), c.drawn
+	return encodePNG(img), c.drawn
 }

@@ -406,6 +406,10 @@ up_main() {
 	# their tokens are made once, into $STATE/tokens/
 	dev_token dev-instrument write:observations,write:data,read:data,read:observations --kind instrument --instruments 1,2,3
 	dev_token dev-mover write:data --kind mover --locations 1,2,3,4,5
+	# a demo PWV series for planning: measurements of the last 72 h and two forecast runs, generated
+	# by a documented model (deploy/local/demo/weather.py), loaded with the route's checks
+	python3 "$ROOT/deploy/local/demo/weather.py" >"$STATE/weather-demo.json"
+	(set -a; . "$STATE/env"; set +a; "$ROOT/bin/site" admin load-weather "$STATE/weather-demo.json" 2>>"$STATE/logs/site-weather.log") >&2
 	start_service "$STATE" devidp # the development identity provider (loopback only; dev users: deploy/devidp/README.md)
 	for s in "${SERVICES[@]}"; do
 		case $s in

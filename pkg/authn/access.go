@@ -55,6 +55,7 @@ func Access() map[string]Rule {
 		"POST /sources/resolve":                 UserOrScopes("read:sources"),
 		"GET /visibility/{source_id}":           UserOrScopes("read:sources"),
 		"GET /visibility/heatmap":               UserOrScopes("read:sources"),
+		"GET /visibility/plot":                  UserOrScopes("read:sources"),
 		"POST /visibility/precalculate":         admin,
 		"GET /visibility/precalculate/{job_id}": UserOrScopes("read:sources"),
 		"GET /instruments/":                     UserOrScopes("read:instruments"),
@@ -68,9 +69,9 @@ func Access() map[string]Rule {
 		"POST /raw_data_files/bulk":             ServiceAccount("write:data"),
 		"PUT /raw_data_files/{id}":              ServiceAccount("write:data"),
 		"GET /raw_data_files/{id}":              UserOrScopes("read:data"),
-		"POST /raw_data_package/":               InstrumentOrAdmin("write:data"),
+		"POST /raw_data_package/":               AdminOrServiceAccount("write:data"),
 		"GET /raw_data_package/{id}":            UserOrScopes("read:data"),
-		"PUT /raw_data_package/{id}/finalize":   InstrumentOrAdmin("write:data"),
+		"PUT /raw_data_package/{id}/finalize":   AdminOrServiceAccount("write:data"),
 		// Receipts of buffered writes: any user, or an API token with read:data OR
 		// read:observations (a Rule requires all its scopes, so ingest checks "either" itself).
 		"GET /api/ingest/transactions/{transaction_id}": AnyCredential(),
@@ -107,8 +108,12 @@ func Access() map[string]Rule {
 
 		// Site information: public monitoring
 		"GET /api/site/info": Anonymous(),
-		"GET /health":        Anonymous(),
-		"GET /buffer-stats":  Anonymous(),
+		// The weather series: read by anyone, written by admins and weather service accounts
+		// (decisions §39: the service-account kind check comes with the bindings change).
+		"GET /api/site/weather":  Anonymous(),
+		"POST /api/site/weather": AdminOrServiceAccount("write:weather"),
+		"GET /health":            Anonymous(),
+		"GET /buffer-stats":      Anonymous(),
 	}
 }
 

@@ -20,7 +20,7 @@ func specEndpoints() []string {
 		"POST /api/transfer/data-transfer/reset-all-failed", "POST /api/transfer/long-term-archive/reset-all-failed",
 		"GET /observing_program/", "POST /observing_program/", "GET /observing_program/{id}", "PUT /observing_program/{id}",
 		"DELETE /observing_program/{id}", "GET /sources/", "GET /sources/{id}/chip", "GET /sources/{id}/details",
-		"POST /sources/resolve", "GET /visibility/{source_id}", "GET /visibility/heatmap", "POST /visibility/precalculate",
+		"POST /sources/resolve", "GET /visibility/{source_id}", "GET /visibility/heatmap", "GET /visibility/plot", "POST /visibility/precalculate",
 		"POST /executed_obs_units/start", "PUT /executed_obs_units/{id}/finish", "GET /executed_obs_units/{obs_unit_id}",
 		"POST /raw_data_files/", "POST /raw_data_files/bulk", "PUT /raw_data_files/{id}", "GET /raw_data_files/{id}",
 		"POST /raw_data_package/", "GET /raw_data_package/{id}", "PUT /raw_data_package/{id}/finalize",
@@ -28,7 +28,7 @@ func specEndpoints() []string {
 		"GET /api/tokens/", "GET /api/tokens/{id}", "PUT /api/tokens/{id}", "GET /api/tokens/{id}/usage",
 		"POST /api/tokens/{id}/regenerate", "DELETE /api/tokens/{id}", "POST /api/tokens/bulk-revoke",
 		"GET /api/tokens/export", "POST /api/tokens/service",
-		"GET /api/site/info", "GET /health", "GET /buffer-stats",
+		"GET /api/site/info", "GET /health", "GET /buffer-stats", "GET /api/site/weather", "POST /api/site/weather",
 	}
 }
 
@@ -47,10 +47,12 @@ func TestAccessTableFollowsDesign(t *testing.T) {
 		switch {
 		case r.Anonymous:
 			require.Contains(t, []string{"/api/transfer/overview", "/idp/login", "/idp/callback", "/idp/token", "/.well-known/jwks.json",
-				"/api/site/info", "/health", "/buffer-stats"}, path, "only public endpoints are anonymous")
+				"/api/site/info", "/api/site/weather", "/health", "/buffer-stats"}, path, "only public endpoints are anonymous")
 		case strings.Contains(path, "reset") || strings.Contains(path, "reconcile") || path == "/visibility/precalculate" ||
 			path == "/api/tokens/service" || path == "/api/tokens/audit" || path == "/api/tokens/service/{username}/bindings":
 			require.Equal(t, authn.Roles(authn.RoleAdmin), r, "%s is admin-only (JWT)", key)
+		case key == "POST /api/site/weather":
+			require.Equal(t, authn.AdminOrServiceAccount("write:weather"), r, key)
 		case path == "/executed_obs_units/start" || path == "/executed_obs_units/{id}/finish":
 			require.Equal(t, authn.ServiceAccount("write:observations"), r, key)
 		case strings.HasPrefix(path, "/raw_data_files/") && method != "GET",
@@ -58,7 +60,7 @@ func TestAccessTableFollowsDesign(t *testing.T) {
 			require.Equal(t, authn.ServiceAccount("write:data"), r, key)
 		case strings.HasPrefix(path, "/raw_data_package/") && method != "GET":
 			// Issue 24: packages are an instrument's (ingest checks its bindings) or an admin's.
-			require.Equal(t, authn.InstrumentOrAdmin("write:data"), r, key)
+			require.Equal(t, authn.AdminOrServiceAccount("write:data"), r, key)
 		case strings.HasPrefix(path, "/api/tokens/"), strings.HasPrefix(path, "/api/transfer/"):
 			require.False(t, r.Token, "%s needs a session JWT", key)
 			require.True(t, r.JWT, key)

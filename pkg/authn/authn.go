@@ -153,10 +153,11 @@ func ServiceAccount(scopes ...string) Rule {
 	return Rule{Token: true, TokenRoles: []string{RoleService}, Scopes: scopes}
 }
 
-// InstrumentOrAdmin accepts an API token of a service account carrying scopes (the service
-// checks the account is an instrument bound to the record's module) or a session JWT of an
-// admin; other users' JWTs and tokens are refused with 403.
-func InstrumentOrAdmin(scopes ...string) Rule {
+// AdminOrServiceAccount accepts an admin's session JWT, or an API token of a service account
+// carrying scopes (a machine feeding data an admin may also correct by hand); the service then
+// checks the account's kind and bindings — an instrument bound to the record's module, a weather
+// station — and other users' JWTs and tokens are refused with 403.
+func AdminOrServiceAccount(scopes ...string) Rule {
 	return Rule{JWT: true, JWTRoles: []string{RoleAdmin}, Token: true, TokenRoles: []string{RoleService}, Scopes: scopes}
 }
 

@@ -21,6 +21,7 @@ func Scopes() []Scope {
 		{"read:instruments", "Read instrument configurations"},
 		{"read:sources", "Read the source catalog"},
 		{"read:programs", "Read observing programs"},
+		{"write:weather", "Store the site's weather readings (PWV)"},
 	}
 }
 

@@ -15,7 +15,7 @@ func TestScopesAreTheSpecList(t *testing.T) {
 		names = append(names, s.Name)
 	}
 	require.Equal(t, []string{"read:observations", "write:observations", "read:data", "write:data",
-		"read:instruments", "read:sources", "read:programs"}, names)
+		"read:instruments", "read:sources", "read:programs", "write:weather"}, names)
 }
 
 func TestValidScope(t *testing.T) {

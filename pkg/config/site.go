@@ -1,5 +1,10 @@
 package config
 
+import (
+	"time"
+	_ "time/tzdata" // OPS_SITE_TIMEZONE must load in minimal images without /usr/share/zoneinfo
+)
+
 // Site is the observatory and its observing constraints (docs/configuration.md, "site"), read by every service that
 // describes or computes with it (site: GET /site/info; catalog: the source chip and the visibility
 // engine). One struct with one Validate, so every service accepts the same values.
@@ -20,13 +25,27 @@ type Site struct {
 	RelativeHumidity float64 `env:"OPS_SITE_RELATIVE_HUMIDITY" envDefault:"0.2"`
 	// WavelengthUM selects SOFA's optical (< 100 µm) or radio (≥ 100 µm) refraction formula.
 	WavelengthUM float64 `env:"OPS_SITE_WAVELENGTH_UM" envDefault:"850"`
+	// TimeZone is the site's civil time zone (IANA name), for the local-time axis of plots.
+	TimeZone string `env:"OPS_SITE_TIMEZONE" envDefault:"America/Santiago"`
+}
+
+// Location is the site's time zone (UTC if TimeZone does not load; Validate refuses that).
+func (s *Site) Location() *time.Location {
+	if s.TimeZone == "" {
+		return time.UTC
+	}
+	loc, err := time.LoadLocation(s.TimeZone)
+	if err != nil {
+		return time.UTC
+	}
+	return loc
 }
 
 // DefaultSite is the FYST site with its defaults (the envDefault values above).
 func DefaultSite() Site {
 	return Site{LatitudeDeg: -22.985639, LongitudeDeg: -67.740278, ElevationM: 5611.8,
 		MinElevationDeg: 20, MaxElevationDeg: 90, SunAvoidanceDeg: 45,
-		TemperatureC: 0, RelativeHumidity: 0.2, WavelengthUM: 850}
+		TemperatureC: 0, RelativeHumidity: 0.2, WavelengthUM: 850, TimeZone: "America/Santiago"}
 }
 
 // Validate checks that the site and its limits are physically meaningful (NaN fails every range).
@@ -52,6 +71,9 @@ func (s *Site) Validate() error {
 		return &Invalid{Var: "OPS_SITE_RELATIVE_HUMIDITY", Reason: "must be within [0, 1]"}
 	case !(s.WavelengthUM > 0):
 		return &Invalid{Var: "OPS_SITE_WAVELENGTH_UM", Reason: "must be > 0"}
+	}
+	if _, err := time.LoadLocation(s.TimeZone); err != nil || s.TimeZone == "" {
+		return &Invalid{Var: "OPS_SITE_TIMEZONE", Reason: "must be an IANA time zone name, e.g. America/Santiago or UTC"}
 	}
 	return nil
 }

@@ -124,7 +124,8 @@ func TestBenchCatalog(t *testing.T) {
 	local, err := resolve.NewLocal()
 	require.NoError(t, err)
 	pool := []string{"M 31", "m42", "NGC 224", "Andromeda Galaxy", "alf Lyr", "alpha Lyrae", "Vega", "HIP 91262", "HD 172167",
-		"Betelgeuse", "58 Ori", "Sirius", "alpha Canis Majoris", "Orion Nebula", "Crab Nebula", "M 104", "Pleiades", "Rigel", "bet Ori", "Whirlpool"}
+		"Betelgeuse", "58 Ori", "Sirius", "alpha Canis Majoris", "Orion Nebula", "Crab Nebula", "M 104", "Pleiades", "Rigel", "bet Ori", "Whirlpool",
+		"Sgr B2(N)", "ngc253", "Arp 220", "IC 4553", "NGC0891", "IRC+10216", "SDP.81"}
 	for _, n := range pool {
 		_, ok := local.Lookup(n)
 		require.True(t, ok, n)

@@ -22,6 +22,9 @@ type answer struct {
 	ObjectType string   `json:"object_type"`
 	Aliases    []string `json:"aliases"`
 	Resolver   string   `json:"resolver"`
+	Asked      []string `json:"resolvers_asked"`
+	Reference  string   `json:"reference"`
+	PMRAMasYr  *float64 `json:"pm_ra_mas_yr"`
 	SourceID   *int64   `json:"source_id"`
 	Error      string   `json:"error"`
 }
@@ -31,9 +34,11 @@ func (e *env) resolve(t *testing.T, body any) []answer {
 	r := e.call(t, http.MethodPost, e.gw("/sources/resolve"), e.viewer, body)
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	var out struct {
-		Items []answer `json:"items"`
+		Items  []answer `json:"items"`
+		Online string   `json:"online"`
 	}
 	r.JSON(t, &out)
+	require.Equal(t, "enabled", out.Online, "this environment configures a (fake) Sesame")
 	return out.Items
 }
 
@@ -65,7 +70,11 @@ func testResolve(t *testing.T, e *env) {
 	check(7, true, "local_catalog", "Vega")
 	check(8, false, "", "")
 	check(9, true, "local_catalog", "M31")
-	require.InDelta(t, 10.6751, *items[0].RADeg, 1e-4)
+	require.InDelta(t, 10.684792, *items[0].RADeg, 1e-5, "OpenNGC's NGC 224")
+	require.Equal(t, []string{"coordinates", "local_catalog", "database", "sesame"}, items[1].Asked, "not found: asked everywhere")
+	require.Equal(t, []string{"coordinates", "local_catalog"}, items[0].Asked)
+	require.Equal(t, []string{"coordinates", "local_catalog", "database"}, items[4].Asked)
+	require.Equal(t, []string{"coordinates"}, items[3].Asked)
 	require.Contains(t, items[0].Aliases, "NGC 224")
 	require.Equal(t, db, *items[4].SourceID)
 	require.Equal(t, []string{"CW Leo test"}, items[4].Aliases)
@@ -89,6 +98,25 @@ func testResolve(t *testing.T, e *env) {
 	requireProblem(t, e.call(t, http.MethodPost, e.gw("/sources/resolve"), e.viewer, map[string]any{"names": []string{"x"}, "extra": 1}), http.StatusUnprocessableEntity, "body.extra")
 	items = e.resolve(t, map[string]any{"names": many[:100]})
 	require.Len(t, items, 100)
+
+	// A curated target with a proper motion: the answer names the paper, and a source created
+	// from it keeps the motion.
+	items = e.resolve(t, map[string]any{"names": []string{"CW Leo", "Sgr B2(N)", "ngc253", "NGC0253", "NGC 253"}})
+	require.Equal(t, "IRC+10216", items[0].Name)
+	require.Equal(t, "2012A&A...543A..73M", items[0].Reference)
+	require.InDelta(t, 35, *items[0].PMRAMasYr, 1e-9)
+	require.Equal(t, "Sgr B2(N)", items[1].Name)
+	for _, it := range items[2:] {
+		require.Equal(t, "NGC 253", it.Name)
+	}
+	r := e.call(t, http.MethodPost, e.gw("/sources/"), e.observer, map[string]any{"name": "VY CMa", "resolve": true})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	var created map[string]any
+	r.JSON(t, &created)
+	require.Equal(t, -2.8, created["pm_ra_mas_yr"])
+	require.Equal(t, 2.6, created["pm_dec_mas_yr"])
+	require.Equal(t, 2000.0, created["epoch"])
+	require.Equal(t, "2012ApJ...744...23Z", created["coord_reference"])
 }
 
 // fakeSesame stands in for CDS Sesame: it knows a few names, answers "nothing found" for the
@@ -119,7 +147,7 @@ func newFakeSesame(t *testing.T) *fakeSesame {
 		}
 		w.Header().Set("Content-Type", "text/xml")
 		switch name {
-		case "Sgr A*", "slow Sgr A*":
+		case "EQ 1742-2859", "slow Sgr A*":
 			fmt.Fprint(w, `<?xml version="1.0" encoding="UTF-8"?>
 <Sesame xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">
 <Target option="SNV">
@@ -156,7 +184,7 @@ func (f *fakeSesame) count(name string) int {
 
 func testSesame(t *testing.T, e *env, f *fakeSesame) {
 	// Names the offline catalogue and the database answer never reach Sesame.
-	items := e.resolve(t, map[string]any{"names": []string{"Vega", "Sgr A*", "unknown-to-all"}})
+	items := e.resolve(t, map[string]any{"names": []string{"Vega", "EQ 1742-2859", "unknown-to-all"}})
 	require.Equal(t, "local_catalog", items[0].Resolver)
 	require.Zero(t, f.count("Vega"))
 	require.True(t, items[1].Found)
@@ -167,20 +195,20 @@ func testSesame(t *testing.T, e *env, f *fakeSesame) {
 	require.Contains(t, items[1].Aliases, "EQ 1742-2859")
 	require.False(t, items[2].Found)
 	require.Empty(t, items[2].Error, "not found is an answer, not an error")
-	require.Equal(t, 1, f.count("Sgr A*"))
+	require.Equal(t, 1, f.count("EQ 1742-2859"))
 	require.Equal(t, 1, f.count("unknown-to-all"))
 
 	// Answers are cached in Redis: found and not found alike.
-	items = e.resolve(t, map[string]any{"names": []string{"sgr  a*", "Sgr A*", "unknown-to-all"}})
+	items = e.resolve(t, map[string]any{"names": []string{"eq  1742-2859", "EQ 1742-2859", "unknown-to-all"}})
 	require.True(t, items[0].Found)
-	require.Equal(t, "sgr  a*", items[0].Input)
-	require.Equal(t, 1, f.count("Sgr A*"), "served from the cache")
-	require.Zero(t, f.count("sgr  a*"))
+	require.Equal(t, "eq  1742-2859", items[0].Input)
+	require.Equal(t, 1, f.count("EQ 1742-2859"), "served from the cache")
+	require.Zero(t, f.count("eq  1742-2859"))
 	require.Equal(t, 1, f.count("unknown-to-all"))
 	keys, err := e.s.Redis.Client().Keys(t.Context(), "ops:catalog:sesame:*").Result()
 	require.NoError(t, err)
-	require.Subset(t, keys, []string{"ops:catalog:sesame:v1:sgr a*", "ops:catalog:sesame:v1:unknown-to-all"})
-	ttl, err := e.s.Redis.Client().TTL(t.Context(), "ops:catalog:sesame:v1:sgr a*").Result()
+	require.Subset(t, keys, []string{"ops:catalog:sesame:v1:eq 1742-2859", "ops:catalog:sesame:v1:unknown-to-all"})
+	ttl, err := e.s.Redis.Client().TTL(t.Context(), "ops:catalog:sesame:v1:eq 1742-2859").Result()
 	require.NoError(t, err)
 	require.Greater(t, ttl, 24*time.Hour, "found names are kept for OPS_SESAME_CACHE_TTL (30 days)")
 
@@ -200,14 +228,14 @@ func testSesame(t *testing.T, e *env, f *fakeSesame) {
 	require.Zero(t, n)
 
 	// A source created with resolve=true from Sesame keeps where it came from.
-	r := e.call(t, http.MethodPost, e.gw("/sources/"), e.observer, map[string]any{"name": "Sgr A*", "resolve": true})
+	r := e.call(t, http.MethodPost, e.gw("/sources/"), e.observer, map[string]any{"name": "EQ 1742-2859", "resolve": true})
 	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
 	var src source
 	r.JSON(t, &src)
 	require.Equal(t, "sesame", src.CoordOrigin)
-	require.Contains(t, src.Aliases, "EQ 1742-2859")
+	require.Contains(t, src.Aliases, "[DHL2006] SgrA*")
 	// and from now on the database answers it, before Sesame.
-	items = e.resolve(t, map[string]any{"names": []string{"EQ 1742-2859"}})
+	items = e.resolve(t, map[string]any{"names": []string{"[DHL2006] SgrA*"}})
 	require.Equal(t, "database", items[0].Resolver)
 }
 

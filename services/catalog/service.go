@@ -75,6 +75,9 @@ type Store interface {
 // order (resolve.Resolver).
 type Resolver interface {
 	Resolve(ctx context.Context, names []string) ([]resolve.Answer, error)
+	// OnlineState says whether names found nowhere else are asked online (resolve.OnlineEnabled
+	// or resolve.OnlineDisabled).
+	OnlineState() string
 }
 
 // Caller is who asks for a use case: the user behind an authenticated request.

@@ -133,6 +133,9 @@ func (s *Service) prepareSource(ctx context.Context, spec *SourceSpec) error {
 		names = append([]string{a.Name}, names...)
 	}
 	spec.ApplyResolved(*a.RADeg, *a.DecDeg, a.ObjectType, a.Resolver, a.Reference, names)
+	if a.PMRAMasYr != nil && a.PMDecMasYr != nil && a.Epoch != nil && spec.PMRAMasYr == nil && spec.PMDecMasYr == nil {
+		spec.PMRAMasYr, spec.PMDecMasYr, spec.Epoch = a.PMRAMasYr, a.PMDecMasYr, a.Epoch // the catalogue's proper motion
+	}
 	return nil
 }
 

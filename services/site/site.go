@@ -20,6 +20,21 @@ type Config struct {
 	Addr string `env:"OPS_SITE_ADDR" envDefault:"127.0.0.1:8085"`
 	config.Site
 	BufferingEnabled bool `env:"OPS_BUFFERING_ENABLED" envDefault:"true"`
+	// WeatherRetentionDays: weather readings older than this (by their time) are deleted by the
+	// pruning loop every WeatherPruneInterval (main site only; a secondary reads the replica).
+	WeatherRetentionDays int           `env:"OPS_WEATHER_RETENTION_DAYS" envDefault:"400"`
+	WeatherPruneInterval time.Duration `env:"OPS_WEATHER_PRUNE_INTERVAL" envDefault:"1h"`
+}
+
+// Validate checks the weather settings (the embedded settings validate themselves).
+func (c *Config) Validate() error {
+	switch {
+	case c.WeatherRetentionDays < 1:
+		return &config.Invalid{Var: "OPS_WEATHER_RETENTION_DAYS", Reason: "must be at least 1"}
+	case c.WeatherPruneInterval < time.Minute:
+		return &config.Invalid{Var: "OPS_WEATHER_PRUNE_INTERVAL", Reason: "must be at least 1m"}
+	}
+	return nil
 }
 
 // Location is the observatory's position (WGS84, longitude east-positive).

@@ -52,9 +52,11 @@ type resolveBody struct {
 	Name  string   `json:"name,omitempty" maxLength:"255" doc:"One name (instead of names)."`
 }
 
-// ResolveAnswers is the body of POST /sources/resolve: one item per input, in input order.
+// ResolveAnswers is the body of POST /sources/resolve: one item per input, in input order, and
+// whether the online resolver is configured (so that "not found" is never ambiguous).
 type ResolveAnswers struct {
-	Items []resolve.Answer `json:"items"`
+	Items  []resolve.Answer `json:"items"`
+	Online string           `json:"online" enum:"enabled,disabled" doc:"disabled: CDS Sesame is not configured (OPS_SESAME_URL unset), so names not found were looked for offline and in the database only."`
 }
 
 type bodyOutput[T any] struct {
@@ -217,5 +219,5 @@ func (h *Handlers) resolveNames(ctx context.Context, in *struct{ Body resolveBod
 	if err != nil {
 		return nil, err
 	}
-	return out(ResolveAnswers{Items: answers}), nil
+	return out(ResolveAnswers{Items: answers, Online: h.Catalog.Resolver.OnlineState()}), nil
 }

@@ -103,9 +103,10 @@ func Register(api huma.API, h *Handlers) {
 		Summary: "Resolve names", Tags: sources, Errors: []int{422},
 		Description: "Resolves 1-100 names (or one, as name) to ICRS coordinates: one item per input, in input order, " +
 			"found or not. Order: coordinate strings (\"18h36m56.3s +38d47m01s\", \"279.234 38.784\") and the offline " +
-			"catalogue shipped with the service (stars to magnitude 6, Messier objects; d3-celestial, BSD-3-Clause), then " +
+			"catalogue shipped with the service (curated submillimetre targets with positions from the literature; NGC, IC and " +
+			"Messier objects from OpenNGC, CC-BY-SA 4.0; stars to magnitude 6 from d3-celestial, BSD-3-Clause), then " +
 			"the database's sources and aliases, then CDS Sesame when OPS_SESAME_URL is set (cached in Redis). resolver says " +
-			"which one answered.",
+			"which one answered, resolvers_asked which were asked, online whether Sesame is configured (\"disabled\": not).",
 	}), h.resolveNames)
 	huma.Register(api, h.Costs.Costly(api, h.op(huma.Operation{
 		OperationID: "list-sources", Method: http.MethodGet, Path: "/sources/",
@@ -166,8 +167,18 @@ func Register(api huma.API, h *Handlers) {
 		Description: "The full record with aliases, where its coordinates came from, and every obs unit using it with its program.",
 	}), h.sourceDetails)
 
-	// ---- Visibility (visibility.go) ---- (the heatmap before /visibility/{source_id})
+	// ---- Visibility (visibility.go, plot.go) ---- (the heatmap and the plot before /visibility/{source_id})
 	visibilityTags := []string{"Visibility"}
+	huma.Register(api, h.Costs.Costly(api, h.op(huma.Operation{
+		OperationID: "get-visibility-plot", Method: http.MethodGet, Path: "/visibility/plot",
+		Summary: "Altitude plot of sources", Tags: visibilityTags, Errors: []int{404, 422},
+		Description: "Altitude against UTC of 1-10 sources (source_id repeated) over a range of at most 72 h (default the " +
+			"24 h from now), SVG or PNG (format=png or Accept: image/png): local time (OPS_SITE_TIMEZONE) and LST axes " +
+			"above, an airmass scale on the right, civil/nautical/astronomical twilight shaded, the Moon's altitude, " +
+			"the elevation limits, each source's observable windows and Sun-avoidance periods in a row under the plot, " +
+			"and a legend with each source's distance from the Moon. See docs/planning.md.",
+		Responses: plotResponses(),
+	})), h.plot)
 	huma.Register(api, h.Costs.Costly(api, h.op(huma.Operation{
 		OperationID: "get-visibility-heatmap", Method: http.MethodGet, Path: "/visibility/heatmap",
 		Summary: "Visibility heatmap", Tags: visibilityTags, Errors: []int{404, 422},
@@ -187,7 +198,7 @@ func Register(api huma.API, h *Handlers) {
 			"inclusive (at most 10,000 samples); the windows in which the source is observable with their edges " +
 			"root-found to under a second and why each starts and ends; the next rise, set (crossings of the elevation " +
 			"limit) and transit after start; the highest altitude and the hours observable in the range. " +
-			"Accept: image/svg+xml or format=svg answers an altitude plot instead.",
+			"Accept: image/svg+xml or format=svg answers an altitude plot instead (as GET /visibility/plot up to 72 h), format=png or Accept: image/png as PNG.",
 		Responses: visibilityResponses(api),
 	})), h.sourceVisibility)
 	huma.Register(api, h.op(huma.Operation{

@@ -13,6 +13,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/obsops/obsops/pkg/problem"
 	"github.com/obsops/obsops/services/catalog"
 	"github.com/obsops/obsops/services/catalog/tables"
 	"github.com/obsops/obsops/services/catalog/visibility"
@@ -49,7 +50,7 @@ type visibilityInput struct {
 	End             string  `query:"end" doc:"RFC 3339; default start + 24 h."`
 	StepS           int64   `query:"step_s" minimum:"1" maximum:"95040000" default:"600" doc:"Seconds between samples (at most the longest range, 1100 days)."`
 	MinElevationDeg float64 `query:"min_elevation_deg" minimum:"0" maximum:"90" doc:"Lower elevation limit instead of the site's (an obs unit's own limit)."`
-	Format          string  `query:"format" enum:"json,svg,csv" doc:"svg: the altitude plot (as Accept: image/svg+xml); csv: the samples as CSV (as Accept: text/csv)."`
+	Format          string  `query:"format" enum:"json,svg,png,csv" doc:"svg, png: the altitude plot (as Accept: image/svg+xml, image/png); csv: the samples as CSV (as Accept: text/csv)."`
 	Accept          string  `header:"Accept"`
 	minElSet        bool
 }
@@ -102,7 +103,8 @@ func visibilityResponses(api huma.API) map[string]*huma.Response {
 		Description: "The visibility (JSON) or the altitude plot (SVG).",
 		Content: map[string]*huma.MediaType{
 			"application/json": {Schema: schema},
-			"image/svg+xml":    {Schema: &huma.Schema{Type: huma.TypeString, Description: "Altitude against UTC with the limit, Sun avoidance and windows shaded."}},
+			"image/svg+xml":    {Schema: &huma.Schema{Type: huma.TypeString, Description: "The altitude plot (as GET /visibility/plot for ranges up to 72 h; longer: altitude against UTC with the limit, Sun avoidance and windows shaded)."}},
+			"image/png":        {Schema: &huma.Schema{Type: huma.TypeString, Description: "The altitude plot as PNG (ranges up to 72 h)."}},
 			tables.MediaCSV:    {Schema: &huma.Schema{Type: huma.TypeString, Description: "The samples: time_utc, alt_deg, az_deg, airmass, sun_sep_deg, observable."}},
 		},
 	}}
@@ -120,6 +122,21 @@ func (h *Handlers) sourceVisibility(ctx context.Context, in *visibilityInput) (*
 	site, res, src := h.Catalog.Site, v.Result, v.Source
 	if in.Format == "csv" || in.Format == "" && tables.Negotiate("", in.Accept) == tables.CSV {
 		return csvOutput(tables.Samples(src.Name, res.Samples))
+	}
+	png := in.Format == "png" || in.Format == "" && strings.Contains(in.Accept, "image/png")
+	if (png || in.Format == "svg" || in.Format == "" && wantsSVG(in.Accept)) && v.End.Sub(v.Start) <= catalog.MaxPlotRange && v.End.After(v.Start) {
+		// up to 72 h: the night plot (local time, LST, airmass, twilight, Moon), as GET /visibility/plot
+		d := catalog.PlotData{Start: v.Start, End: v.End, Step: time.Duration(in.StepS) * time.Second,
+			Sources: []catalog.PlotSource{{Source: src, Result: res}},
+			Sky:     visibility.Sky(site, v.Start, v.End, time.Duration(in.StepS)*time.Second)}
+		p := nightPlot(site, d, fmt.Sprintf("Altitude of %s", src.Name))
+		if png {
+			return &rawOutput{ContentType: "image/png", Body: render.NightPNG(p)}, nil
+		}
+		return &rawOutput{ContentType: "image/svg+xml", Body: render.NightSVG(p)}, nil
+	}
+	if png {
+		return nil, problem.Field("query.format", "png draws ranges of at most 72 h; use svg for longer ranges", in.Format)
 	}
 	if in.Format == "svg" || in.Format == "" && wantsSVG(in.Accept) {
 		sub := fmt.Sprintf("%s – %s UTC · limit %g° · Sun avoidance %g° · %.2f h observable",

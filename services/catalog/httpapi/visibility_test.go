@@ -256,11 +256,21 @@ func TestVisibilityOfASource(t *testing.T) {
 	require.Equal(t, "image/svg+xml", r.ctype)
 	wellFormedXML(t, r.body)
 	require.Contains(t, string(r.body), "<polyline")
-	require.Contains(t, string(r.body), "observable 2026-01-15")
+	require.Contains(t, string(r.body), `class="window" data-source="0" data-start="2026-01-15`)
 	r = e.get(t, "/visibility/"+id+"?start=2026-07-10T00:00:00Z&end=2026-07-12T00:00:00Z&format=svg", nil)
 	require.Equal(t, 200, r.status)
 	wellFormedXML(t, r.body)
-	require.Contains(t, string(r.body), "Sun avoidance 2026-07-10") // Sirius is 39° from the Sun in July
+	require.Contains(t, string(r.body), `class="sun-avoidance" data-source="0" data-start="2026-07-1`) // Sirius is 39° from the Sun in July
+	// longer than 72 h: the long-range plot (SVG only)
+	r = e.get(t, "/visibility/"+id+"?start=2026-07-10T00:00:00Z&end=2026-07-20T00:00:00Z&step_s=3600&format=svg", nil)
+	require.Equal(t, 200, r.status)
+	require.Contains(t, string(r.body), "Sun avoidance 2026-07-1")
+	requireProblem(t, e.get(t, "/visibility/"+id+"?start=2026-07-10T00:00:00Z&end=2026-07-20T00:00:00Z&step_s=3600&format=png", nil), 422, "query.format")
+	r = e.get(t, "/visibility/"+id+"?start=2026-07-10T00:00:00Z&format=png", nil)
+	require.Equal(t, 200, r.status, string(r.body))
+	require.Equal(t, "image/png", r.ctype)
+	_, err := png.Decode(bytes.NewReader(r.body))
+	require.NoError(t, err)
 }
 
 type heatResp struct {
@@ -482,6 +492,37 @@ func TestVisibilityAccess(t *testing.T) {
 	require.Equal(t, "image/svg+xml", r.ctype)
 	wellFormedXML(t, r.body)
 	requireProblem(t, e.do(t, http.MethodGet, e.s.GatewayURL, path+"&step=1", e.user, "", nil), 422, "query.step")
+
+	// several sources on one plot, through the gateway: SVG (axes, a window row per source), PNG
+	orion := e.source(t, "Orion KL", "fixed", map[string]any{"ra_deg": 83.810475, "dec_deg": -5.375161})
+	sgr := e.source(t, "Sgr B2(N)", "fixed", map[string]any{"ra_deg": 266.832792, "dec_deg": -28.371778})
+	plot := fmt.Sprintf("/visibility/plot?source_id=%d&source_id=%d&source_id=%d&start=2026-10-15T12:00:00Z", src, orion, sgr)
+	r = e.do(t, http.MethodGet, e.s.GatewayURL, plot, withScope, "", nil)
+	require.Equal(t, 200, r.status, string(r.body))
+	require.Equal(t, "image/svg+xml", r.ctype)
+	wellFormedXML(t, r.body)
+	for _, s := range []string{`id="axis-utc"`, `id="axis-local"`, `id="axis-lst"`, `id="axis-airmass"`, `id="legend"`, `class="moon"`,
+		`class="window" data-source="0"`, `class="window" data-source="1"`, `class="window" data-source="2"`, "Vega", "Orion KL", "Sgr B2(N)", "twilight-night"} {
+		require.Contains(t, string(r.body), s)
+	}
+	r = e.do(t, http.MethodGet, e.s.GatewayURL, plot, withScope, "image/png", nil)
+	require.Equal(t, 200, r.status, string(r.body))
+	require.Equal(t, "image/png", r.ctype)
+	img, err := png.Decode(bytes.NewReader(r.body))
+	require.NoError(t, err)
+	require.Equal(t, 1000, img.Bounds().Dx())
+	requireProblem(t, e.do(t, http.MethodGet, e.s.GatewayURL, plot, without, "", nil), 403, "")
+	requireProblem(t, e.do(t, http.MethodGet, e.s.GatewayURL, "/visibility/plot", e.user, "", nil), 422, "query.source_id")
+	requireProblem(t, e.do(t, http.MethodGet, e.s.GatewayURL, fmt.Sprintf("/visibility/plot?source_id=%d&source_id=%d", src, src), e.user, "", nil), 422, "query.source_id")
+	eleven := "/visibility/plot?source_id=1"
+	for i := 2; i <= 11; i++ {
+		eleven += fmt.Sprintf("&source_id=%d", i)
+	}
+	requireProblem(t, e.do(t, http.MethodGet, e.s.GatewayURL, eleven, e.user, "", nil), 422, "source_id")
+	requireProblem(t, e.do(t, http.MethodGet, e.s.GatewayURL, fmt.Sprintf("/visibility/plot?source_id=%d&start=2026-10-15T00:00:00Z&end=2026-10-19T00:00:00Z", src), e.user, "", nil), 422, "query.end")
+	requireProblem(t, e.do(t, http.MethodGet, e.s.GatewayURL, fmt.Sprintf("/visibility/plot?source_id=%d&step_s=5", src), e.user, "", nil), 422, "query.step_s")
+	requireProblem(t, e.do(t, http.MethodGet, e.s.GatewayURL, "/visibility/plot?source_id=999999", e.user, "", nil), 404, "999999")
+	requireProblem(t, e.do(t, http.MethodGet, e.s.GatewayURL, fmt.Sprintf("/visibility/plot?source_id=%d&colour=red", src), e.user, "", nil), 422, "query.colour")
 	heat := fmt.Sprintf("/visibility/heatmap?year=2026&source_ids=%d", src)
 	require.Equal(t, 200, e.do(t, http.MethodGet, e.base, heat, withScope, "", nil).status)
 	requireProblem(t, e.do(t, http.MethodGet, e.base, heat, without, "", nil), 403, "")

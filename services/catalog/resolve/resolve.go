@@ -29,6 +29,14 @@ type Answer struct {
 	// constant-elevation source without coordinates).
 	SourceID *int64 `json:"source_id,omitempty"`
 	Kind     string `json:"kind,omitempty"`
+	// PMRAMasYr, PMDecMasYr, Epoch: the proper motion and the epoch of the position, when the
+	// catalogue entry gives them (a source created with "resolve": true takes them).
+	PMRAMasYr  *float64 `json:"pm_ra_mas_yr,omitempty" doc:"Proper motion in RA, mu_alpha* (includes cos dec), mas/yr."`
+	PMDecMasYr *float64 `json:"pm_dec_mas_yr,omitempty" doc:"Proper motion in Dec, mas/yr."`
+	Epoch      *float64 `json:"epoch,omitempty" doc:"Julian epoch of the position (with a proper motion)."`
+	// Asked lists the resolvers asked for this name, in order, so that "not found" says where
+	// the name was looked for.
+	Asked []string `json:"resolvers_asked" doc:"Resolvers asked for this name, in order: coordinates, local_catalog, database, sesame."`
 	// Error says why a name could not be looked up everywhere (e.g. Sesame timed out), or why
 	// a coordinate string is invalid.
 	Error string `json:"error,omitempty"`
@@ -41,7 +49,22 @@ func found(input, resolver string, o Object) Answer {
 		aliases = []string{}
 	}
 	return Answer{Input: input, Found: true, Name: o.Name, RADeg: &ra, DecDeg: &dec, ObjectType: o.ObjectType,
-		Aliases: aliases, Resolver: resolver, Reference: o.Reference}
+		Aliases: aliases, Resolver: resolver, Reference: o.Reference, PMRAMasYr: o.PMRAMasYr, PMDecMasYr: o.PMDecMasYr,
+		Epoch: o.Epoch}
+}
+
+// Online resolution states in answers.
+const (
+	OnlineEnabled  = "enabled"  // OPS_SESAME_URL is set: names found nowhere else are asked online
+	OnlineDisabled = "disabled" // not configured: "not found" means not found offline nor in the database
+)
+
+// OnlineState says whether the online resolver is configured.
+func (r *Resolver) OnlineState() string {
+	if r.Online == nil {
+		return OnlineDisabled
+	}
+	return OnlineEnabled
 }
 
 // Lookup finds names among the database's sources and aliases: one query for a batch, the
@@ -71,7 +94,7 @@ func (r *Resolver) Resolve(ctx context.Context, inputs []string) ([]Answer, erro
 	out := make([]Answer, len(inputs))
 	var pending []int
 	for i, in := range inputs {
-		out[i] = Answer{Input: in, Aliases: []string{}}
+		out[i] = Answer{Input: in, Aliases: []string{}, Asked: []string{ByCoordinates}}
 		name := strings.TrimSpace(in)
 		if ra, dec, ok, err := ParseCoordinates(name); ok {
 			if err != nil {
@@ -79,13 +102,15 @@ func (r *Resolver) Resolve(ctx context.Context, inputs []string) ([]Answer, erro
 				continue
 			}
 			out[i] = Answer{Input: in, Found: true, Name: FormatRA(ra) + " " + FormatDec(dec), RADeg: &ra, DecDeg: &dec,
-				Aliases: []string{}, Resolver: ByCoordinates}
+				Aliases: []string{}, Resolver: ByCoordinates, Asked: []string{ByCoordinates}}
 			continue
 		}
 		if o, ok := r.Local.Lookup(name); ok {
 			out[i] = found(in, ByLocalCatalog, o)
+			out[i].Asked = []string{ByCoordinates, ByLocalCatalog}
 			continue
 		}
+		out[i].Asked = append(out[i].Asked, ByLocalCatalog)
 		pending = append(pending, i)
 	}
 	if len(pending) > 0 && r.DB != nil {
@@ -99,8 +124,10 @@ func (r *Resolver) Resolve(ctx context.Context, inputs []string) ([]Answer, erro
 		}
 		rest := pending[:0]
 		for _, i := range pending {
+			out[i].Asked = append(out[i].Asked, ByDatabase)
 			if a, ok := hits[strings.TrimSpace(inputs[i])]; ok {
 				a.Input = inputs[i]
+				a.Asked = out[i].Asked
 				out[i] = a
 				continue
 			}
@@ -120,6 +147,7 @@ func (r *Resolver) Resolve(ctx context.Context, inputs []string) ([]Answer, erro
 			if name == "" {
 				continue
 			}
+			out[i].Asked = append(out[i].Asked, BySesame)
 			wg.Add(1)
 			sem <- struct{}{}
 			go func() {
@@ -130,6 +158,7 @@ func (r *Resolver) Resolve(ctx context.Context, inputs []string) ([]Answer, erro
 					return
 				}
 				a.Input = inputs[i]
+				a.Asked = out[i].Asked
 				if a.Aliases == nil {
 					a.Aliases = []string{}
 				}

@@ -14,6 +14,7 @@ import (
 	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/pkg/service"
+	"github.com/obsops/obsops/pkg/weather"
 	"github.com/obsops/obsops/services/site"
 	"github.com/obsops/obsops/services/site/httpapi"
 )
@@ -21,7 +22,9 @@ import (
 // App is the site service on its chassis: its monitor and every route registered.
 type App struct {
 	Monitor *site.Monitor
+	Weather *weather.Store
 
+	cfg *site.Config
 	svc *service.Service
 }
 
@@ -40,6 +43,7 @@ func New(cfg *site.Config, svc *service.Service, version, commit string) (*App, 
 		Buffers:       &site.BufferInspector{Inspector: inspector, Redis: svc.Redis, Site: cfg.SiteName, SiteType: cfg.SiteType},
 	}
 	monitor.Register(svc.Metrics)
+	store := &weather.Store{Read: pools.Read, Write: pools.Write}
 	services := cfg.Upstreams.ByService()
 	delete(services, "site")
 	if cfg.Secondary() {
@@ -62,13 +66,38 @@ func New(cfg *site.Config, svc *service.Service, version, commit string) (*App, 
 			Secondary:  cfg.Secondary(),
 		},
 		Monitor: monitor,
+		Weather: store,
 	})
-	return &App{Monitor: monitor, svc: svc}, nil
+	return &App{Monitor: monitor, Weather: store, cfg: cfg, svc: svc}, nil
 }
 
-// Run starts the monitor (the main link, replica lag and buffer probes), serves until ctx ends,
-// and stops the monitor at shutdown once the HTTP server has stopped.
+// Run starts the monitor (the main link, replica lag and buffer probes) and, at the main site,
+// the weather pruning loop, serves until ctx ends, and stops them at shutdown once the HTTP
+// server has stopped.
 func (a *App) Run(ctx context.Context) error {
-	return a.svc.RunWithLoops(ctx,
-		service.Loop{Name: "monitor", Run: func(ctx context.Context) error { a.Monitor.Run(ctx); return nil }})
+	loops := []service.Loop{{Name: "monitor", Run: func(ctx context.Context) error { a.Monitor.Run(ctx); return nil }}}
+	if !a.cfg.Secondary() { // a secondary's database is a replica of the main's, pruned there
+		loops = append(loops, service.Loop{Name: "weather-prune", Run: a.pruneWeather})
+	}
+	return a.svc.RunWithLoops(ctx, loops...)
+}
+
+// pruneWeather deletes readings older than OPS_WEATHER_RETENTION_DAYS every
+// OPS_WEATHER_PRUNE_INTERVAL, 5,000 rows per transaction.
+func (a *App) pruneWeather(ctx context.Context) error {
+	tick := time.NewTicker(a.cfg.WeatherPruneInterval)
+	defer tick.Stop()
+	for {
+		cutoff := time.Now().Add(-time.Duration(a.cfg.WeatherRetentionDays) * 24 * time.Hour)
+		if n, err := a.Weather.Prune(ctx, cutoff, 5000); err != nil {
+			a.svc.Log.Warn("weather pruning failed; next attempt at the next interval", "err", err)
+		} else if n > 0 {
+			a.svc.Log.Info("weather readings pruned", "deleted", n, "before", cutoff.UTC().Format(time.RFC3339))
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/pkg/service"
+	"github.com/obsops/obsops/pkg/weather"
 	"github.com/obsops/obsops/services/site"
 )
 
@@ -18,11 +19,28 @@ type Handlers struct {
 	Info    site.Info
 	Health  *site.Checker
 	Monitor *site.Monitor // the main link, replica and buffer, for /buffer-stats and the info's status
+	Weather *weather.Store
 }
 
-// Register adds every route of the site service: all anonymous (public monitoring),
-// as the access table says.
+// Register adds every route of the site service: the reads anonymous (public monitoring), the
+// weather's writes for admins and weather service accounts, as the access table says.
 func Register(api huma.API, h *Handlers) {
+	weatherTags := []string{"Weather"}
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "post-weather", Method: http.MethodPost, Path: "/api/site/weather",
+		Summary: "Store weather readings", Tags: weatherTags, Errors: []int{401, 403, 422, 503},
+		Description: "Stores 1-1000 PWV readings in one statement (all or none): measurements (kind measurement, e.g. source " +
+			"\"radiometer\") and forecast points (kind forecast, the model as source, issued_at the run). A point already " +
+			"stored (same kind, source, time and run) takes the new value. An admin's session JWT, or a service account's " +
+			"API token with write:weather. 422 names the field of the first invalid reading (body.items[i].pwv_mm).",
+	}), h.postWeather)
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "get-weather", Method: http.MethodGet, Path: "/api/site/weather",
+		Summary: "Weather series", Tags: weatherTags, Errors: []int{422},
+		Description: "PWV readings with from <= time < to (default the last 24 h and the next 72 h, at most 31 days), by " +
+			"time, a page of limit (default 500, at most 5000) with next_cursor; now: the PWV now as planning uses it " +
+			"(the latest measurement within 30 minutes, else unknown). Anonymous.",
+	}), h.getWeather)
 	huma.Register(api, h.Auth.Op(huma.Operation{
 		OperationID: "get-site-info", Method: http.MethodGet, Path: "/api/site/info",
 		Summary: "Site configuration", Tags: []string{"Site information"},

@@ -3,19 +3,14 @@
 package render
 
 import (
-	"bytes"
 	"fmt"
 	"html"
 	"image"
 	"image/color"
-	"image/png"
+	"image/draw"
 	"math"
 	"strings"
 	"time"
-
-	"golang.org/x/image/font"
-	"golang.org/x/image/font/basicfont"
-	"golang.org/x/image/math/fixed"
 
 	"github.com/obsops/obsops/services/catalog/visibility"
 )
@@ -213,32 +208,28 @@ func HeatmapSVG(in HeatmapInput) []byte {
 	return []byte(b.String())
 }
 
-// HeatmapPNG draws the same heatmap as a PNG (labels in a 7×13 bitmap font).
+// HeatmapPNG draws the same heatmap as a PNG (labels in the Go fonts, which have "°", "–" and
+// every other glyph drawn), with a colour scale legend in hours per day.
 func HeatmapPNG(in HeatmapInput) []byte {
+	b, _ := heatmapPNG(in)
+	return b
+}
+
+func heatmapPNG(in HeatmapInput) ([]byte, []string) {
 	l := heatLayout(&in)
-	img := image.NewRGBA(image.Rect(0, 0, int(l.w), int(l.h)))
-	fill := func(x0, y0, x1, y1 int, c color.Color) {
-		for y := y0; y < y1; y++ {
-			for x := x0; x < x1; x++ {
-				img.Set(x, y, c)
-			}
-		}
+	c := newPNGCanvas(int(l.w), int(l.h))
+	img := c.img
+	fill := func(x0, y0, x1, y1 int, col color.Color) {
+		draw.Draw(img, image.Rect(x0, y0, x1, y1), image.NewUniform(col), image.Point{}, draw.Src)
 	}
 	fill(0, 0, int(l.w), int(l.h), color.White)
-	text := func(x, y int, s string) {
-		d := &font.Drawer{Dst: img, Src: image.NewUniform(color.Black), Face: basicfont.Face7x13, Dot: fixed.P(x, y)}
-		d.DrawString(s)
-	}
-	text(int(l.left), 18, in.Title)
+	black := color.RGBA{0, 0, 0, 255}
+	c.text(l.left, 18, in.Title, 13, true, 0, black)
 	for r, row := range in.Hours {
 		y0 := int(l.top + float64(r)*l.cellH)
 		y1 := int(l.top + float64(r+1)*l.cellH)
-		if l.cellH >= 13 {
-			label := in.Labels[r]
-			if len(label) > 22 {
-				label = label[:21] + "~"
-			}
-			text(int(l.left)-6-7*len([]rune(label)), y1-2, label)
+		if l.cellH >= 12 {
+			c.text(l.left-6, float64(y1-3), shorten(in.Labels[r], 26), 11, false, 2, black)
 		}
 		for d, h := range row {
 			x0 := int(l.left + float64(d)*l.cellW)
@@ -249,18 +240,20 @@ func HeatmapPNG(in HeatmapInput) []byte {
 		d := time.Date(in.Year, m, 1, 0, 0, 0, 0, time.UTC).YearDay() - 1
 		x := int(l.left + float64(d)*l.cellW)
 		fill(x, int(l.top)-12, x+1, int(l.top), color.Gray{150})
-		text(x+2, int(l.top)-3, m.String()[:3])
+		c.text(float64(x+2), l.top-3, m.String()[:3], 11, false, 0, black)
 	}
+	// colour scale: 24 bands of one hour, ticks every 6 h, its unit above
 	bx := int(l.w) - 70
 	for i := range 24 {
 		y := int(l.top) + (23-i)*6
 		fill(bx, y, bx+14, y+6, colour(float64(i)+0.5))
 	}
-	text(bx+18, int(l.top)+8, "24h")
-	text(bx+18, int(l.top)+77, "12h")
-	text(bx+18, int(l.top)+146, "0h")
-	text(int(l.left), int(l.h)-12, "hours observable per UTC day")
-	var buf bytes.Buffer
-	_ = png.Encode(&buf, img)
-	return buf.Bytes()
+	for h := 0; h <= 24; h += 6 {
+		y := int(l.top) + (24-h)*6
+		fill(bx+14, y, bx+18, y+1, black)
+		c.text(float64(bx+21), float64(y+4), fmt.Sprintf("%d h", h), 10, false, 0, black)
+	}
+	c.text(float64(bx-2), l.top-3, "hours/day", 10, false, 0, black)
+	c.text(l.left, l.h-12, "hours observable per UTC day", 11, false, 0, black)
+	return encodePNG(img), c.drawn
 }

@@ -23,7 +23,9 @@ func TestWeatherSeries(t *testing.T) {
 	s := testenv.StartSuite(t, testenv.SuiteOptions{Skip: []string{"transfer", "ingest", "catalog"}})
 	admin := s.JWT(t, "ops-admin", "admin")
 	viewer := s.JWT(t, "viewer1", "viewer")
-	station := s.Admin(t, "create-service-token", "--account", "weather-station", "--scopes", "write:weather", "--name", "pwv")
+	station := s.Admin(t, "create-service-token", "--account", "weather-station", "--kind", "weather", "--scopes", "write:weather", "--name", "pwv")
+	// an instrument's account holding write:weather is still not a weather station
+	instrument := s.Admin(t, "create-service-token", "--account", "daq-weather", "--kind", "instrument", "--instruments", "1", "--scopes", "write:weather", "--name", "w")
 	other := s.Admin(t, "create-service-token", "--account", "daq", "--scopes", "write:data", "--name", "daq")
 	u := s.GatewayURL + "/api/site/weather"
 
@@ -48,6 +50,7 @@ func TestWeatherSeries(t *testing.T) {
 	require.Equal(t, 200, r.Status, "%s", r.Body) // replaces the station's value at now
 	require.Equal(t, 403, call(t, http.MethodPost, u, viewer, map[string]any{"items": one}).Status)
 	require.Equal(t, 403, call(t, http.MethodPost, u, other, map[string]any{"items": one}).Status)
+	require.Equal(t, 403, call(t, http.MethodPost, u, instrument, map[string]any{"items": one}).Status)
 	require.Equal(t, 401, call(t, http.MethodPost, u, "", map[string]any{"items": one}).Status)
 
 	// 422 naming the field; nothing of the batch written

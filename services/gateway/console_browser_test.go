@@ -420,6 +420,14 @@ func TestConsoleInBrowser(t *testing.T) {
 	t.Run("the other pages render", func(t *testing.T) {
 		alice.goTo(t, "#/packages", "#package-table")
 		alice.shot(t, shots, "packages")
+		// a problem is shown as its title and detail, the field it names marked invalid
+		alice.run(t, 20*time.Second,
+			chromedp.SendKeys(chromedp.CSS(`#package-search input[name="executed_obs_unit_id"]`), "not-a-uuid"),
+			chromedp.Click(chromedp.CSS(`#package-search button[type="submit"]`)),
+			chromedp.WaitVisible(chromedp.CSS(`#package-search input[name="executed_obs_unit_id"][aria-invalid="true"]`)),
+			chromedp.WaitVisible(chromedp.CSS(`#package-results .problem`)))
+		problemText := get(t, alice, 5*time.Second, chromedp.Text(chromedp.CSS(`#package-results .problem`)))
+		require.Contains(t, problemText, "query.executed_obs_unit_id")
 		alice.goTo(t, "#/site", "#site-facts")
 		alice.shot(t, shots, "site")
 		alice.goTo(t, "#/programs", "#program-table")

@@ -474,6 +474,19 @@ func TestConsoleInBrowser(t *testing.T) {
 		alice.shot(t, shots, "site")
 		alice.goTo(t, "#/programs", "#program-table")
 		alice.shot(t, shots, "programs")
+		// an admin creates a program; a taken short name is a problem naming the field
+		alice.run(t, 20*time.Second,
+			chromedp.SendKeys(chromedp.CSS(`#new-program input[name="short_name"]`), "CONSOLE-1"),
+			chromedp.SendKeys(chromedp.CSS(`#new-program input[name="title"]`), "Second look"),
+			chromedp.SendKeys(chromedp.CSS(`#new-program input[name="pi"]`), "B. Builder"),
+			chromedp.Click(chromedp.CSS(`#new-program button[type="submit"]`)),
+			chromedp.WaitVisible(chromedp.CSS(`#new-program input[name="short_name"][aria-invalid="true"]`)),
+			chromedp.Evaluate[chromedp.Void](`void (document.querySelector('#new-program input[name="short_name"]').value = "")`),
+			chromedp.SendKeys(chromedp.CSS(`#new-program input[name="short_name"]`), "CONSOLE-2"),
+			chromedp.Click(chromedp.CSS(`#new-program button[type="submit"]`)),
+			chromedp.WaitVisible(chromedp.CSS(`#obs-units`)))
+		title := get(t, alice, 5*time.Second, chromedp.Text(chromedp.CSS("h1")))
+		require.Equal(t, "CONSOLE-2: Second look", title)
 	})
 
 	t.Run("the live indicator shows reconnecting while transfer is down and recovers", func(t *testing.T) {

@@ -6,7 +6,7 @@ COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 MODULES = $(shell go list -m -f '{{.Dir}}')
 
-.PHONY: build generate up up-sites wan-down wan-up wan-slow down logs test lint bench chaos clean
+.PHONY: build generate up up-sites wan-down wan-up wan-slow down logs test lint bench chaos screenshots clean
 
 build: ## build every binary into ./bin
 	@mkdir -p bin
@@ -48,6 +48,9 @@ lint: ## gofmt, go vet, and every module building on its own (GOWORK=off, as the
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@go vet $(addsuffix /...,$(MODULES))
 	@for m in $(MODULES); do (cd $$m && GOWORK=off go build -o /dev/null ./...) || { echo "$$m does not build with GOWORK=off"; exit 1; }; done
+
+screenshots: ## regenerate the web console's screenshots in docs/ (docs/console.md) with the headless-browser test
+	@deploy/local/stack.sh screenshots
 
 bench: ## benchmarks with ratios measured in the same run
 	@deploy/local/stack.sh bench

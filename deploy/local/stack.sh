@@ -4,6 +4,7 @@
 #
 #   stack.sh deps        install what the suite needs to run (PostgreSQL with q3c, Redis, curl) with apt-get, when missing
 #   stack.sh test-deps   deps, and what only the tests use: promtool (Debian package prometheus) and chromium
+#   stack.sh screenshots the web console's screenshots in docs/ from its browser test (make screenshots)
 #   stack.sh infra-up    start the local PostgreSQL and Redis (skipped when OPS_DATABASE_URL / OPS_REDIS_URL are set)
 #   stack.sh infra-down  stop them
 #   stack.sh pg-dir      print where the local PostgreSQL keeps its files
@@ -128,7 +129,7 @@ test_deps() {
 	command -v promtool >/dev/null ||
 		need prometheus "its promtool checks and unit-tests deploy/prometheus/alerts.yml (services/site TestAlertRules)"
 	command -v chromium >/dev/null ||
-		need chromium "the headless-browser check that /docs renders without internet (services/gateway TestGatewayEndToEnd)"
+		need chromium "the headless-browser checks: /docs renders without internet (services/gateway TestGatewayEndToEnd), the web console (TestConsoleInBrowser)"
 	command -v xmllint >/dev/null ||
 		need libxml2-utils "xmllint validates the catalog's VOTable answers against the IVOA schema (services/catalog TestTablesInAndOut)"
 	[ -f /usr/lib/python3/dist-packages/astropy/io/votable/data/VOTable.v1.4.xsd ] ||
@@ -762,6 +763,18 @@ run_chaos() {
 	(cd services/ingest && go test -run "${OPS_CHAOS_RUN:-^TestChaos}" -v -count=1 -timeout 60m .)
 }
 
+# run_screenshots regenerates the console's screenshots in docs/ (docs/console.md): the browser
+# test writes every page's into a temporary directory (OPS_CONSOLE_SCREENSHOTS), two are copied.
+run_screenshots() {
+	test_deps
+	test_database
+	local dir; dir=$(mktemp -d)
+	(cd services/gateway && OPS_CONSOLE_SCREENSHOTS="$dir" go test -run '^TestConsoleInBrowser$' -count=1 -v -timeout 10m .)
+	cp "$dir/overview.png" docs/console-overview.png
+	cp "$dir/source.png" docs/console-source.png
+	log "docs/console-overview.png and docs/console-source.png regenerated (all pages: $dir)"
+}
+
 case "${1:-}" in
 deps) deps ;;
 test-deps) test_deps ;;
@@ -777,6 +790,7 @@ down) down ;;
 logs) mkdir -p "$STATE/logs" "$SEC/logs"; tail -n 50 -F $(ls "$STATE"/logs/*.log "$SEC"/logs/*.log 2>/dev/null) ;;
 test) run_tests ;;
 bench) run_bench ;;
+screenshots) run_screenshots ;;
 chaos) run_chaos ;;
 env) write_env; cat "$STATE/env" ;;
 secondary-env) write_env; write_secondary_env; cat "$SEC/env" ;;

@@ -20,6 +20,7 @@ const pages = {
 
 const main = document.getElementById("main");
 let leave = null; // the current page's clean-up (e.g. closing its WebSocket)
+let whoami = null; // the /auth/me of the sign-in: pages but the overview wait for it (roles)
 
 function signInPage(note) {
   document.getElementById("nav").hidden = true;
@@ -39,6 +40,9 @@ async function route() {
   if (!api.signedIn()) { signInPage(); return; }
   const [name, ...args] = location.hash.replace(/^#\/?/, "").split("/");
   const page = pages[name] ? name : "overview";
+  if (page !== "overview" && whoami) {
+    try { await whoami; } catch (_) { return; } // start() shows the sign-in page
+  }
   for (const a of document.querySelectorAll("#nav a")) {
     if (a.getAttribute("href") === "#/" + page) a.setAttribute("aria-current", "page");
     else a.removeAttribute("aria-current");
@@ -63,20 +67,22 @@ async function start() {
     signInPage("Your session has expired or was revoked: sign in again.");
   });
   window.addEventListener("hashchange", () => { if (location.hash.startsWith("#/")) route(); });
-  if (api.signedIn()) {
-    try {
-      api.setMe(await api.call("GET", "/auth/me"));
-    } catch (err) {
-      api.signOut();
-      signInPage("Sign-in failed: " + (err.detail || err.title));
-      return;
-    }
-    const m = api.me();
-    document.getElementById("nav").hidden = false;
-    document.getElementById("signout").hidden = false;
-    document.getElementById("who").textContent = m.user.username + " (" + m.user.roles.join(", ") + ")";
-  }
+  if (!api.signedIn()) { route(); return; }
+  // who am I and the first page at once: the overview's socket need not wait for /auth/me
+  whoami = api.call("GET", "/auth/me");
+  document.getElementById("nav").hidden = false;
+  document.getElementById("signout").hidden = false;
   route();
+  try {
+    api.setMe(await whoami);
+  } catch (err) {
+    if (leave) { leave(); leave = null; }
+    api.signOut();
+    signInPage("Sign-in failed: " + (err.detail || err.title));
+    return;
+  }
+  const m = api.me();
+  document.getElementById("who").textContent = m.user.username + " (" + m.user.roles.join(", ") + ")";
 }
 
 start();

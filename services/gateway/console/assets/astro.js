@@ -20,13 +20,42 @@ async function plot(path, query, alt, id) {
 export async function renderPrograms(main, args) {
   if (args[0]) return renderProgram(main, args[0]);
   const page = await api.call("GET", "/observing_program/", { query: { limit: 200 } });
-  main.replaceChildren(h("h1", null, "Observing programs"), table(`Programs (${page.total})`, [
+  main.replaceChildren(h("h1", null, "Observing programs"), api.isObserver() ? newProgramForm() : null, table(`Programs (${page.total})`, [
     { label: "Program", value: (p) => h("a", { href: "#/programs/" + p.id }, p.short_name) },
     { label: "Title", value: (p) => p.title },
     { label: "PI", value: (p) => p.pi },
     { label: "Status", value: (p) => p.status },
     { label: "Obs units", value: (p) => String((p.obs_units || []).length) },
   ], page.items, { id: "program-table" }));
+}
+
+// newProgramForm creates a program (observers and admins); its obs units are added with the API
+// (PUT with obs_units) or the catalogue's tools.
+function newProgramForm() {
+  const form = h("form", { class: "card", id: "new-program" },
+    h("h2", null, "New program"),
+    h("div", { class: "card inline" },
+      field("Short name", { name: "short_name", required: true, maxlength: 64, autocomplete: "off" }),
+      field("Title", { name: "title", required: true, maxlength: 500, size: 40 }),
+      field("PI", { name: "pi", required: true, maxlength: 255 }),
+      h("div", { class: "field" }, h("label", { for: "np-status" }, "Status"),
+        h("select", { id: "np-status", name: "status" }, ["draft", "active", "completed", "archived"].map((v) => h("option", { value: v }, v)))),
+      field("Allocated hours", { name: "allocated_hours", type: "number", min: 0, step: "any" })),
+    h("button", { type: "submit" }, "Create program"),
+    h("div", { class: "form-problem" }));
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const fd = new FormData(form);
+    const body = { short_name: fd.get("short_name"), title: fd.get("title"), pi: fd.get("pi"), status: fd.get("status"), obs_units: [] };
+    if (fd.get("allocated_hours")) body.allocated_hours = Number(fd.get("allocated_hours"));
+    try {
+      const p = await api.call("POST", "/observing_program/", { body });
+      location.hash = "#/programs/" + p.id;
+    } catch (err) {
+      form.querySelector(".form-problem").replaceChildren(problemBox(err, form));
+    }
+  });
+  return form;
 }
 
 async function renderProgram(main, id) {

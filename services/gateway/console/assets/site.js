@@ -23,14 +23,14 @@ export async function render(main) {
     }
     try {
       const page = await api.call("GET", "/api/ingest/dead-letters", { query: { limit: 100 } });
-      dead.replaceChildren(table(`Dead letters (${page.total ?? page.items.length})`, [
-        { label: "Task", value: (d) => d.id },
-        { label: "Kind", value: (d) => d.kind || d.type || "–" },
-        { label: "Error", value: (d) => d.last_error || "–" },
-        { label: "Failed", value: (d) => fmtTime(d.last_failed_at) },
+      dead.replaceChildren(table(`Dead letters (${page.total})`, [
+        { label: "Task", value: (d) => d.task_id },
+        { label: "Type", value: (d) => d.type },
+        { label: "Error", value: (d) => d.error },
+        { label: "Failed", value: (d) => fmtTime(d.failed_at) },
         { label: "Actions", value: (d) => h("span", { class: "actions" },
-          h("button", { type: "button", onclick: () => confirmBox(msg, `Retry dead letter ${d.id}?`, "Retry", () => act("POST", d.id + "/retry")) }, "Retry"),
-          h("button", { type: "button", class: "danger", onclick: () => confirmBox(msg, `Drop dead letter ${d.id}? Its writes are lost.`, "Drop", () => act("DELETE", d.id)) }, "Drop")) },
+          h("button", { type: "button", onclick: () => confirmBox(msg, `Retry dead letter ${d.task_id}?`, "Retry", () => act("POST", encodeURIComponent(d.task_id) + "/retry")) }, "Retry"),
+          h("button", { type: "button", class: "danger", onclick: () => confirmBox(msg, `Drop dead letter ${d.task_id}? Its writes are lost for good.`, "Drop", () => act("DELETE", encodeURIComponent(d.task_id))) }, "Drop")) },
       ], page.items, { id: "dead-table" }));
     } catch (err) {
       dead.replaceChildren(problemBox(err));

@@ -48,6 +48,7 @@ const (
 	CreateService AuditEntryAction = "create_service"
 	Regenerate    AuditEntryAction = "regenerate"
 	Revoke        AuditEntryAction = "revoke"
+	SetBindings   AuditEntryAction = "set_bindings"
 	Update        AuditEntryAction = "update"
 )
 
@@ -61,6 +62,8 @@ func (e AuditEntryAction) Valid() bool {
 	case Regenerate:
 		return true
 	case Revoke:
+		return true
+	case SetBindings:
 		return true
 	case Update:
 		return true
@@ -150,6 +153,24 @@ func (e ComponentHealthStatus) Valid() bool {
 	case ComponentHealthStatusFail:
 		return true
 	case ComponentHealthStatusOk:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for DeadLetterActionAction.
+const (
+	Dropped  DeadLetterActionAction = "dropped"
+	Requeued DeadLetterActionAction = "requeued"
+)
+
+// Valid indicates whether the value is a known member of the DeadLetterActionAction enum.
+func (e DeadLetterActionAction) Valid() bool {
+	switch e {
+	case Dropped:
+		return true
+	case Requeued:
 		return true
 	default:
 		return false
@@ -288,6 +309,27 @@ func (e JobStatus) Valid() bool {
 	}
 }
 
+// Defines values for KindBindingsKind.
+const (
+	KindBindingsKindInstrument KindBindingsKind = "instrument"
+	KindBindingsKindMover      KindBindingsKind = "mover"
+	KindBindingsKindWeather    KindBindingsKind = "weather"
+)
+
+// Valid indicates whether the value is a known member of the KindBindingsKind enum.
+func (e KindBindingsKind) Valid() bool {
+	switch e {
+	case KindBindingsKindInstrument:
+		return true
+	case KindBindingsKindMover:
+		return true
+	case KindBindingsKindWeather:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for LoginResultTokenType.
 const (
 	Bearer LoginResultTokenType = "Bearer"
@@ -315,6 +357,27 @@ func (e MeAuthenticatedBy) Valid() bool {
 	case ApiToken:
 		return true
 	case Jwt:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PWVKind.
+const (
+	PWVKindForecast    PWVKind = "forecast"
+	PWVKindMeasurement PWVKind = "measurement"
+	PWVKindUnknown     PWVKind = "unknown"
+)
+
+// Valid indicates whether the value is a known member of the PWVKind enum.
+func (e PWVKind) Valid() bool {
+	switch e {
+	case PWVKindForecast:
+		return true
+	case PWVKindMeasurement:
+		return true
+	case PWVKindUnknown:
 		return true
 	default:
 		return false
@@ -411,6 +474,54 @@ func (e ProgramStatus) Valid() bool {
 	}
 }
 
+// Defines values for ProgramPatchStatus.
+const (
+	ProgramPatchStatusActive    ProgramPatchStatus = "active"
+	ProgramPatchStatusArchived  ProgramPatchStatus = "archived"
+	ProgramPatchStatusCompleted ProgramPatchStatus = "completed"
+	ProgramPatchStatusDraft     ProgramPatchStatus = "draft"
+)
+
+// Valid indicates whether the value is a known member of the ProgramPatchStatus enum.
+func (e ProgramPatchStatus) Valid() bool {
+	switch e {
+	case ProgramPatchStatusActive:
+		return true
+	case ProgramPatchStatusArchived:
+		return true
+	case ProgramPatchStatusCompleted:
+		return true
+	case ProgramPatchStatusDraft:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ProgramReplacementStatus.
+const (
+	ProgramReplacementStatusActive    ProgramReplacementStatus = "active"
+	ProgramReplacementStatusArchived  ProgramReplacementStatus = "archived"
+	ProgramReplacementStatusCompleted ProgramReplacementStatus = "completed"
+	ProgramReplacementStatusDraft     ProgramReplacementStatus = "draft"
+)
+
+// Valid indicates whether the value is a known member of the ProgramReplacementStatus enum.
+func (e ProgramReplacementStatus) Valid() bool {
+	switch e {
+	case ProgramReplacementStatusActive:
+		return true
+	case ProgramReplacementStatusArchived:
+		return true
+	case ProgramReplacementStatusCompleted:
+		return true
+	case ProgramReplacementStatusDraft:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ProgramSpecStatus.
 const (
 	ProgramSpecStatusActive    ProgramSpecStatus = "active"
@@ -501,6 +612,24 @@ func (e RawDataPackageStatus) Valid() bool {
 	}
 }
 
+// Defines values for ReadingKind.
+const (
+	ReadingKindForecast    ReadingKind = "forecast"
+	ReadingKindMeasurement ReadingKind = "measurement"
+)
+
+// Valid indicates whether the value is a known member of the ReadingKind enum.
+func (e ReadingKind) Valid() bool {
+	switch e {
+	case ReadingKindForecast:
+		return true
+	case ReadingKindMeasurement:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ReceiptState.
 const (
 	ReceiptStateApplying   ReceiptState = "applying"
@@ -531,6 +660,45 @@ func (e ReceiptState) Valid() bool {
 	}
 }
 
+// Defines values for ResolveAnswersOnline.
+const (
+	Disabled ResolveAnswersOnline = "disabled"
+	Enabled  ResolveAnswersOnline = "enabled"
+)
+
+// Valid indicates whether the value is a known member of the ResolveAnswersOnline enum.
+func (e ResolveAnswersOnline) Valid() bool {
+	switch e {
+	case Disabled:
+		return true
+	case Enabled:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ServiceTokenBodyKind.
+const (
+	ServiceTokenBodyKindInstrument ServiceTokenBodyKind = "instrument"
+	ServiceTokenBodyKindMover      ServiceTokenBodyKind = "mover"
+	ServiceTokenBodyKindWeather    ServiceTokenBodyKind = "weather"
+)
+
+// Valid indicates whether the value is a known member of the ServiceTokenBodyKind enum.
+func (e ServiceTokenBodyKind) Valid() bool {
+	switch e {
+	case ServiceTokenBodyKindInstrument:
+		return true
+	case ServiceTokenBodyKindMover:
+		return true
+	case ServiceTokenBodyKindWeather:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ServiceTokenBodyScopes.
 const (
 	ServiceTokenBodyScopesRead              ServiceTokenBodyScopes = "read:*"
@@ -542,6 +710,7 @@ const (
 	ServiceTokenBodyScopesWrite             ServiceTokenBodyScopes = "write:*"
 	ServiceTokenBodyScopesWriteData         ServiceTokenBodyScopes = "write:data"
 	ServiceTokenBodyScopesWriteObservations ServiceTokenBodyScopes = "write:observations"
+	ServiceTokenBodyScopesWriteWeather      ServiceTokenBodyScopes = "write:weather"
 )
 
 // Valid indicates whether the value is a known member of the ServiceTokenBodyScopes enum.
@@ -564,6 +733,8 @@ func (e ServiceTokenBodyScopes) Valid() bool {
 	case ServiceTokenBodyScopesWriteData:
 		return true
 	case ServiceTokenBodyScopesWriteObservations:
+		return true
+	case ServiceTokenBodyScopesWriteWeather:
 		return true
 	default:
 		return false
@@ -683,6 +854,7 @@ const (
 	TokenCreateBodyScopesWrite             TokenCreateBodyScopes = "write:*"
 	TokenCreateBodyScopesWriteData         TokenCreateBodyScopes = "write:data"
 	TokenCreateBodyScopesWriteObservations TokenCreateBodyScopes = "write:observations"
+	TokenCreateBodyScopesWriteWeather      TokenCreateBodyScopes = "write:weather"
 )
 
 // Valid indicates whether the value is a known member of the TokenCreateBodyScopes enum.
@@ -705,6 +877,8 @@ func (e TokenCreateBodyScopes) Valid() bool {
 	case TokenCreateBodyScopesWriteData:
 		return true
 	case TokenCreateBodyScopesWriteObservations:
+		return true
+	case TokenCreateBodyScopesWriteWeather:
 		return true
 	default:
 		return false
@@ -737,6 +911,7 @@ const (
 	TokenUpdateBodyScopesWrite             TokenUpdateBodyScopes = "write:*"
 	TokenUpdateBodyScopesWriteData         TokenUpdateBodyScopes = "write:data"
 	TokenUpdateBodyScopesWriteObservations TokenUpdateBodyScopes = "write:observations"
+	TokenUpdateBodyScopesWriteWeather      TokenUpdateBodyScopes = "write:weather"
 )
 
 // Valid indicates whether the value is a known member of the TokenUpdateBodyScopes enum.
@@ -759,6 +934,8 @@ func (e TokenUpdateBodyScopes) Valid() bool {
 	case TokenUpdateBodyScopesWriteData:
 		return true
 	case TokenUpdateBodyScopesWriteObservations:
+		return true
+	case TokenUpdateBodyScopesWriteWeather:
 		return true
 	default:
 		return false
@@ -858,6 +1035,24 @@ func (e WindowStartReason) Valid() bool {
 	case WindowStartReasonRisesAboveLimit:
 		return true
 	case WindowStartReasonSetsBelowLimit:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetWeatherParamsKind.
+const (
+	GetWeatherParamsKindForecast    GetWeatherParamsKind = "forecast"
+	GetWeatherParamsKindMeasurement GetWeatherParamsKind = "measurement"
+)
+
+// Valid indicates whether the value is a known member of the GetWeatherParamsKind enum.
+func (e GetWeatherParamsKind) Valid() bool {
+	switch e {
+	case GetWeatherParamsKindForecast:
+		return true
+	case GetWeatherParamsKindMeasurement:
 		return true
 	default:
 		return false
@@ -1191,6 +1386,48 @@ func (e ListProgramsParamsStatus) Valid() bool {
 	}
 }
 
+// Defines values for GetProgramParamsFormat.
+const (
+	GetProgramParamsFormatCsv     GetProgramParamsFormat = "csv"
+	GetProgramParamsFormatJson    GetProgramParamsFormat = "json"
+	GetProgramParamsFormatVotable GetProgramParamsFormat = "votable"
+)
+
+// Valid indicates whether the value is a known member of the GetProgramParamsFormat enum.
+func (e GetProgramParamsFormat) Valid() bool {
+	switch e {
+	case GetProgramParamsFormatCsv:
+		return true
+	case GetProgramParamsFormatJson:
+		return true
+	case GetProgramParamsFormatVotable:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListSourcesParamsFormat.
+const (
+	ListSourcesParamsFormatCsv     ListSourcesParamsFormat = "csv"
+	ListSourcesParamsFormatJson    ListSourcesParamsFormat = "json"
+	ListSourcesParamsFormatVotable ListSourcesParamsFormat = "votable"
+)
+
+// Valid indicates whether the value is a known member of the ListSourcesParamsFormat enum.
+func (e ListSourcesParamsFormat) Valid() bool {
+	switch e {
+	case ListSourcesParamsFormatCsv:
+		return true
+	case ListSourcesParamsFormatJson:
+		return true
+	case ListSourcesParamsFormatVotable:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ListSourcesParamsKind.
 const (
 	ListSourcesParamsKindConstantElevation ListSourcesParamsKind = "constant_elevation"
@@ -1212,8 +1449,27 @@ func (e ListSourcesParamsKind) Valid() bool {
 	}
 }
 
+// Defines values for ImportSourcesParamsFormat.
+const (
+	ImportSourcesParamsFormatCsv     ImportSourcesParamsFormat = "csv"
+	ImportSourcesParamsFormatVotable ImportSourcesParamsFormat = "votable"
+)
+
+// Valid indicates whether the value is a known member of the ImportSourcesParamsFormat enum.
+func (e ImportSourcesParamsFormat) Valid() bool {
+	switch e {
+	case ImportSourcesParamsFormatCsv:
+		return true
+	case ImportSourcesParamsFormatVotable:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for GetVisibilityHeatmapParamsFormat.
 const (
+	GetVisibilityHeatmapParamsFormatCsv  GetVisibilityHeatmapParamsFormat = "csv"
 	GetVisibilityHeatmapParamsFormatJson GetVisibilityHeatmapParamsFormat = "json"
 	GetVisibilityHeatmapParamsFormatPng  GetVisibilityHeatmapParamsFormat = "png"
 	GetVisibilityHeatmapParamsFormatSvg  GetVisibilityHeatmapParamsFormat = "svg"
@@ -1222,6 +1478,8 @@ const (
 // Valid indicates whether the value is a known member of the GetVisibilityHeatmapParamsFormat enum.
 func (e GetVisibilityHeatmapParamsFormat) Valid() bool {
 	switch e {
+	case GetVisibilityHeatmapParamsFormatCsv:
+		return true
 	case GetVisibilityHeatmapParamsFormatJson:
 		return true
 	case GetVisibilityHeatmapParamsFormatPng:
@@ -1233,16 +1491,40 @@ func (e GetVisibilityHeatmapParamsFormat) Valid() bool {
 	}
 }
 
+// Defines values for GetVisibilityPlotParamsFormat.
+const (
+	GetVisibilityPlotParamsFormatPng GetVisibilityPlotParamsFormat = "png"
+	GetVisibilityPlotParamsFormatSvg GetVisibilityPlotParamsFormat = "svg"
+)
+
+// Valid indicates whether the value is a known member of the GetVisibilityPlotParamsFormat enum.
+func (e GetVisibilityPlotParamsFormat) Valid() bool {
+	switch e {
+	case GetVisibilityPlotParamsFormatPng:
+		return true
+	case GetVisibilityPlotParamsFormatSvg:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for GetVisibilityParamsFormat.
 const (
+	GetVisibilityParamsFormatCsv  GetVisibilityParamsFormat = "csv"
 	GetVisibilityParamsFormatJson GetVisibilityParamsFormat = "json"
+	GetVisibilityParamsFormatPng  GetVisibilityParamsFormat = "png"
 	GetVisibilityParamsFormatSvg  GetVisibilityParamsFormat = "svg"
 )
 
 // Valid indicates whether the value is a known member of the GetVisibilityParamsFormat enum.
 func (e GetVisibilityParamsFormat) Valid() bool {
 	switch e {
+	case GetVisibilityParamsFormatCsv:
+		return true
 	case GetVisibilityParamsFormatJson:
+		return true
+	case GetVisibilityParamsFormatPng:
 		return true
 	case GetVisibilityParamsFormatSvg:
 		return true
@@ -1263,14 +1545,23 @@ type Answer struct {
 
 	// DecDeg ICRS declination (J2000).
 	DecDeg *float64 `json:"dec_deg,omitempty"`
-	Error  *string  `json:"error,omitempty"`
-	Found  bool     `json:"found"`
-	Input  string   `json:"input"`
-	Kind   *string  `json:"kind,omitempty"`
+
+	// Epoch Julian epoch of the position (with a proper motion).
+	Epoch *float64 `json:"epoch,omitempty"`
+	Error *string  `json:"error,omitempty"`
+	Found bool     `json:"found"`
+	Input string   `json:"input"`
+	Kind  *string  `json:"kind,omitempty"`
 
 	// Name Canonical name.
 	Name       *string `json:"name,omitempty"`
 	ObjectType *string `json:"object_type,omitempty"`
+
+	// PmDecMasYr Proper motion in Dec, mas/yr.
+	PmDecMasYr *float64 `json:"pm_dec_mas_yr,omitempty"`
+
+	// PmRaMasYr Proper motion in RA, mu_alpha* (includes cos dec), mas/yr.
+	PmRaMasYr *float64 `json:"pm_ra_mas_yr,omitempty"`
 
 	// RaDeg ICRS right ascension (J2000).
 	RaDeg *float64 `json:"ra_deg,omitempty"`
@@ -1280,7 +1571,10 @@ type Answer struct {
 
 	// Resolver Which resolver answered.
 	Resolver *AnswerResolver `json:"resolver,omitempty"`
-	SourceId *int64          `json:"source_id,omitempty"`
+
+	// ResolversAsked Resolvers asked for this name, in order: coordinates, local_catalog, database, sesame.
+	ResolversAsked *[]string `json:"resolvers_asked"`
+	SourceId       *int64    `json:"source_id,omitempty"`
 }
 
 // AnswerResolver Which resolver answered.
@@ -1310,18 +1604,36 @@ type AuditEntry struct {
 // AuditEntryAction defines model for AuditEntry.Action.
 type AuditEntryAction string
 
+// Bindings defines model for Bindings.
+type Bindings struct {
+	// InstrumentModules Instrument module ids (instrument accounts).
+	//
+	// Example: [11,12]
+	InstrumentModules *[]int64 `json:"instrument_modules,omitempty"`
+
+	// Instruments Instrument ids bound whole (instrument accounts).
+	//
+	// Example: [1]
+	Instruments *[]int64 `json:"instruments,omitempty"`
+
+	// Locations Data location ids (movers): the operations whose source or destination is one of them.
+	//
+	// Example: [1,2]
+	Locations *[]int64 `json:"locations,omitempty"`
+}
+
 // BufferStats defines model for BufferStats.
 type BufferStats struct {
 	// Active Tasks being applied now.
 	Active int64 `json:"active"`
 
 	// Archived Dead-lettered tasks: permanently invalid, kept with their error.
-	Archived    int64         `json:"archived"`
-	DeadLetters *[]DeadLetter `json:"dead_letters,omitempty"`
-	FailedToday int64         `json:"failed_today"`
-	FailedTotal int64         `json:"failed_total"`
-	LastApplyAt *time.Time    `json:"last_apply_at,omitempty"`
-	Main        MainStatus    `json:"main"`
+	Archived    int64             `json:"archived"`
+	DeadLetters *[]SiteDeadLetter `json:"dead_letters,omitempty"`
+	FailedToday int64             `json:"failed_today"`
+	FailedTotal int64             `json:"failed_total"`
+	LastApplyAt *time.Time        `json:"last_apply_at,omitempty"`
+	Main        MainStatus        `json:"main"`
 
 	// MainDbReachable Whether the main site's database answers (main.reachable).
 	MainDbReachable  bool      `json:"main_db_reachable"`
@@ -1343,10 +1655,13 @@ type BufferStats struct {
 	Replica             *ReplicaStatus `json:"replica,omitempty"`
 
 	// Retry Tasks that failed and wait to be retried (e.g. main database unreachable).
-	Retry     int64  `json:"retry"`
-	Scheduled int64  `json:"scheduled"`
-	Site      string `json:"site"`
-	SiteType  string `json:"site_type"`
+	Retry int64 `json:"retry"`
+
+	// RevocationBoundS The most seconds an API token revoked at the main site can still be accepted here: OPS_TOKEN_CACHE_TTL at the main site; at a secondary that plus its authtoken's record cache (1 s) plus the replica's lag (lag_seconds). Absent at a secondary while the main is unreachable: revocations reach it when the WAN returns.
+	RevocationBoundS *float64 `json:"revocation_bound_s,omitempty"`
+	Scheduled        int64    `json:"scheduled"`
+	Site             string   `json:"site"`
+	SiteType         string   `json:"site_type"`
 }
 
 // BufferSummary defines model for BufferSummary.
@@ -1539,10 +1854,30 @@ type CopyBody struct {
 
 // DeadLetter defines model for DeadLetter.
 type DeadLetter struct {
-	Error    string    `json:"error"`
-	FailedAt time.Time `json:"failed_at"`
-	TaskId   string    `json:"task_id"`
-	Type     string    `json:"type"`
+	Error         string    `json:"error"`
+	FailedAt      time.Time `json:"failed_at"`
+	Retried       int64     `json:"retried"`
+	TaskId        string    `json:"task_id"`
+	TransactionId *string   `json:"transaction_id,omitempty"`
+	Type          string    `json:"type"`
+}
+
+// DeadLetterAction defines model for DeadLetterAction.
+type DeadLetterAction struct {
+	Action     DeadLetterActionAction `json:"action"`
+	DeadLetter DeadLetter             `json:"dead_letter"`
+}
+
+// DeadLetterActionAction defines model for DeadLetterAction.Action.
+type DeadLetterActionAction string
+
+// DeadLetterPage defines model for DeadLetterPage.
+type DeadLetterPage struct {
+	// Items The oldest dead letters first, at most limit.
+	Items *[]DeadLetter `json:"items"`
+
+	// Total How many dead letters the queue holds.
+	Total int64 `json:"total"`
 }
 
 // Detail defines model for Detail.
@@ -1590,6 +1925,14 @@ type ExecutedObsUnitBufferStatus string
 
 // ExecutedObsUnitStatus defines model for ExecutedObsUnit.Status.
 type ExecutedObsUnitStatus string
+
+// ExistingName defines model for ExistingName.
+type ExistingName struct {
+	Name     string `json:"name"`
+	Row      int64  `json:"row"`
+	Source   string `json:"source"`
+	SourceId int64  `json:"source_id"`
+}
 
 // FailBody defines model for FailBody.
 type FailBody struct {
@@ -1799,6 +2142,36 @@ type IdentityBody struct {
 	Subject string `json:"subject"`
 }
 
+// ImportResult defines model for ImportResult.
+type ImportResult struct {
+	// Created Sources created (dry run: that would be created).
+	Created int64 `json:"created"`
+	DryRun  bool  `json:"dry_run"`
+
+	// Existing Names of the file that are already a source's name or alias (dry run; a real import refuses them).
+	Existing *[]ExistingName   `json:"existing"`
+	Sources  *[]ImportedSource `json:"sources"`
+}
+
+// ImportedSource defines model for ImportedSource.
+type ImportedSource struct {
+	// Id The new source's id; null in a dry run.
+	Id   *int64 `json:"id"`
+	Name string `json:"name"`
+
+	// Row Data row of the file, from 1.
+	Row int64 `json:"row"`
+}
+
+// InconsistentSet defines model for InconsistentSet.
+type InconsistentSet struct {
+	// Count How many packages the set holds.
+	Count int64 `json:"count"`
+
+	// Items Ids of packages in the inconsistent set, sorted (at most limit).
+	Items *[]string `json:"items"`
+}
+
 // Info defines model for Info.
 type Info struct {
 	Buffering          Buffering       `json:"buffering"`
@@ -1858,6 +2231,17 @@ type Job struct {
 
 // JobStatus defines model for Job.Status.
 type JobStatus string
+
+// KindBindings defines model for KindBindings.
+type KindBindings struct {
+	Bindings *Bindings `json:"bindings,omitempty"`
+
+	// Kind What the account is: instrument (writes its modules' records in ingest), mover (transfer agent API, its locations' operations), weather (no bindings).
+	Kind KindBindingsKind `json:"kind"`
+}
+
+// KindBindingsKind What the account is: instrument (writes its modules' records in ingest), mover (transfer agent API, its locations' operations), weather (no bindings).
+type KindBindingsKind string
 
 // LegacyReset defines model for LegacyReset.
 type LegacyReset struct {
@@ -2108,6 +2492,23 @@ type Overview struct {
 	Seq int64 `json:"seq"`
 }
 
+// PWV defines model for PWV.
+type PWV struct {
+	// At The reading's time (a measurement), or the first of the two forecast points interpolated.
+	At *time.Time `json:"at,omitempty"`
+
+	// IssuedAt The forecast run used.
+	IssuedAt *time.Time `json:"issued_at,omitempty"`
+	Kind     PWVKind    `json:"kind"`
+
+	// PwvMm null when unknown.
+	PwvMm  *float64 `json:"pwv_mm"`
+	Source *string  `json:"source,omitempty"`
+}
+
+// PWVKind defines model for PWV.Kind.
+type PWVKind string
+
 // PackageRequest defines model for PackageRequest.
 type PackageRequest struct {
 	ExecutedObsUnitId *openapi_types.UUID `json:"executed_obs_unit_id"`
@@ -2333,21 +2734,54 @@ type Problem struct {
 
 // Program defines model for Program.
 type Program struct {
-	AllocatedHours *float64      `json:"allocated_hours"`
-	CreatedAt      time.Time     `json:"created_at"`
-	CreatedBy      *string       `json:"created_by,omitempty"`
-	Description    string        `json:"description"`
-	Id             int64         `json:"id"`
-	ObsUnits       *[]ObsUnit    `json:"obs_units"`
-	Pi             string        `json:"pi"`
-	ShortName      string        `json:"short_name"`
-	Status         ProgramStatus `json:"status"`
-	Title          string        `json:"title"`
-	UpdatedAt      time.Time     `json:"updated_at"`
+	AllocatedHours *float64  `json:"allocated_hours"`
+	CreatedAt      time.Time `json:"created_at"`
+	CreatedBy      *string   `json:"created_by,omitempty"`
+	Description    string    `json:"description"`
+	Id             int64     `json:"id"`
+
+	// Members Co-investigators (usernames): they may change the program's obs units and sources.
+	Members  *[]string  `json:"members"`
+	ObsUnits *[]ObsUnit `json:"obs_units"`
+
+	// Pi The principal investigator's name as displayed.
+	Pi string `json:"pi"`
+
+	// PiUsername The PI's username: who may change and delete the program. Empty on a program no user created (seeded data): admins only.
+	PiUsername string        `json:"pi_username"`
+	ShortName  string        `json:"short_name"`
+	Status     ProgramStatus `json:"status"`
+	Title      string        `json:"title"`
+	UpdatedAt  time.Time     `json:"updated_at"`
 }
 
 // ProgramStatus defines model for Program.Status.
 type ProgramStatus string
+
+// ProgramPatch defines model for ProgramPatch.
+type ProgramPatch struct {
+	// AllocatedHours null: none.
+	AllocatedHours *float64 `json:"allocated_hours,omitempty"`
+
+	// Description null: empty.
+	Description *string `json:"description,omitempty"`
+
+	// Members Replaces the members; null or [] removes them all.
+	Members *[]string `json:"members,omitempty"`
+
+	// ObsUnits Replaces the whole list (units matched by name keep their ids); null or [] deletes every unit.
+	ObsUnits *[]ObsUnitSpec `json:"obs_units,omitempty"`
+	Pi       *string        `json:"pi,omitempty"`
+
+	// PiUsername Hands the program over (its PI or an admin).
+	PiUsername *string             `json:"pi_username,omitempty"`
+	ShortName  *string             `json:"short_name,omitempty"`
+	Status     *ProgramPatchStatus `json:"status,omitempty"`
+	Title      *string             `json:"title,omitempty"`
+}
+
+// ProgramPatchStatus defines model for ProgramPatch.Status.
+type ProgramPatchStatus string
 
 // ProgramRef defines model for ProgramRef.
 type ProgramRef struct {
@@ -2355,18 +2789,63 @@ type ProgramRef struct {
 	ShortName string `json:"short_name"`
 }
 
+// ProgramReplacement defines model for ProgramReplacement.
+type ProgramReplacement struct {
+	// AllocatedHours Left out: none (null).
+	AllocatedHours *float64 `json:"allocated_hours,omitempty"`
+
+	// Description Left out: empty.
+	Description *string `json:"description,omitempty"`
+
+	// Members Co-investigators (usernames); left out: unchanged; [] removes them all (the PI or an admin).
+	Members *[]string `json:"members,omitempty"`
+
+	// ObsUnits The list replaces the stored one: units matched by name keep their ids, others are created or deleted; left out: the units stay as they are.
+	ObsUnits *[]ObsUnitSpec `json:"obs_units,omitempty"`
+
+	// Pi Principal investigator (display name).
+	//
+	// Example: A. Observer
+	Pi string `json:"pi"`
+
+	// PiUsername The PI's username; left out: unchanged. Changing it hands the program over (its PI or an admin).
+	PiUsername *string `json:"pi_username,omitempty"`
+
+	// ShortName Unique short name (letters, digits, '-', '_', '.', '+'; 1-64).
+	//
+	// Example: FYST-EoR-01
+	ShortName string `json:"short_name"`
+
+	// Status Required: a replacement does not fall back to draft.
+	Status ProgramReplacementStatus `json:"status"`
+
+	// Title Example: EoR-Spec deep field
+	Title string `json:"title"`
+}
+
+// ProgramReplacementStatus Required: a replacement does not fall back to draft.
+type ProgramReplacementStatus string
+
 // ProgramSpec defines model for ProgramSpec.
 type ProgramSpec struct {
 	AllocatedHours *float64 `json:"allocated_hours,omitempty"`
 	Description    *string  `json:"description,omitempty"`
 
-	// ObsUnits The program's obs units. On PUT the list replaces the stored one: units matched by name keep their ids, others are created or deleted; leave the field out to keep the units as they are.
+	// Members Co-investigators (usernames), who may change the obs units and sources.
+	Members *[]string `json:"members,omitempty"`
+
+	// ObsUnits The program's obs units.
 	ObsUnits *[]ObsUnitSpec `json:"obs_units,omitempty"`
 
-	// Pi Principal investigator.
+	// Pi Principal investigator (display name).
 	//
 	// Example: A. Observer
 	Pi string `json:"pi"`
+
+	// PiUsername The PI's username; left out: the caller. Only an admin names someone else.
+	//
+	// Example: oscar
+	PiUsername *string `json:"pi_username,omitempty"`
 
 	// ShortName Unique short name (letters, digits, '-', '_', '.', '+'; 1-64).
 	//
@@ -2462,6 +2941,30 @@ type RawPackageDetail struct {
 	StateChangedAt time.Time       `json:"state_changed_at"`
 }
 
+// Reading defines model for Reading.
+type Reading struct {
+	// Id Set by the server.
+	Id *int64 `json:"id,omitempty"`
+
+	// IssuedAt Forecasts: when the run was issued (required); measurements: absent.
+	IssuedAt *time.Time  `json:"issued_at,omitempty"`
+	Kind     ReadingKind `json:"kind"`
+
+	// PwvMm Precipitable water vapour, millimetres.
+	PwvMm float64 `json:"pwv_mm"`
+
+	// Source What produced it: the radiometer, or the forecast model.
+	//
+	// Example: radiometer
+	Source string `json:"source"`
+
+	// Time When the value applies (RFC 3339).
+	Time time.Time `json:"time"`
+}
+
+// ReadingKind defines model for Reading.Kind.
+type ReadingKind string
+
 // Receipt defines model for Receipt.
 type Receipt struct {
 	// Attempts Times a worker has tried to apply it (failed attempts while the database was unreachable included).
@@ -2534,7 +3037,13 @@ type ResetAll struct {
 // ResolveAnswers defines model for ResolveAnswers.
 type ResolveAnswers struct {
 	Items *[]Answer `json:"items"`
+
+	// Online disabled: CDS Sesame is not configured (OPS_SESAME_URL unset), so names not found were looked for offline and in the database only.
+	Online ResolveAnswersOnline `json:"online"`
 }
+
+// ResolveAnswersOnline disabled: CDS Sesame is not configured (OPS_SESAME_URL unset), so names not found were looked for offline and in the database only.
+type ResolveAnswersOnline string
 
 // ResolveBody defines model for ResolveBody.
 type ResolveBody struct {
@@ -2566,13 +3075,28 @@ type Sample struct {
 
 // ServiceAccount defines model for ServiceAccount.
 type ServiceAccount struct {
+	Bindings Bindings `json:"bindings"`
+
 	// Created Whether this request created the account.
 	Created bool `json:"created"`
+
+	// Kind The account's kind: instrument, mover, weather, or empty (no kind: refused by every route that checks ownership).
+	Kind string `json:"kind"`
 
 	// UserId Example: 12
 	UserId int64 `json:"user_id"`
 
 	// Username Example: scuba2-ingest
+	Username string `json:"username"`
+}
+
+// ServiceAccountBindings defines model for ServiceAccountBindings.
+type ServiceAccountBindings struct {
+	Bindings Bindings `json:"bindings"`
+
+	// Kind instrument, mover, weather; empty for an account created without a kind (refused by every route that checks ownership).
+	Kind     string `json:"kind"`
+	UserId   int64  `json:"user_id"`
 	Username string `json:"username"`
 }
 
@@ -2643,12 +3167,18 @@ type ServiceTokenBody struct {
 	// Account Username of the service account; created with role service if it does not exist. An existing account must be a service account.
 	//
 	// Example: scuba2-ingest
-	Account string `json:"account"`
+	Account  string    `json:"account"`
+	Bindings *Bindings `json:"bindings,omitempty"`
 
 	// ExpiresInDays Lifetime in days from now (1-365); default OPS_TOKEN_DEFAULT_DAYS (90).
 	//
 	// Example: 365
 	ExpiresInDays *int64 `json:"expires_in_days,omitempty"`
+
+	// Kind The account's kind. A new account is created with it and bindings; for an existing account it must be the kind it has (409 otherwise: PUT /api/tokens/service/{username}/bindings changes it). Omitted: an existing account keeps its own, a new one gets no kind (refused by every route that checks ownership).
+	//
+	// Example: instrument
+	Kind *ServiceTokenBodyKind `json:"kind,omitempty"`
 
 	// Name Label; default "service token".
 	//
@@ -2660,6 +3190,11 @@ type ServiceTokenBody struct {
 	// Example: ["write:observations","write:data"]
 	Scopes *[]ServiceTokenBodyScopes `json:"scopes"`
 }
+
+// ServiceTokenBodyKind The account's kind. A new account is created with it and bindings; for an existing account it must be the kind it has (409 otherwise: PUT /api/tokens/service/{username}/bindings changes it). Omitted: an existing account keeps its own, a new one gets no kind (refused by every route that checks ownership).
+//
+// Example: instrument
+type ServiceTokenBodyKind string
 
 // ServiceTokenBodyScopes A scope of GET /api/tokens/scopes.
 type ServiceTokenBodyScopes string
@@ -2713,14 +3248,20 @@ type Source struct {
 	Kind       SourceKind `json:"kind"`
 	Name       string     `json:"name"`
 	ObjectType *string    `json:"object_type"`
-	PmDecMasYr *float64   `json:"pm_dec_mas_yr"`
+
+	// ParallaxMas Parallax, mas (fixed sources; kept for the record and for exports).
+	ParallaxMas *float64 `json:"parallax_mas"`
+	PmDecMasYr  *float64 `json:"pm_dec_mas_yr"`
 
 	// PmRaMasYr Proper motion in RA, mu_alpha* (includes cos dec), mas/yr.
 	PmRaMasYr *float64 `json:"pm_ra_mas_yr"`
 
 	// RaDeg ICRS right ascension (fixed sources).
-	RaDeg     *float64  `json:"ra_deg"`
-	UpdatedAt time.Time `json:"updated_at"`
+	RaDeg *float64 `json:"ra_deg"`
+
+	// RadialVelocityKms Radial velocity, km/s (fixed sources; kept for the record and for exports).
+	RadialVelocityKms *float64  `json:"radial_velocity_kms"`
+	UpdatedAt         time.Time `json:"updated_at"`
 }
 
 // SourceKind defines model for Source.Kind.
@@ -2756,7 +3297,10 @@ type SourceDetails struct {
 	Name       string              `json:"name"`
 	ObjectType *string             `json:"object_type"`
 	ObsUnits   *[]SourceObsUnitRef `json:"obs_units"`
-	PmDecMasYr *float64            `json:"pm_dec_mas_yr"`
+
+	// ParallaxMas Parallax, mas (fixed sources; kept for the record and for exports).
+	ParallaxMas *float64 `json:"parallax_mas"`
+	PmDecMasYr  *float64 `json:"pm_dec_mas_yr"`
 
 	// PmRaMasYr Proper motion in RA, mu_alpha* (includes cos dec), mas/yr.
 	PmRaMasYr *float64 `json:"pm_ra_mas_yr"`
@@ -2765,8 +3309,11 @@ type SourceDetails struct {
 	Provenance string `json:"provenance"`
 
 	// RaDeg ICRS right ascension (fixed sources).
-	RaDeg     *float64  `json:"ra_deg"`
-	UpdatedAt time.Time `json:"updated_at"`
+	RaDeg *float64 `json:"ra_deg"`
+
+	// RadialVelocityKms Radial velocity, km/s (fixed sources; kept for the record and for exports).
+	RadialVelocityKms *float64  `json:"radial_velocity_kms"`
+	UpdatedAt         time.Time `json:"updated_at"`
 }
 
 // SourceDetailsKind defines model for SourceDetails.Kind.
@@ -2800,11 +3347,17 @@ type SourceSpec struct {
 	Kind *SourceSpecKind `json:"kind,omitempty"`
 
 	// Name Example: Orion KL
-	Name       string   `json:"name"`
-	ObjectType *string  `json:"object_type,omitempty"`
-	PmDecMasYr *float64 `json:"pm_dec_mas_yr,omitempty"`
-	PmRaMasYr  *float64 `json:"pm_ra_mas_yr,omitempty"`
-	RaDeg      *float64 `json:"ra_deg,omitempty"`
+	Name       string  `json:"name"`
+	ObjectType *string `json:"object_type,omitempty"`
+
+	// ParallaxMas Parallax, mas (fixed sources).
+	ParallaxMas *float64 `json:"parallax_mas,omitempty"`
+	PmDecMasYr  *float64 `json:"pm_dec_mas_yr,omitempty"`
+	PmRaMasYr   *float64 `json:"pm_ra_mas_yr,omitempty"`
+	RaDeg       *float64 `json:"ra_deg,omitempty"`
+
+	// RadialVelocityKms Radial velocity, km/s (fixed sources).
+	RadialVelocityKms *float64 `json:"radial_velocity_kms,omitempty"`
 
 	// Resolve Take the coordinates, object type and aliases from the name resolver (POST /sources/resolve); leave out the coordinate fields.
 	Resolve *bool `json:"resolve,omitempty"`
@@ -3143,6 +3696,28 @@ type VisibilityResponse struct {
 	Windows *[]Window  `json:"windows"`
 }
 
+// WeatherPage defines model for WeatherPage.
+type WeatherPage struct {
+	From  time.Time  `json:"from"`
+	Items *[]Reading `json:"items"`
+
+	// NextCursor null on the last page.
+	NextCursor *string   `json:"next_cursor"`
+	Now        PWV       `json:"now"`
+	To         time.Time `json:"to"`
+}
+
+// WeatherPostInputBody defines model for WeatherPostInputBody.
+type WeatherPostInputBody struct {
+	// Items 1-1000 readings: measurements (radiometer) and forecast points (a model's run).
+	Items *[]Reading `json:"items"`
+}
+
+// WeatherWritten defines model for WeatherWritten.
+type WeatherWritten struct {
+	Stored int64 `json:"stored"`
+}
+
 // Window defines model for Window.
 type Window struct {
 	End         time.Time         `json:"end"`
@@ -3156,6 +3731,41 @@ type WindowEndReason string
 
 // WindowStartReason defines model for Window.StartReason.
 type WindowStartReason string
+
+// SiteDeadLetter defines model for site_DeadLetter.
+type SiteDeadLetter struct {
+	Error    string    `json:"error"`
+	FailedAt time.Time `json:"failed_at"`
+	TaskId   string    `json:"task_id"`
+	Type     string    `json:"type"`
+}
+
+// ListDeadLettersParams defines parameters for ListDeadLetters.
+type ListDeadLettersParams struct {
+	// Limit At most this many (1-1000).
+	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// GetWeatherParams defines parameters for GetWeather.
+type GetWeatherParams struct {
+	// From RFC 3339; default 24 h ago.
+	From *string `form:"from,omitempty" json:"from,omitempty"`
+
+	// To RFC 3339, exclusive; default 72 h from now; at most 31 days after from.
+	To *string `form:"to,omitempty" json:"to,omitempty"`
+
+	// Kind Only this kind (default both).
+	Kind *GetWeatherParamsKind `form:"kind,omitempty" json:"kind,omitempty"`
+
+	// Limit Page size (default 500).
+	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor next_cursor of the previous page.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// GetWeatherParamsKind defines parameters for GetWeather.
+type GetWeatherParamsKind string
 
 // ListTokensParams defines parameters for ListTokens.
 type ListTokensParams struct {
@@ -3280,6 +3890,12 @@ type ListOperationsParamsKind string
 // ListOperationsParamsStatus defines parameters for ListOperations.
 type ListOperationsParamsStatus string
 
+// ListInconsistentParams defines parameters for ListInconsistent.
+type ListInconsistentParams struct {
+	// Limit At most this many ids (1-1000).
+	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
 // ListRawPackagesParams defines parameters for ListRawPackages.
 type ListRawPackagesParams struct {
 	// Limit Page size (1-500).
@@ -3299,6 +3915,12 @@ type ListRawPackagesParams struct {
 
 	// State Only packages in this lifecycle state.
 	State *ListRawPackagesParamsState `form:"state,omitempty" json:"state,omitempty"`
+
+	// ExecutedObsUnitId Only packages of this execution (executed obs unit id).
+	ExecutedObsUnitId *openapi_types.UUID `form:"executed_obs_unit_id,omitempty" json:"executed_obs_unit_id,omitempty"`
+
+	// InstrumentModuleId Only packages of this instrument module (e.g. 11).
+	InstrumentModuleId *int64 `form:"instrument_module_id,omitempty" json:"instrument_module_id,omitempty"`
 }
 
 // ListRawPackagesParamsState defines parameters for ListRawPackages.
@@ -3456,6 +4078,16 @@ type ListProgramsParams struct {
 // ListProgramsParamsStatus defines parameters for ListPrograms.
 type ListProgramsParamsStatus string
 
+// GetProgramParams defines parameters for GetProgram.
+type GetProgramParams struct {
+	// Format csv or votable: the program's obs units, one row each with its source's columns.
+	Format *GetProgramParamsFormat `form:"format,omitempty" json:"format,omitempty"`
+	Accept *string                 `json:"Accept,omitempty"`
+}
+
+// GetProgramParamsFormat defines parameters for GetProgram.
+type GetProgramParamsFormat string
+
 // RegisterRawDataFileParams defines parameters for RegisterRawDataFile.
 type RegisterRawDataFileParams struct {
 	// IdempotencyKey Makes retries safe: the same key and body answer the original response (Idempotency-Replayed: true); another body 409. Kept 24 h.
@@ -3483,11 +4115,14 @@ type GetRawDataPackageParams struct {
 
 // ListSourcesParams defines parameters for ListSources.
 type ListSourcesParams struct {
-	// Limit Page size (1-500).
+	// Limit Page size: 1-500 in JSON, up to 10,000 in CSV and VOTable (a whole target list in one file).
 	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
 
 	// Offset Items to skip.
 	Offset *int64 `form:"offset,omitempty" json:"offset,omitempty"`
+
+	// Format csv or votable: the page as a table (as Accept: text/csv or application/x-votable+xml); the total is in X-Total-Count.
+	Format *ListSourcesParamsFormat `form:"format,omitempty" json:"format,omitempty"`
 
 	// Q Any part of a name or alias; case and spaces ignored.
 	Q    *string                `form:"q,omitempty" json:"q,omitempty"`
@@ -3504,10 +4139,27 @@ type ListSourcesParams struct {
 
 	// RadiusDeg Cone radius, degrees in (0, 10].
 	RadiusDeg *string `form:"radius_deg,omitempty" json:"radius_deg,omitempty"`
+	Accept    *string `json:"Accept,omitempty"`
 }
+
+// ListSourcesParamsFormat defines parameters for ListSources.
+type ListSourcesParamsFormat string
 
 // ListSourcesParamsKind defines parameters for ListSources.
 type ListSourcesParamsKind string
+
+// ImportSourcesParams defines parameters for ImportSources.
+type ImportSourcesParams struct {
+	// Format The file's format when Content-Type does not say (text/csv, application/x-votable+xml).
+	Format *ImportSourcesParamsFormat `form:"format,omitempty" json:"format,omitempty"`
+
+	// DryRun Check everything and answer what would be created and which names already exist; store nothing.
+	DryRun      *bool   `form:"dry_run,omitempty" json:"dry_run,omitempty"`
+	ContentType *string `json:"Content-Type,omitempty"`
+}
+
+// ImportSourcesParamsFormat defines parameters for ImportSources.
+type ImportSourcesParamsFormat string
 
 // GetVisibilityHeatmapParams defines parameters for GetVisibilityHeatmap.
 type GetVisibilityHeatmapParams struct {
@@ -3518,12 +4170,39 @@ type GetVisibilityHeatmapParams struct {
 	ProgramId *int64 `form:"program_id,omitempty" json:"program_id,omitempty"`
 
 	// SourceIds Comma-separated source ids (instead of program_id), at most 5000.
-	SourceIds *string                           `form:"source_ids,omitempty" json:"source_ids,omitempty"`
-	Format    *GetVisibilityHeatmapParamsFormat `form:"format,omitempty" json:"format,omitempty"`
+	SourceIds *string `form:"source_ids,omitempty" json:"source_ids,omitempty"`
+
+	// Format svg or png draw it; csv is one row per source and day.
+	Format *GetVisibilityHeatmapParamsFormat `form:"format,omitempty" json:"format,omitempty"`
 }
 
 // GetVisibilityHeatmapParamsFormat defines parameters for GetVisibilityHeatmap.
 type GetVisibilityHeatmapParamsFormat string
+
+// GetVisibilityPlotParams defines parameters for GetVisibilityPlot.
+type GetVisibilityPlotParams struct {
+	// SourceId 1-10 source ids, repeated: source_id=1&source_id=2.
+	SourceId *[]int64 `form:"source_id,omitempty" json:"source_id,omitempty"`
+
+	// Start RFC 3339; default now.
+	Start *string `form:"start,omitempty" json:"start,omitempty"`
+
+	// End RFC 3339; default start + 24 h; at most 72 h after start.
+	End *string `form:"end,omitempty" json:"end,omitempty"`
+
+	// StepS Seconds between the curves' samples (default 300).
+	StepS *int64 `form:"step_s,omitempty" json:"step_s,omitempty"`
+
+	// MinElevationDeg Lower elevation limit instead of the site's.
+	MinElevationDeg *float64 `form:"min_elevation_deg,omitempty" json:"min_elevation_deg,omitempty"`
+
+	// Format svg (default) or png; or Accept: image/png.
+	Format *GetVisibilityPlotParamsFormat `form:"format,omitempty" json:"format,omitempty"`
+	Accept *string                        `json:"Accept,omitempty"`
+}
+
+// GetVisibilityPlotParamsFormat defines parameters for GetVisibilityPlot.
+type GetVisibilityPlotParamsFormat string
 
 // GetVisibilityParams defines parameters for GetVisibility.
 type GetVisibilityParams struct {
@@ -3539,13 +4218,16 @@ type GetVisibilityParams struct {
 	// MinElevationDeg Lower elevation limit instead of the site's (an obs unit's own limit).
 	MinElevationDeg *float64 `form:"min_elevation_deg,omitempty" json:"min_elevation_deg,omitempty"`
 
-	// Format svg: the altitude plot (as Accept: image/svg+xml).
+	// Format svg, png: the altitude plot (as Accept: image/svg+xml, image/png); csv: the samples as CSV (as Accept: text/csv).
 	Format *GetVisibilityParamsFormat `form:"format,omitempty" json:"format,omitempty"`
 	Accept *string                    `json:"Accept,omitempty"`
 }
 
 // GetVisibilityParamsFormat defines parameters for GetVisibility.
 type GetVisibilityParamsFormat string
+
+// PostWeatherJSONRequestBody defines body for PostWeather for application/json ContentType.
+type PostWeatherJSONRequestBody = WeatherPostInputBody
 
 // CreateTokenJSONRequestBody defines body for CreateToken for application/json ContentType.
 type CreateTokenJSONRequestBody = TokenCreateBody
@@ -3555,6 +4237,9 @@ type BulkRevokeTokensJSONRequestBody = BulkRevokeBody
 
 // CreateServiceTokenJSONRequestBody defines body for CreateServiceToken for application/json ContentType.
 type CreateServiceTokenJSONRequestBody = ServiceTokenBody
+
+// SetServiceBindingsJSONRequestBody defines body for SetServiceBindings for application/json ContentType.
+type SetServiceBindingsJSONRequestBody = KindBindings
 
 // UpdateTokenJSONRequestBody defines body for UpdateToken for application/json ContentType.
 type UpdateTokenJSONRequestBody = TokenUpdateBody
@@ -3592,8 +4277,11 @@ type IdpTokenJSONRequestBody = TokenRequest
 // CreateProgramJSONRequestBody defines body for CreateProgram for application/json ContentType.
 type CreateProgramJSONRequestBody = ProgramSpec
 
+// PatchProgramApplicationMergePatchPlusJSONRequestBody defines body for PatchProgram for application/merge-patch+json ContentType.
+type PatchProgramApplicationMergePatchPlusJSONRequestBody = ProgramPatch
+
 // ReplaceProgramJSONRequestBody defines body for ReplaceProgram for application/json ContentType.
-type ReplaceProgramJSONRequestBody = ProgramSpec
+type ReplaceProgramJSONRequestBody = ProgramReplacement
 
 // RegisterRawDataFileJSONRequestBody defines body for RegisterRawDataFile for application/json ContentType.
 type RegisterRawDataFileJSONRequestBody = FileRequest
@@ -3703,6 +4391,33 @@ type ClientInterface interface {
 	// Corresponds with GET /.well-known/jwks.json (the `GetJwks` operationId).
 	GetJwks(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListDeadLetters The buffer's dead letters
+	//
+	// Buffered writes that can never apply, kept with their error: {items: [{task_id, type, transaction_id, error, failed_at, retried}], total}. Admins.
+	//
+	// Access: session JWT with role admin.
+	//
+	// Corresponds with GET /api/ingest/dead-letters (the `ListDeadLetters` operationId).
+	ListDeadLetters(ctx context.Context, params *ListDeadLettersParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DropDeadLetter Drop a dead letter
+	//
+	// Deletes the dead letter, its records out of the read cache first: its writes are lost for good; audited. 404 for an id that is not a dead letter. Admins.
+	//
+	// Access: session JWT with role admin.
+	//
+	// Corresponds with DELETE /api/ingest/dead-letters/{id} (the `DropDeadLetter` operationId).
+	DropDeadLetter(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RetryDeadLetter Retry a dead letter
+	//
+	// Puts the dead letter back in the queue (after its cause was fixed); audited. 404 for an id that is not a dead letter. Admins.
+	//
+	// Access: session JWT with role admin.
+	//
+	// Corresponds with POST /api/ingest/dead-letters/{id}/retry (the `RetryDeadLetter` operationId).
+	RetryDeadLetter(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetIngestTransaction Receipt of a buffered write
 	//
 	// Where a buffered write is: buffered, applying, committed (with commit time and WAL position), replicated (a secondary site's replica has it), retrying (with the last error) or dead (a dead letter). API tokens need read:data or read:observations.
@@ -3718,6 +4433,35 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /api/site/info (the `GetSiteInfo` operationId).
 	GetSiteInfo(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetWeather Weather series
+	//
+	// PWV readings with from <= time < to (default the last 24 h and the next 72 h, at most 31 days), by time, a page of limit (default 500, at most 5000) with next_cursor; now: the PWV now as planning uses it (the latest measurement within 30 minutes, else unknown). Anonymous.
+	//
+	// Corresponds with GET /api/site/weather (the `GetWeather` operationId).
+	GetWeather(ctx context.Context, params *GetWeatherParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostWeatherWithBody Store weather readings
+	//
+	// Stores 1-1000 PWV readings in one statement (all or none): measurements (kind measurement, e.g. source "radiometer") and forecast points (kind forecast, the model as source, issued_at the run). A point already stored (same kind, source, time and run) takes the new value. An admin's session JWT, or a service account's API token with write:weather. 422 names the field of the first invalid reading (body.items[i].pwv_mm).
+	//
+	// Access: session JWT with role admin, or API token of a service account with scope write:weather.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/site/weather (the `PostWeather` operationId).
+	PostWeatherWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostWeather Store weather readings
+	//
+	// Stores 1-1000 PWV readings in one statement (all or none): measurements (kind measurement, e.g. source "radiometer") and forecast points (kind forecast, the model as source, issued_at the run). A point already stored (same kind, source, time and run) takes the new value. An admin's session JWT, or a service account's API token with write:weather. 422 names the field of the first invalid reading (body.items[i].pwv_mm).
+	//
+	// Access: session JWT with role admin, or API token of a service account with scope write:weather.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/site/weather (the `PostWeather` operationId).
+	PostWeather(ctx context.Context, body PostWeatherJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListTokens List tokens
 	//
@@ -3801,7 +4545,7 @@ type ClientInterface interface {
 
 	// CreateServiceTokenWithBody Create a service token
 	//
-	// Creates an API token for a service account (instrument and ingest scripts), creating the account with role service first if needed. The raw token is in this response only. 409 if the name belongs to a person's account or the account holds OPS_TOKEN_MAX_PER_USER active tokens.
+	// Creates an API token for a service account (instrument and ingest scripts), creating the account with role service first if needed. The raw token is in this response only. 409 if the name belongs to a person's account or the account holds OPS_TOKEN_MAX_PER_USER active tokens. kind and bindings are given when the account is created; for an existing account they must be the ones it has (409 otherwise).
 	//
 	// Access: session JWT with role admin.
 	//
@@ -3812,7 +4556,7 @@ type ClientInterface interface {
 
 	// CreateServiceToken Create a service token
 	//
-	// Creates an API token for a service account (instrument and ingest scripts), creating the account with role service first if needed. The raw token is in this response only. 409 if the name belongs to a person's account or the account holds OPS_TOKEN_MAX_PER_USER active tokens.
+	// Creates an API token for a service account (instrument and ingest scripts), creating the account with role service first if needed. The raw token is in this response only. 409 if the name belongs to a person's account or the account holds OPS_TOKEN_MAX_PER_USER active tokens. kind and bindings are given when the account is created; for an existing account they must be the ones it has (409 otherwise).
 	//
 	// Access: session JWT with role admin.
 	//
@@ -3820,6 +4564,28 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/tokens/service (the `CreateServiceToken` operationId).
 	CreateServiceToken(ctx context.Context, body CreateServiceTokenJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetServiceBindingsWithBody Set a service account's kind and bindings
+	//
+	// Admins: replaces the kind and bindings of a service account (an instrument: instruments and/or instrument_modules; a mover: data locations; weather: none), the one way they change after creation. Audited (GET /api/tokens/audit, action set_bindings, with the values before and after); every token of the account is checked against the new bindings from its next request. 404 no such account, 409 not a service account, 422 an unknown id or bindings not of the kind.
+	//
+	// Access: session JWT with role admin.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /api/tokens/service/{username}/bindings (the `SetServiceBindings` operationId).
+	SetServiceBindingsWithBody(ctx context.Context, username string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetServiceBindings Set a service account's kind and bindings
+	//
+	// Admins: replaces the kind and bindings of a service account (an instrument: instruments and/or instrument_modules; a mover: data locations; weather: none), the one way they change after creation. Audited (GET /api/tokens/audit, action set_bindings, with the values before and after); every token of the account is checked against the new bindings from its next request. 404 no such account, 409 not a service account, 422 an unknown id or bindings not of the kind.
+	//
+	// Access: session JWT with role admin.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /api/tokens/service/{username}/bindings (the `SetServiceBindings` operationId).
+	SetServiceBindings(ctx context.Context, username string, body SetServiceBindingsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RevokeToken Revoke a token
 	//
@@ -3879,7 +4645,7 @@ type ClientInterface interface {
 
 	// AgentClaimWithBody Claim operations
 	//
-	// Leases up to max due PENDING operations of the given kinds (optionally at one site) to the caller for OPS_OPERATION_LEASE (FOR UPDATE SKIP LOCKED: concurrent movers never get the same operation). They become IN_PROGRESS; keep them with heartbeats, end them with complete or fail. An empty items list means no work.
+	// Movers only (a token of a service account of kind mover; any other: 403). Leases up to max due PENDING operations of the given kinds (optionally at one site) whose source or destination is one of the mover's bound data locations to the caller for OPS_OPERATION_LEASE (FOR UPDATE SKIP LOCKED: concurrent movers never get the same operation). They become IN_PROGRESS; keep them with heartbeats, end them with complete or fail. An empty items list means no work.
 	//
 	// Access: API token of a service account with scope write:data.
 	//
@@ -3890,7 +4656,7 @@ type ClientInterface interface {
 
 	// AgentClaim Claim operations
 	//
-	// Leases up to max due PENDING operations of the given kinds (optionally at one site) to the caller for OPS_OPERATION_LEASE (FOR UPDATE SKIP LOCKED: concurrent movers never get the same operation). They become IN_PROGRESS; keep them with heartbeats, end them with complete or fail. An empty items list means no work.
+	// Movers only (a token of a service account of kind mover; any other: 403). Leases up to max due PENDING operations of the given kinds (optionally at one site) whose source or destination is one of the mover's bound data locations to the caller for OPS_OPERATION_LEASE (FOR UPDATE SKIP LOCKED: concurrent movers never get the same operation). They become IN_PROGRESS; keep them with heartbeats, end them with complete or fail. An empty items list means no work.
 	//
 	// Access: API token of a service account with scope write:data.
 	//
@@ -3901,7 +4667,7 @@ type ClientInterface interface {
 
 	// AgentCompleteWithBody Report success
 	//
-	// Marks the operation COMPLETED with the size (bytes) and checksum of what was written and the physical copies made; the planner then creates the next operations of the chain. Both are required (422 naming the field). A long_term_archive, staging, transfer or unpack report is verified against the package's (or DTP's) registered checksum and size: a mismatch is recorded as a failure of type checksum_mismatch (retried as the retry policy says, else FAILED) and answered 409; the operation is never COMPLETED with it.
+	// Movers only (403); 404 for an operation outside the mover's data locations. Marks the operation COMPLETED with the size (bytes) and checksum of what was written and the physical copies made; the planner then creates the next operations of the chain. Both are required (422 naming the field). A long_term_archive, staging, transfer or unpack report is verified against the package's (or DTP's) registered checksum and size: a mismatch is recorded as a failure of type checksum_mismatch (retried as the retry policy says, else FAILED) and answered 409; the operation is never COMPLETED with it.
 	//
 	// Access: API token of a service account with scope write:data.
 	//
@@ -3912,7 +4678,7 @@ type ClientInterface interface {
 
 	// AgentComplete Report success
 	//
-	// Marks the operation COMPLETED with the size (bytes) and checksum of what was written and the physical copies made; the planner then creates the next operations of the chain. Both are required (422 naming the field). A long_term_archive, staging, transfer or unpack report is verified against the package's (or DTP's) registered checksum and size: a mismatch is recorded as a failure of type checksum_mismatch (retried as the retry policy says, else FAILED) and answered 409; the operation is never COMPLETED with it.
+	// Movers only (403); 404 for an operation outside the mover's data locations. Marks the operation COMPLETED with the size (bytes) and checksum of what was written and the physical copies made; the planner then creates the next operations of the chain. Both are required (422 naming the field). A long_term_archive, staging, transfer or unpack report is verified against the package's (or DTP's) registered checksum and size: a mismatch is recorded as a failure of type checksum_mismatch (retried as the retry policy says, else FAILED) and answered 409; the operation is never COMPLETED with it.
 	//
 	// Access: API token of a service account with scope write:data.
 	//
@@ -3923,7 +4689,7 @@ type ClientInterface interface {
 
 	// AgentFailWithBody Report failure
 	//
-	// Records the failed attempt in the failure trail. Retryable and retries left (retry_count < max_retries): back to PENDING with retry_count + 1 and exponential backoff (OPS_RETRY_BACKOFF doubling up to OPS_RETRY_BACKOFF_MAX); otherwise FAILED until an admin resets it.
+	// Movers only (403); 404 for an operation outside the mover's data locations. Records the failed attempt in the failure trail. Retryable and retries left (retry_count < max_retries): back to PENDING with retry_count + 1 and exponential backoff (OPS_RETRY_BACKOFF doubling up to OPS_RETRY_BACKOFF_MAX); otherwise FAILED until an admin resets it.
 	//
 	// Access: API token of a service account with scope write:data.
 	//
@@ -3934,7 +4700,7 @@ type ClientInterface interface {
 
 	// AgentFail Report failure
 	//
-	// Records the failed attempt in the failure trail. Retryable and retries left (retry_count < max_retries): back to PENDING with retry_count + 1 and exponential backoff (OPS_RETRY_BACKOFF doubling up to OPS_RETRY_BACKOFF_MAX); otherwise FAILED until an admin resets it.
+	// Movers only (403); 404 for an operation outside the mover's data locations. Records the failed attempt in the failure trail. Retryable and retries left (retry_count < max_retries): back to PENDING with retry_count + 1 and exponential backoff (OPS_RETRY_BACKOFF doubling up to OPS_RETRY_BACKOFF_MAX); otherwise FAILED until an admin resets it.
 	//
 	// Access: API token of a service account with scope write:data.
 	//
@@ -3945,7 +4711,7 @@ type ClientInterface interface {
 
 	// AgentHeartbeatWithBody Extend a lease
 	//
-	// Extends the caller's lease by OPS_OPERATION_LEASE. 409 if the operation is no longer IN_PROGRESS or is leased to another mover (e.g. the lease expired and it was claimed again).
+	// Extends the caller's lease by OPS_OPERATION_LEASE. Movers only (403); 404 for an operation outside the mover's data locations. 409 if the operation is no longer IN_PROGRESS or is leased to another mover (e.g. the lease expired and it was claimed again).
 	//
 	// Access: API token of a service account with scope write:data.
 	//
@@ -3956,7 +4722,7 @@ type ClientInterface interface {
 
 	// AgentHeartbeat Extend a lease
 	//
-	// Extends the caller's lease by OPS_OPERATION_LEASE. 409 if the operation is no longer IN_PROGRESS or is leased to another mover (e.g. the lease expired and it was claimed again).
+	// Extends the caller's lease by OPS_OPERATION_LEASE. Movers only (403); 404 for an operation outside the mover's data locations. 409 if the operation is no longer IN_PROGRESS or is leased to another mover (e.g. the lease expired and it was claimed again).
 	//
 	// Access: API token of a service account with scope write:data.
 	//
@@ -4052,6 +4818,15 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /api/transfer/overview (the `TransferOverview` operationId).
 	TransferOverview(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListInconsistent The inconsistent set
+	//
+	// Packages the periodic sweep found with a stored state that differs from the derivation of their chain, waiting for a reconcile (POST .../reconcile-inconsistent, admins): {items, count}.
+	//
+	// Access: session JWT of any user.
+	//
+	// Corresponds with GET /api/transfer/raw-data-package/inconsistent (the `ListInconsistent` operationId).
+	ListInconsistent(ctx context.Context, params *ListInconsistentParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ReconcileInconsistent Reconcile every package in the inconsistent set
 	//
@@ -4229,6 +5004,8 @@ type ClientInterface interface {
 	//
 	// Buffered (critical) write: validated in full, then held in Redis (read cache and queue) and answered 201 `{id, transaction_id, status: buffered}` with Location; a worker applies it to the main database. 503 with Retry-After when Redis cannot durably take it (nothing is held). Idempotency-Key (≤ 255 characters): the same key and body answer the original response with `Idempotency-Replayed: true`, another body 409; keys live 24 h.
 	//
+	// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
+	//
 	// Access: API token of a service account with scope write:observations.
 	//
 	// Takes any type of body and a specified content type.
@@ -4242,6 +5019,8 @@ type ClientInterface interface {
 	//
 	// Buffered (critical) write: validated in full, then held in Redis (read cache and queue) and answered 201 `{id, transaction_id, status: buffered}` with Location; a worker applies it to the main database. 503 with Retry-After when Redis cannot durably take it (nothing is held). Idempotency-Key (≤ 255 characters): the same key and body answer the original response with `Idempotency-Replayed: true`, another body 409; keys live 24 h.
 	//
+	// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
+	//
 	// Access: API token of a service account with scope write:observations.
 	//
 	// Takes a body of the `application/json` content type.
@@ -4253,6 +5032,8 @@ type ClientInterface interface {
 	//
 	// Records the end of an execution (started through this API). Finishing again with the same body is a replay; with another, 409. Buffered like the start.
 	//
+	// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
+	//
 	// Access: API token of a service account with scope write:observations.
 	//
 	// Takes any type of body and a specified content type.
@@ -4263,6 +5044,8 @@ type ClientInterface interface {
 	// FinishExecutedObsUnit Finish an observation
 	//
 	// Records the end of an execution (started through this API). Finishing again with the same body is a replay; with another, 409. Buffered like the start.
+	//
+	// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
 	//
 	// Access: API token of a service account with scope write:observations.
 	//
@@ -4346,7 +5129,7 @@ type ClientInterface interface {
 
 	// CreateProgramWithBody Create a program
 	//
-	// Creates a program with its obs units in one transaction. 409 if the short name is taken; 422 naming the field for bad input, e.g. obs_units[1].source_id for an unknown source.
+	// Creates a program with its obs units and members in one transaction. The caller becomes its PI (pi_username); only an admin names another PI (403 otherwise). 409 if the short name is taken; 422 naming the field for bad input, e.g. obs_units[1].source_id for an unknown source.
 	//
 	// Access: session JWT with role observer or admin.
 	//
@@ -4357,7 +5140,7 @@ type ClientInterface interface {
 
 	// CreateProgram Create a program
 	//
-	// Creates a program with its obs units in one transaction. 409 if the short name is taken; 422 naming the field for bad input, e.g. obs_units[1].source_id for an unknown source.
+	// Creates a program with its obs units and members in one transaction. The caller becomes its PI (pi_username); only an admin names another PI (403 otherwise). 409 if the short name is taken; 422 naming the field for bad input, e.g. obs_units[1].source_id for an unknown source.
 	//
 	// Access: session JWT with role observer or admin.
 	//
@@ -4368,7 +5151,7 @@ type ClientInterface interface {
 
 	// DeleteProgram Delete a program
 	//
-	// Deletes the program and its obs units. 409 if any of its obs units has executed observations.
+	// Deletes the program and its obs units (its PI or an admin; 403 otherwise). 409 if any of its obs units has executed observations.
 	//
 	// Access: session JWT with role observer or admin.
 	//
@@ -4377,14 +5160,38 @@ type ClientInterface interface {
 
 	// GetProgram Get a program
 	//
+	// The program with its obs units. format=csv or votable (or Accept: text/csv, application/x-votable+xml) answers its obs units as a table, one row each with its source's coordinates.
+	//
 	// Access: session JWT of any user, or API token with scope read:programs.
 	//
 	// Corresponds with GET /observing_program/{id} (the `GetProgram` operationId).
-	GetProgram(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*http.Response, error)
+	GetProgram(ctx context.Context, id int64, params *GetProgramParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PatchProgramWithBody Change part of a program
+	//
+	// A JSON merge patch (RFC 7396, Content-Type application/merge-patch+json) of the program as PUT takes it: fields left out are unchanged, null removes an optional field (description, allocated_hours, members, obs_units), and arrays replace: obs_units given is the whole new list of units (matched by name, ids kept), members the whole new list of members. Required fields cannot be removed (422). The same ownership rules as PUT.
+	//
+	// Access: session JWT with role observer or admin.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PATCH /observing_program/{id} (the `PatchProgram` operationId).
+	PatchProgramWithBody(ctx context.Context, id int64, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PatchProgramWithApplicationMergePatchPlusJSONBody Change part of a program
+	//
+	// A JSON merge patch (RFC 7396, Content-Type application/merge-patch+json) of the program as PUT takes it: fields left out are unchanged, null removes an optional field (description, allocated_hours, members, obs_units), and arrays replace: obs_units given is the whole new list of units (matched by name, ids kept), members the whole new list of members. Required fields cannot be removed (422). The same ownership rules as PUT.
+	//
+	// Access: session JWT with role observer or admin.
+	//
+	// Takes a body of the `application/merge-patch+json` content type.
+	//
+	// Corresponds with PATCH /observing_program/{id} (the `PatchProgram` operationId).
+	PatchProgramWithApplicationMergePatchPlusJSONBody(ctx context.Context, id int64, body PatchProgramApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ReplaceProgramWithBody Replace a program
 	//
-	// Replaces the program's fields and, when obs_units is given, its obs units: units matched by name keep their ids, new names are created, missing names are deleted. 409 if the short name is taken or a unit to delete has executed observations. Leave obs_units out to keep the units unchanged.
+	// Replaces the whole program: short_name, title, pi and status are required (422 naming the one left out); description and allocated_hours left out become empty and null. obs_units, members and pi_username left out are kept; obs_units given replaces the units: units matched by name keep their ids, new names are created, missing names are deleted. Its PI or an admin may change anything; a member only the obs units (a body whose other fields are unchanged); anybody else 403. 409 if the short name is taken or a unit to delete has executions.
 	//
 	// Access: session JWT with role observer or admin.
 	//
@@ -4395,7 +5202,7 @@ type ClientInterface interface {
 
 	// ReplaceProgram Replace a program
 	//
-	// Replaces the program's fields and, when obs_units is given, its obs units: units matched by name keep their ids, new names are created, missing names are deleted. 409 if the short name is taken or a unit to delete has executed observations. Leave obs_units out to keep the units unchanged.
+	// Replaces the whole program: short_name, title, pi and status are required (422 naming the one left out); description and allocated_hours left out become empty and null. obs_units, members and pi_username left out are kept; obs_units given replaces the units: units matched by name keep their ids, new names are created, missing names are deleted. Its PI or an admin may change anything; a member only the obs units (a body whose other fields are unchanged); anybody else 403. 409 if the short name is taken or a unit to delete has executions.
 	//
 	// Access: session JWT with role observer or admin.
 	//
@@ -4410,6 +5217,8 @@ type ClientInterface interface {
 	//
 	// Buffered (critical) write: validated in full, then held in Redis (read cache and queue) and answered 201 `{id, transaction_id, status: buffered}` with Location; a worker applies it to the main database. 503 with Retry-After when Redis cannot durably take it (nothing is held). Idempotency-Key (≤ 255 characters): the same key and body answer the original response with `Idempotency-Replayed: true`, another body 409; keys live 24 h.
 	//
+	// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
+	//
 	// Access: API token of a service account with scope write:data.
 	//
 	// Takes any type of body and a specified content type.
@@ -4422,6 +5231,8 @@ type ClientInterface interface {
 	// Registers one file of an executed obs unit (buffered or committed). A package it names must exist and not be complete (else 409).
 	//
 	// Buffered (critical) write: validated in full, then held in Redis (read cache and queue) and answered 201 `{id, transaction_id, status: buffered}` with Location; a worker applies it to the main database. 503 with Retry-After when Redis cannot durably take it (nothing is held). Idempotency-Key (≤ 255 characters): the same key and body answer the original response with `Idempotency-Replayed: true`, another body 409; keys live 24 h.
+	//
+	// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
 	//
 	// Access: API token of a service account with scope write:data.
 	//
@@ -4436,6 +5247,8 @@ type ClientInterface interface {
 	//
 	// Buffered (critical) write: validated in full, then held in Redis (read cache and queue) and answered 201 `{id, transaction_id, status: buffered}` with Location; a worker applies it to the main database. 503 with Retry-After when Redis cannot durably take it (nothing is held). Idempotency-Key (≤ 255 characters): the same key and body answer the original response with `Idempotency-Replayed: true`, another body 409; keys live 24 h.
 	//
+	// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
+	//
 	// Access: API token of a service account with scope write:data.
 	//
 	// Takes any type of body and a specified content type.
@@ -4448,6 +5261,8 @@ type ClientInterface interface {
 	// Registers 1–10,000 files, all or nothing: any invalid file refuses the whole request (each error names body.files[i].field). Answers `{ids, count, transaction_id, status}`; Location is the transaction's receipt. The body limit of this route is OPS_INGEST_BULK_BODY_LIMIT_BYTES (16 MiB).
 	//
 	// Buffered (critical) write: validated in full, then held in Redis (read cache and queue) and answered 201 `{id, transaction_id, status: buffered}` with Location; a worker applies it to the main database. 503 with Retry-After when Redis cannot durably take it (nothing is held). Idempotency-Key (≤ 255 characters): the same key and body answer the original response with `Idempotency-Replayed: true`, another body 409; keys live 24 h.
+	//
+	// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
 	//
 	// Access: API token of a service account with scope write:data.
 	//
@@ -4469,6 +5284,8 @@ type ClientInterface interface {
 	//
 	// Changes size_bytes, checksum, raw_data_package_id or meta (replaced) of a registered file, directly in the database (not buffered; a registration still buffered is applied first). 409 when the file's package, or the one it would join, is complete.
 	//
+	// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
+	//
 	// Access: API token of a service account with scope write:data.
 	//
 	// Takes any type of body and a specified content type.
@@ -4479,6 +5296,8 @@ type ClientInterface interface {
 	// UpdateRawDataFile Update a raw data file
 	//
 	// Changes size_bytes, checksum, raw_data_package_id or meta (replaced) of a registered file, directly in the database (not buffered; a registration still buffered is applied first). 409 when the file's package, or the one it would join, is complete.
+	//
+	// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
 	//
 	// Access: API token of a service account with scope write:data.
 	//
@@ -4493,7 +5312,9 @@ type ClientInterface interface {
 	//
 	// Buffered (critical) write: validated in full, then held in Redis (read cache and queue) and answered 201 `{id, transaction_id, status: buffered}` with Location; a worker applies it to the main database. 503 with Retry-After when Redis cannot durably take it (nothing is held). Idempotency-Key (≤ 255 characters): the same key and body answer the original response with `Idempotency-Replayed: true`, another body 409; keys live 24 h.
 	//
-	// Access: session JWT of any user, or API token with scope write:data.
+	// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
+	//
+	// Access: session JWT with role admin, or API token of a service account with scope write:data.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -4506,7 +5327,9 @@ type ClientInterface interface {
 	//
 	// Buffered (critical) write: validated in full, then held in Redis (read cache and queue) and answered 201 `{id, transaction_id, status: buffered}` with Location; a worker applies it to the main database. 503 with Retry-After when Redis cannot durably take it (nothing is held). Idempotency-Key (≤ 255 characters): the same key and body answer the original response with `Idempotency-Replayed: true`, another body 409; keys live 24 h.
 	//
-	// Access: session JWT of any user, or API token with scope write:data.
+	// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
+	//
+	// Access: session JWT with role admin, or API token of a service account with scope write:data.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -4526,7 +5349,9 @@ type ClientInterface interface {
 	//
 	// Sets size_bytes and checksum (and adds file_ids) and makes the package complete: immutable, no file can join it, and it enters the transfer pipeline. Not buffered. The same finalize again is a no-op (200); another body 409.
 	//
-	// Access: session JWT of any user, or API token with scope write:data.
+	// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
+	//
+	// Access: session JWT with role admin, or API token of a service account with scope write:data.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -4537,7 +5362,9 @@ type ClientInterface interface {
 	//
 	// Sets size_bytes and checksum (and adds file_ids) and makes the package complete: immutable, no file can join it, and it enters the transfer pipeline. Not buffered. The same finalize again is a no-op (200); another body 409.
 	//
-	// Access: session JWT of any user, or API token with scope write:data.
+	// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
+	//
+	// Access: session JWT with role admin, or API token of a service account with scope write:data.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -4546,7 +5373,7 @@ type ClientInterface interface {
 
 	// ListSources List or search sources
 	//
-	// Sources sorted by name, or — with a cone (ra_deg, dec_deg and radius_deg, at most 10 degrees) — by distance from its centre, each with distance_deg. The cone is answered through a q3c index and is exact across RA 0/360 and at the poles. q matches any part of a name or alias, ignoring case and spaces.
+	// Sources sorted by name, or — with a cone (ra_deg, dec_deg and radius_deg, at most 10 degrees) — by distance from its centre, each with distance_deg. The cone is answered through a q3c index and is exact across RA 0/360 and at the poles. q matches any part of a name or alias, ignoring case and spaces. format=csv or votable (or Accept: text/csv, application/x-votable+xml) answers the page as a table whose columns POST /sources/import reads back.
 	//
 	// Access: session JWT of any user, or API token with scope read:sources.
 	//
@@ -4575,9 +5402,20 @@ type ClientInterface interface {
 	// Corresponds with POST /sources/ (the `CreateSource` operationId).
 	CreateSource(ctx context.Context, body CreateSourceJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ImportSourcesWithBody Import a target list (CSV or VOTable)
+	//
+	// Creates every source of a CSV or VOTable (TABLEDATA) file, or none: at most 10,000 rows, the columns of a source list export (name required; ra and dec in degrees or sexagesimal; epoch, proper motion, parallax, radial velocity, kind, aliases separated by ';'; id and timestamps ignored). Every refusal is a 422 naming the row and column (body.rows[N].FIELD, N counting data rows from 1; the message gives the file line), including names already taken and names repeated in the file. dry_run=true answers what would be created and which names already exist.
+	//
+	// Access: session JWT with role observer or admin.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /sources/import (the `ImportSources` operationId).
+	ImportSourcesWithBody(ctx context.Context, params *ImportSourcesParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ResolveNamesWithBody Resolve names
 	//
-	// Resolves 1-100 names (or one, as name) to ICRS coordinates: one item per input, in input order, found or not. Order: coordinate strings ("18h36m56.3s +38d47m01s", "279.234 38.784") and the offline catalogue shipped with the service (stars to magnitude 6, Messier objects; d3-celestial, BSD-3-Clause), then the database's sources and aliases, then CDS Sesame when OPS_SESAME_URL is set (cached in Redis). resolver says which one answered.
+	// Resolves 1-100 names (or one, as name) to ICRS coordinates: one item per input, in input order, found or not. Order: coordinate strings ("18h36m56.3s +38d47m01s", "279.234 38.784") and the offline catalogue shipped with the service (curated submillimetre targets with positions from the literature; NGC, IC and Messier objects from OpenNGC, CC-BY-SA 4.0; stars to magnitude 6 from d3-celestial, BSD-3-Clause), then the database's sources and aliases, then CDS Sesame when OPS_SESAME_URL is set (cached in Redis). resolver says which one answered, resolvers_asked which were asked, online whether Sesame is configured ("disabled": not).
 	//
 	// Access: session JWT of any user, or API token with scope read:sources.
 	//
@@ -4588,7 +5426,7 @@ type ClientInterface interface {
 
 	// ResolveNames Resolve names
 	//
-	// Resolves 1-100 names (or one, as name) to ICRS coordinates: one item per input, in input order, found or not. Order: coordinate strings ("18h36m56.3s +38d47m01s", "279.234 38.784") and the offline catalogue shipped with the service (stars to magnitude 6, Messier objects; d3-celestial, BSD-3-Clause), then the database's sources and aliases, then CDS Sesame when OPS_SESAME_URL is set (cached in Redis). resolver says which one answered.
+	// Resolves 1-100 names (or one, as name) to ICRS coordinates: one item per input, in input order, found or not. Order: coordinate strings ("18h36m56.3s +38d47m01s", "279.234 38.784") and the offline catalogue shipped with the service (curated submillimetre targets with positions from the literature; NGC, IC and Messier objects from OpenNGC, CC-BY-SA 4.0; stars to magnitude 6 from d3-celestial, BSD-3-Clause), then the database's sources and aliases, then CDS Sesame when OPS_SESAME_URL is set (cached in Redis). resolver says which one answered, resolvers_asked which were asked, online whether Sesame is configured ("disabled": not).
 	//
 	// Access: session JWT of any user, or API token with scope read:sources.
 	//
@@ -4599,7 +5437,7 @@ type ClientInterface interface {
 
 	// DeleteSource Delete a source
 	//
-	// Deletes a source and its aliases. 409 while an obs unit uses it (the programs are named).
+	// Deletes a source and its aliases: who may, as for PUT (403). 409 while an obs unit uses it (the programs are named).
 	//
 	// Access: session JWT with role observer or admin.
 	//
@@ -4615,7 +5453,7 @@ type ClientInterface interface {
 
 	// ReplaceSourceWithBody Replace a source
 	//
-	// Replaces every field and the aliases of a source (same body as create; resolve allowed).
+	// Replaces every field and the aliases of a source (same body as create; resolve allowed). Sources are shared: an admin, or a caller who may change the obs units of every program using it (its PI or a member), or — used by no program — its creator; 403 otherwise.
 	//
 	// Access: session JWT with role observer or admin.
 	//
@@ -4626,7 +5464,7 @@ type ClientInterface interface {
 
 	// ReplaceSource Replace a source
 	//
-	// Replaces every field and the aliases of a source (same body as create; resolve allowed).
+	// Replaces every field and the aliases of a source (same body as create; resolve allowed). Sources are shared: an admin, or a caller who may change the obs units of every program using it (its PI or a member), or — used by no program — its creator; 403 otherwise.
 	//
 	// Access: session JWT with role observer or admin.
 	//
@@ -4662,6 +5500,15 @@ type ClientInterface interface {
 	// Corresponds with GET /visibility/heatmap (the `GetVisibilityHeatmap` operationId).
 	GetVisibilityHeatmap(ctx context.Context, params *GetVisibilityHeatmapParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetVisibilityPlot Altitude plot of sources
+	//
+	// Altitude against UTC of 1-10 sources (source_id repeated) over a range of at most 72 h (default the 24 h from now), SVG or PNG (format=png or Accept: image/png): local time (OPS_SITE_TIMEZONE) and LST axes above, an airmass scale on the right, civil/nautical/astronomical twilight shaded, the Moon's altitude, the elevation limits, each source's observable windows and Sun-avoidance periods in a row under the plot, and a legend with each source's distance from the Moon. See docs/planning.md.
+	//
+	// Access: session JWT of any user, or API token with scope read:sources.
+	//
+	// Corresponds with GET /visibility/plot (the `GetVisibilityPlot` operationId).
+	GetVisibilityPlot(ctx context.Context, params *GetVisibilityPlotParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// PrecalculateVisibilityWithBody Precalculate visibility heatmaps
 	//
 	// Queues the computation of a year's heatmap rows for a program's sources, a list of sources or all sources (asynq queue "visibility", worker in the catalog service). Sources already cached under the current settings are skipped. The same request while its job is queued or running answers that job.
@@ -4693,7 +5540,7 @@ type ClientInterface interface {
 
 	// GetVisibility Visibility of a source
 	//
-	// Altitude (geometric unless OPS_SITE_REFRACTION), azimuth (from north through east), airmass (sec z, null below the horizon) and Sun separation from the site, sampled at exactly start + k·step_s up to end inclusive (at most 10,000 samples); the windows in which the source is observable with their edges root-found to under a second and why each starts and ends; the next rise, set (crossings of the elevation limit) and transit after start; the highest altitude and the hours observable in the range. Accept: image/svg+xml or format=svg answers an altitude plot instead.
+	// Altitude (geometric unless OPS_SITE_REFRACTION), azimuth (from north through east), airmass (sec z, null below the horizon) and Sun separation from the site, sampled at exactly start + k·step_s up to end inclusive (at most 10,000 samples); the windows in which the source is observable with their edges root-found to under a second and why each starts and ends; the next rise, set (crossings of the elevation limit) and transit after start; the highest altitude and the hours observable in the range. Accept: image/svg+xml or format=svg answers an altitude plot instead (as GET /visibility/plot up to 72 h), format=png or Accept: image/png as PNG.
 	//
 	// Access: session JWT of any user, or API token with scope read:sources.
 	//
@@ -4708,6 +5555,63 @@ type ClientInterface interface {
 // Corresponds with GET /.well-known/jwks.json (the `GetJwks` operationId).
 func (c *Client) GetJwks(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetJwksRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListDeadLetters The buffer's dead letters
+//
+// Buffered writes that can never apply, kept with their error: {items: [{task_id, type, transaction_id, error, failed_at, retried}], total}. Admins.
+//
+// Access: session JWT with role admin.
+//
+// Corresponds with GET /api/ingest/dead-letters (the `ListDeadLetters` operationId).
+func (c *Client) ListDeadLetters(ctx context.Context, params *ListDeadLettersParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListDeadLettersRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DropDeadLetter Drop a dead letter
+//
+// Deletes the dead letter, its records out of the read cache first: its writes are lost for good; audited. 404 for an id that is not a dead letter. Admins.
+//
+// Access: session JWT with role admin.
+//
+// Corresponds with DELETE /api/ingest/dead-letters/{id} (the `DropDeadLetter` operationId).
+func (c *Client) DropDeadLetter(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDropDeadLetterRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RetryDeadLetter Retry a dead letter
+//
+// Puts the dead letter back in the queue (after its cause was fixed); audited. 404 for an id that is not a dead letter. Admins.
+//
+// Access: session JWT with role admin.
+//
+// Corresponds with POST /api/ingest/dead-letters/{id}/retry (the `RetryDeadLetter` operationId).
+func (c *Client) RetryDeadLetter(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRetryDeadLetterRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -4744,6 +5648,65 @@ func (c *Client) GetIngestTransaction(ctx context.Context, transactionId string,
 // Corresponds with GET /api/site/info (the `GetSiteInfo` operationId).
 func (c *Client) GetSiteInfo(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetSiteInfoRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetWeather Weather series
+//
+// PWV readings with from <= time < to (default the last 24 h and the next 72 h, at most 31 days), by time, a page of limit (default 500, at most 5000) with next_cursor; now: the PWV now as planning uses it (the latest measurement within 30 minutes, else unknown). Anonymous.
+//
+// Corresponds with GET /api/site/weather (the `GetWeather` operationId).
+func (c *Client) GetWeather(ctx context.Context, params *GetWeatherParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetWeatherRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostWeatherWithBody Store weather readings
+//
+// Stores 1-1000 PWV readings in one statement (all or none): measurements (kind measurement, e.g. source "radiometer") and forecast points (kind forecast, the model as source, issued_at the run). A point already stored (same kind, source, time and run) takes the new value. An admin's session JWT, or a service account's API token with write:weather. 422 names the field of the first invalid reading (body.items[i].pwv_mm).
+//
+// Access: session JWT with role admin, or API token of a service account with scope write:weather.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/site/weather (the `PostWeather` operationId).
+func (c *Client) PostWeatherWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostWeatherRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostWeather Store weather readings
+//
+// Stores 1-1000 PWV readings in one statement (all or none): measurements (kind measurement, e.g. source "radiometer") and forecast points (kind forecast, the model as source, issued_at the run). A point already stored (same kind, source, time and run) takes the new value. An admin's session JWT, or a service account's API token with write:weather. 422 names the field of the first invalid reading (body.items[i].pwv_mm).
+//
+// Access: session JWT with role admin, or API token of a service account with scope write:weather.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/site/weather (the `PostWeather` operationId).
+func (c *Client) PostWeather(ctx context.Context, body PostWeatherJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostWeatherRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4916,7 +5879,7 @@ func (c *Client) ListTokenScopes(ctx context.Context, reqEditors ...RequestEdito
 
 // CreateServiceTokenWithBody Create a service token
 //
-// Creates an API token for a service account (instrument and ingest scripts), creating the account with role service first if needed. The raw token is in this response only. 409 if the name belongs to a person's account or the account holds OPS_TOKEN_MAX_PER_USER active tokens.
+// Creates an API token for a service account (instrument and ingest scripts), creating the account with role service first if needed. The raw token is in this response only. 409 if the name belongs to a person's account or the account holds OPS_TOKEN_MAX_PER_USER active tokens. kind and bindings are given when the account is created; for an existing account they must be the ones it has (409 otherwise).
 //
 // Access: session JWT with role admin.
 //
@@ -4937,7 +5900,7 @@ func (c *Client) CreateServiceTokenWithBody(ctx context.Context, contentType str
 
 // CreateServiceToken Create a service token
 //
-// Creates an API token for a service account (instrument and ingest scripts), creating the account with role service first if needed. The raw token is in this response only. 409 if the name belongs to a person's account or the account holds OPS_TOKEN_MAX_PER_USER active tokens.
+// Creates an API token for a service account (instrument and ingest scripts), creating the account with role service first if needed. The raw token is in this response only. 409 if the name belongs to a person's account or the account holds OPS_TOKEN_MAX_PER_USER active tokens. kind and bindings are given when the account is created; for an existing account they must be the ones it has (409 otherwise).
 //
 // Access: session JWT with role admin.
 //
@@ -4946,6 +5909,48 @@ func (c *Client) CreateServiceTokenWithBody(ctx context.Context, contentType str
 // Corresponds with POST /api/tokens/service (the `CreateServiceToken` operationId).
 func (c *Client) CreateServiceToken(ctx context.Context, body CreateServiceTokenJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCreateServiceTokenRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetServiceBindingsWithBody Set a service account's kind and bindings
+//
+// Admins: replaces the kind and bindings of a service account (an instrument: instruments and/or instrument_modules; a mover: data locations; weather: none), the one way they change after creation. Audited (GET /api/tokens/audit, action set_bindings, with the values before and after); every token of the account is checked against the new bindings from its next request. 404 no such account, 409 not a service account, 422 an unknown id or bindings not of the kind.
+//
+// Access: session JWT with role admin.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /api/tokens/service/{username}/bindings (the `SetServiceBindings` operationId).
+func (c *Client) SetServiceBindingsWithBody(ctx context.Context, username string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetServiceBindingsRequestWithBody(c.Server, username, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetServiceBindings Set a service account's kind and bindings
+//
+// Admins: replaces the kind and bindings of a service account (an instrument: instruments and/or instrument_modules; a mover: data locations; weather: none), the one way they change after creation. Audited (GET /api/tokens/audit, action set_bindings, with the values before and after); every token of the account is checked against the new bindings from its next request. 404 no such account, 409 not a service account, 422 an unknown id or bindings not of the kind.
+//
+// Access: session JWT with role admin.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /api/tokens/service/{username}/bindings (the `SetServiceBindings` operationId).
+func (c *Client) SetServiceBindings(ctx context.Context, username string, body SetServiceBindingsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetServiceBindingsRequest(c.Server, username, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5074,7 +6079,7 @@ func (c *Client) GetTokenUsage(ctx context.Context, id int64, reqEditors ...Requ
 
 // AgentClaimWithBody Claim operations
 //
-// Leases up to max due PENDING operations of the given kinds (optionally at one site) to the caller for OPS_OPERATION_LEASE (FOR UPDATE SKIP LOCKED: concurrent movers never get the same operation). They become IN_PROGRESS; keep them with heartbeats, end them with complete or fail. An empty items list means no work.
+// Movers only (a token of a service account of kind mover; any other: 403). Leases up to max due PENDING operations of the given kinds (optionally at one site) whose source or destination is one of the mover's bound data locations to the caller for OPS_OPERATION_LEASE (FOR UPDATE SKIP LOCKED: concurrent movers never get the same operation). They become IN_PROGRESS; keep them with heartbeats, end them with complete or fail. An empty items list means no work.
 //
 // Access: API token of a service account with scope write:data.
 //
@@ -5095,7 +6100,7 @@ func (c *Client) AgentClaimWithBody(ctx context.Context, contentType string, bod
 
 // AgentClaim Claim operations
 //
-// Leases up to max due PENDING operations of the given kinds (optionally at one site) to the caller for OPS_OPERATION_LEASE (FOR UPDATE SKIP LOCKED: concurrent movers never get the same operation). They become IN_PROGRESS; keep them with heartbeats, end them with complete or fail. An empty items list means no work.
+// Movers only (a token of a service account of kind mover; any other: 403). Leases up to max due PENDING operations of the given kinds (optionally at one site) whose source or destination is one of the mover's bound data locations to the caller for OPS_OPERATION_LEASE (FOR UPDATE SKIP LOCKED: concurrent movers never get the same operation). They become IN_PROGRESS; keep them with heartbeats, end them with complete or fail. An empty items list means no work.
 //
 // Access: API token of a service account with scope write:data.
 //
@@ -5116,7 +6121,7 @@ func (c *Client) AgentClaim(ctx context.Context, body AgentClaimJSONRequestBody,
 
 // AgentCompleteWithBody Report success
 //
-// Marks the operation COMPLETED with the size (bytes) and checksum of what was written and the physical copies made; the planner then creates the next operations of the chain. Both are required (422 naming the field). A long_term_archive, staging, transfer or unpack report is verified against the package's (or DTP's) registered checksum and size: a mismatch is recorded as a failure of type checksum_mismatch (retried as the retry policy says, else FAILED) and answered 409; the operation is never COMPLETED with it.
+// Movers only (403); 404 for an operation outside the mover's data locations. Marks the operation COMPLETED with the size (bytes) and checksum of what was written and the physical copies made; the planner then creates the next operations of the chain. Both are required (422 naming the field). A long_term_archive, staging, transfer or unpack report is verified against the package's (or DTP's) registered checksum and size: a mismatch is recorded as a failure of type checksum_mismatch (retried as the retry policy says, else FAILED) and answered 409; the operation is never COMPLETED with it.
 //
 // Access: API token of a service account with scope write:data.
 //
@@ -5137,7 +6142,7 @@ func (c *Client) AgentCompleteWithBody(ctx context.Context, id int64, contentTyp
 
 // AgentComplete Report success
 //
-// Marks the operation COMPLETED with the size (bytes) and checksum of what was written and the physical copies made; the planner then creates the next operations of the chain. Both are required (422 naming the field). A long_term_archive, staging, transfer or unpack report is verified against the package's (or DTP's) registered checksum and size: a mismatch is recorded as a failure of type checksum_mismatch (retried as the retry policy says, else FAILED) and answered 409; the operation is never COMPLETED with it.
+// Movers only (403); 404 for an operation outside the mover's data locations. Marks the operation COMPLETED with the size (bytes) and checksum of what was written and the physical copies made; the planner then creates the next operations of the chain. Both are required (422 naming the field). A long_term_archive, staging, transfer or unpack report is verified against the package's (or DTP's) registered checksum and size: a mismatch is recorded as a failure of type checksum_mismatch (retried as the retry policy says, else FAILED) and answered 409; the operation is never COMPLETED with it.
 //
 // Access: API token of a service account with scope write:data.
 //
@@ -5158,7 +6163,7 @@ func (c *Client) AgentComplete(ctx context.Context, id int64, body AgentComplete
 
 // AgentFailWithBody Report failure
 //
-// Records the failed attempt in the failure trail. Retryable and retries left (retry_count < max_retries): back to PENDING with retry_count + 1 and exponential backoff (OPS_RETRY_BACKOFF doubling up to OPS_RETRY_BACKOFF_MAX); otherwise FAILED until an admin resets it.
+// Movers only (403); 404 for an operation outside the mover's data locations. Records the failed attempt in the failure trail. Retryable and retries left (retry_count < max_retries): back to PENDING with retry_count + 1 and exponential backoff (OPS_RETRY_BACKOFF doubling up to OPS_RETRY_BACKOFF_MAX); otherwise FAILED until an admin resets it.
 //
 // Access: API token of a service account with scope write:data.
 //
@@ -5179,7 +6184,7 @@ func (c *Client) AgentFailWithBody(ctx context.Context, id int64, contentType st
 
 // AgentFail Report failure
 //
-// Records the failed attempt in the failure trail. Retryable and retries left (retry_count < max_retries): back to PENDING with retry_count + 1 and exponential backoff (OPS_RETRY_BACKOFF doubling up to OPS_RETRY_BACKOFF_MAX); otherwise FAILED until an admin resets it.
+// Movers only (403); 404 for an operation outside the mover's data locations. Records the failed attempt in the failure trail. Retryable and retries left (retry_count < max_retries): back to PENDING with retry_count + 1 and exponential backoff (OPS_RETRY_BACKOFF doubling up to OPS_RETRY_BACKOFF_MAX); otherwise FAILED until an admin resets it.
 //
 // Access: API token of a service account with scope write:data.
 //
@@ -5200,7 +6205,7 @@ func (c *Client) AgentFail(ctx context.Context, id int64, body AgentFailJSONRequ
 
 // AgentHeartbeatWithBody Extend a lease
 //
-// Extends the caller's lease by OPS_OPERATION_LEASE. 409 if the operation is no longer IN_PROGRESS or is leased to another mover (e.g. the lease expired and it was claimed again).
+// Extends the caller's lease by OPS_OPERATION_LEASE. Movers only (403); 404 for an operation outside the mover's data locations. 409 if the operation is no longer IN_PROGRESS or is leased to another mover (e.g. the lease expired and it was claimed again).
 //
 // Access: API token of a service account with scope write:data.
 //
@@ -5221,7 +6226,7 @@ func (c *Client) AgentHeartbeatWithBody(ctx context.Context, id int64, contentTy
 
 // AgentHeartbeat Extend a lease
 //
-// Extends the caller's lease by OPS_OPERATION_LEASE. 409 if the operation is no longer IN_PROGRESS or is leased to another mover (e.g. the lease expired and it was claimed again).
+// Extends the caller's lease by OPS_OPERATION_LEASE. Movers only (403); 404 for an operation outside the mover's data locations. 409 if the operation is no longer IN_PROGRESS or is leased to another mover (e.g. the lease expired and it was claimed again).
 //
 // Access: API token of a service account with scope write:data.
 //
@@ -5418,6 +6423,25 @@ func (c *Client) ListOperations(ctx context.Context, params *ListOperationsParam
 // Corresponds with GET /api/transfer/overview (the `TransferOverview` operationId).
 func (c *Client) TransferOverview(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewTransferOverviewRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListInconsistent The inconsistent set
+//
+// Packages the periodic sweep found with a stored state that differs from the derivation of their chain, waiting for a reconcile (POST .../reconcile-inconsistent, admins): {items, count}.
+//
+// Access: session JWT of any user.
+//
+// Corresponds with GET /api/transfer/raw-data-package/inconsistent (the `ListInconsistent` operationId).
+func (c *Client) ListInconsistent(ctx context.Context, params *ListInconsistentParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListInconsistentRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -5784,6 +6808,8 @@ func (c *Client) GetBufferStats(ctx context.Context, reqEditors ...RequestEditor
 //
 // Buffered (critical) write: validated in full, then held in Redis (read cache and queue) and answered 201 `{id, transaction_id, status: buffered}` with Location; a worker applies it to the main database. 503 with Retry-After when Redis cannot durably take it (nothing is held). Idempotency-Key (≤ 255 characters): the same key and body answer the original response with `Idempotency-Replayed: true`, another body 409; keys live 24 h.
 //
+// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
+//
 // Access: API token of a service account with scope write:observations.
 //
 // Takes any type of body and a specified content type.
@@ -5807,6 +6833,8 @@ func (c *Client) StartExecutedObsUnitWithBody(ctx context.Context, params *Start
 //
 // Buffered (critical) write: validated in full, then held in Redis (read cache and queue) and answered 201 `{id, transaction_id, status: buffered}` with Location; a worker applies it to the main database. 503 with Retry-After when Redis cannot durably take it (nothing is held). Idempotency-Key (≤ 255 characters): the same key and body answer the original response with `Idempotency-Replayed: true`, another body 409; keys live 24 h.
 //
+// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
+//
 // Access: API token of a service account with scope write:observations.
 //
 // Takes a body of the `application/json` content type.
@@ -5828,6 +6856,8 @@ func (c *Client) StartExecutedObsUnit(ctx context.Context, params *StartExecuted
 //
 // Records the end of an execution (started through this API). Finishing again with the same body is a replay; with another, 409. Buffered like the start.
 //
+// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
+//
 // Access: API token of a service account with scope write:observations.
 //
 // Takes any type of body and a specified content type.
@@ -5848,6 +6878,8 @@ func (c *Client) FinishExecutedObsUnitWithBody(ctx context.Context, id string, p
 // FinishExecutedObsUnit Finish an observation
 //
 // Records the end of an execution (started through this API). Finishing again with the same body is a replay; with another, 409. Buffered like the start.
+//
+// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
 //
 // Access: API token of a service account with scope write:observations.
 //
@@ -6031,7 +7063,7 @@ func (c *Client) ListPrograms(ctx context.Context, params *ListProgramsParams, r
 
 // CreateProgramWithBody Create a program
 //
-// Creates a program with its obs units in one transaction. 409 if the short name is taken; 422 naming the field for bad input, e.g. obs_units[1].source_id for an unknown source.
+// Creates a program with its obs units and members in one transaction. The caller becomes its PI (pi_username); only an admin names another PI (403 otherwise). 409 if the short name is taken; 422 naming the field for bad input, e.g. obs_units[1].source_id for an unknown source.
 //
 // Access: session JWT with role observer or admin.
 //
@@ -6052,7 +7084,7 @@ func (c *Client) CreateProgramWithBody(ctx context.Context, contentType string, 
 
 // CreateProgram Create a program
 //
-// Creates a program with its obs units in one transaction. 409 if the short name is taken; 422 naming the field for bad input, e.g. obs_units[1].source_id for an unknown source.
+// Creates a program with its obs units and members in one transaction. The caller becomes its PI (pi_username); only an admin names another PI (403 otherwise). 409 if the short name is taken; 422 naming the field for bad input, e.g. obs_units[1].source_id for an unknown source.
 //
 // Access: session JWT with role observer or admin.
 //
@@ -6073,7 +7105,7 @@ func (c *Client) CreateProgram(ctx context.Context, body CreateProgramJSONReques
 
 // DeleteProgram Delete a program
 //
-// Deletes the program and its obs units. 409 if any of its obs units has executed observations.
+// Deletes the program and its obs units (its PI or an admin; 403 otherwise). 409 if any of its obs units has executed observations.
 //
 // Access: session JWT with role observer or admin.
 //
@@ -6092,11 +7124,55 @@ func (c *Client) DeleteProgram(ctx context.Context, id int64, reqEditors ...Requ
 
 // GetProgram Get a program
 //
+// The program with its obs units. format=csv or votable (or Accept: text/csv, application/x-votable+xml) answers its obs units as a table, one row each with its source's coordinates.
+//
 // Access: session JWT of any user, or API token with scope read:programs.
 //
 // Corresponds with GET /observing_program/{id} (the `GetProgram` operationId).
-func (c *Client) GetProgram(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewGetProgramRequest(c.Server, id)
+func (c *Client) GetProgram(ctx context.Context, id int64, params *GetProgramParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetProgramRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PatchProgramWithBody Change part of a program
+//
+// A JSON merge patch (RFC 7396, Content-Type application/merge-patch+json) of the program as PUT takes it: fields left out are unchanged, null removes an optional field (description, allocated_hours, members, obs_units), and arrays replace: obs_units given is the whole new list of units (matched by name, ids kept), members the whole new list of members. Required fields cannot be removed (422). The same ownership rules as PUT.
+//
+// Access: session JWT with role observer or admin.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PATCH /observing_program/{id} (the `PatchProgram` operationId).
+func (c *Client) PatchProgramWithBody(ctx context.Context, id int64, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPatchProgramRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PatchProgramWithApplicationMergePatchPlusJSONBody Change part of a program
+//
+// A JSON merge patch (RFC 7396, Content-Type application/merge-patch+json) of the program as PUT takes it: fields left out are unchanged, null removes an optional field (description, allocated_hours, members, obs_units), and arrays replace: obs_units given is the whole new list of units (matched by name, ids kept), members the whole new list of members. Required fields cannot be removed (422). The same ownership rules as PUT.
+//
+// Access: session JWT with role observer or admin.
+//
+// Takes a body of the `application/merge-patch+json` content type.
+//
+// Corresponds with PATCH /observing_program/{id} (the `PatchProgram` operationId).
+func (c *Client) PatchProgramWithApplicationMergePatchPlusJSONBody(ctx context.Context, id int64, body PatchProgramApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPatchProgramRequestWithApplicationMergePatchPlusJSONBody(c.Server, id, body)
 	if err != nil {
 		return nil, err
 	}
@@ -6109,7 +7185,7 @@ func (c *Client) GetProgram(ctx context.Context, id int64, reqEditors ...Request
 
 // ReplaceProgramWithBody Replace a program
 //
-// Replaces the program's fields and, when obs_units is given, its obs units: units matched by name keep their ids, new names are created, missing names are deleted. 409 if the short name is taken or a unit to delete has executed observations. Leave obs_units out to keep the units unchanged.
+// Replaces the whole program: short_name, title, pi and status are required (422 naming the one left out); description and allocated_hours left out become empty and null. obs_units, members and pi_username left out are kept; obs_units given replaces the units: units matched by name keep their ids, new names are created, missing names are deleted. Its PI or an admin may change anything; a member only the obs units (a body whose other fields are unchanged); anybody else 403. 409 if the short name is taken or a unit to delete has executions.
 //
 // Access: session JWT with role observer or admin.
 //
@@ -6130,7 +7206,7 @@ func (c *Client) ReplaceProgramWithBody(ctx context.Context, id int64, contentTy
 
 // ReplaceProgram Replace a program
 //
-// Replaces the program's fields and, when obs_units is given, its obs units: units matched by name keep their ids, new names are created, missing names are deleted. 409 if the short name is taken or a unit to delete has executed observations. Leave obs_units out to keep the units unchanged.
+// Replaces the whole program: short_name, title, pi and status are required (422 naming the one left out); description and allocated_hours left out become empty and null. obs_units, members and pi_username left out are kept; obs_units given replaces the units: units matched by name keep their ids, new names are created, missing names are deleted. Its PI or an admin may change anything; a member only the obs units (a body whose other fields are unchanged); anybody else 403. 409 if the short name is taken or a unit to delete has executions.
 //
 // Access: session JWT with role observer or admin.
 //
@@ -6155,6 +7231,8 @@ func (c *Client) ReplaceProgram(ctx context.Context, id int64, body ReplaceProgr
 //
 // Buffered (critical) write: validated in full, then held in Redis (read cache and queue) and answered 201 `{id, transaction_id, status: buffered}` with Location; a worker applies it to the main database. 503 with Retry-After when Redis cannot durably take it (nothing is held). Idempotency-Key (≤ 255 characters): the same key and body answer the original response with `Idempotency-Replayed: true`, another body 409; keys live 24 h.
 //
+// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
+//
 // Access: API token of a service account with scope write:data.
 //
 // Takes any type of body and a specified content type.
@@ -6177,6 +7255,8 @@ func (c *Client) RegisterRawDataFileWithBody(ctx context.Context, params *Regist
 // Registers one file of an executed obs unit (buffered or committed). A package it names must exist and not be complete (else 409).
 //
 // Buffered (critical) write: validated in full, then held in Redis (read cache and queue) and answered 201 `{id, transaction_id, status: buffered}` with Location; a worker applies it to the main database. 503 with Retry-After when Redis cannot durably take it (nothing is held). Idempotency-Key (≤ 255 characters): the same key and body answer the original response with `Idempotency-Replayed: true`, another body 409; keys live 24 h.
+//
+// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
 //
 // Access: API token of a service account with scope write:data.
 //
@@ -6201,6 +7281,8 @@ func (c *Client) RegisterRawDataFile(ctx context.Context, params *RegisterRawDat
 //
 // Buffered (critical) write: validated in full, then held in Redis (read cache and queue) and answered 201 `{id, transaction_id, status: buffered}` with Location; a worker applies it to the main database. 503 with Retry-After when Redis cannot durably take it (nothing is held). Idempotency-Key (≤ 255 characters): the same key and body answer the original response with `Idempotency-Replayed: true`, another body 409; keys live 24 h.
 //
+// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
+//
 // Access: API token of a service account with scope write:data.
 //
 // Takes any type of body and a specified content type.
@@ -6223,6 +7305,8 @@ func (c *Client) RegisterRawDataFilesBulkWithBody(ctx context.Context, params *R
 // Registers 1–10,000 files, all or nothing: any invalid file refuses the whole request (each error names body.files[i].field). Answers `{ids, count, transaction_id, status}`; Location is the transaction's receipt. The body limit of this route is OPS_INGEST_BULK_BODY_LIMIT_BYTES (16 MiB).
 //
 // Buffered (critical) write: validated in full, then held in Redis (read cache and queue) and answered 201 `{id, transaction_id, status: buffered}` with Location; a worker applies it to the main database. 503 with Retry-After when Redis cannot durably take it (nothing is held). Idempotency-Key (≤ 255 characters): the same key and body answer the original response with `Idempotency-Replayed: true`, another body 409; keys live 24 h.
+//
+// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
 //
 // Access: API token of a service account with scope write:data.
 //
@@ -6264,6 +7348,8 @@ func (c *Client) GetRawDataFile(ctx context.Context, id string, reqEditors ...Re
 //
 // Changes size_bytes, checksum, raw_data_package_id or meta (replaced) of a registered file, directly in the database (not buffered; a registration still buffered is applied first). 409 when the file's package, or the one it would join, is complete.
 //
+// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
+//
 // Access: API token of a service account with scope write:data.
 //
 // Takes any type of body and a specified content type.
@@ -6284,6 +7370,8 @@ func (c *Client) UpdateRawDataFileWithBody(ctx context.Context, id string, conte
 // UpdateRawDataFile Update a raw data file
 //
 // Changes size_bytes, checksum, raw_data_package_id or meta (replaced) of a registered file, directly in the database (not buffered; a registration still buffered is applied first). 409 when the file's package, or the one it would join, is complete.
+//
+// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
 //
 // Access: API token of a service account with scope write:data.
 //
@@ -6308,7 +7396,9 @@ func (c *Client) UpdateRawDataFile(ctx context.Context, id string, body UpdateRa
 //
 // Buffered (critical) write: validated in full, then held in Redis (read cache and queue) and answered 201 `{id, transaction_id, status: buffered}` with Location; a worker applies it to the main database. 503 with Retry-After when Redis cannot durably take it (nothing is held). Idempotency-Key (≤ 255 characters): the same key and body answer the original response with `Idempotency-Replayed: true`, another body 409; keys live 24 h.
 //
-// Access: session JWT of any user, or API token with scope write:data.
+// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
+//
+// Access: session JWT with role admin, or API token of a service account with scope write:data.
 //
 // Takes any type of body and a specified content type.
 //
@@ -6331,7 +7421,9 @@ func (c *Client) CreateRawDataPackageWithBody(ctx context.Context, params *Creat
 //
 // Buffered (critical) write: validated in full, then held in Redis (read cache and queue) and answered 201 `{id, transaction_id, status: buffered}` with Location; a worker applies it to the main database. 503 with Retry-After when Redis cannot durably take it (nothing is held). Idempotency-Key (≤ 255 characters): the same key and body answer the original response with `Idempotency-Replayed: true`, another body 409; keys live 24 h.
 //
-// Access: session JWT of any user, or API token with scope write:data.
+// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
+//
+// Access: session JWT with role admin, or API token of a service account with scope write:data.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -6371,7 +7463,9 @@ func (c *Client) GetRawDataPackage(ctx context.Context, id string, params *GetRa
 //
 // Sets size_bytes and checksum (and adds file_ids) and makes the package complete: immutable, no file can join it, and it enters the transfer pipeline. Not buffered. The same finalize again is a no-op (200); another body 409.
 //
-// Access: session JWT of any user, or API token with scope write:data.
+// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
+//
+// Access: session JWT with role admin, or API token of a service account with scope write:data.
 //
 // Takes any type of body and a specified content type.
 //
@@ -6392,7 +7486,9 @@ func (c *Client) FinalizeRawDataPackageWithBody(ctx context.Context, id string, 
 //
 // Sets size_bytes and checksum (and adds file_ids) and makes the package complete: immutable, no file can join it, and it enters the transfer pipeline. Not buffered. The same finalize again is a no-op (200); another body 409.
 //
-// Access: session JWT of any user, or API token with scope write:data.
+// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
+//
+// Access: session JWT with role admin, or API token of a service account with scope write:data.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -6411,7 +7507,7 @@ func (c *Client) FinalizeRawDataPackage(ctx context.Context, id string, body Fin
 
 // ListSources List or search sources
 //
-// Sources sorted by name, or — with a cone (ra_deg, dec_deg and radius_deg, at most 10 degrees) — by distance from its centre, each with distance_deg. The cone is answered through a q3c index and is exact across RA 0/360 and at the poles. q matches any part of a name or alias, ignoring case and spaces.
+// Sources sorted by name, or — with a cone (ra_deg, dec_deg and radius_deg, at most 10 degrees) — by distance from its centre, each with distance_deg. The cone is answered through a q3c index and is exact across RA 0/360 and at the poles. q matches any part of a name or alias, ignoring case and spaces. format=csv or votable (or Accept: text/csv, application/x-votable+xml) answers the page as a table whose columns POST /sources/import reads back.
 //
 // Access: session JWT of any user, or API token with scope read:sources.
 //
@@ -6470,9 +7566,30 @@ func (c *Client) CreateSource(ctx context.Context, body CreateSourceJSONRequestB
 	return c.Client.Do(req)
 }
 
+// ImportSourcesWithBody Import a target list (CSV or VOTable)
+//
+// Creates every source of a CSV or VOTable (TABLEDATA) file, or none: at most 10,000 rows, the columns of a source list export (name required; ra and dec in degrees or sexagesimal; epoch, proper motion, parallax, radial velocity, kind, aliases separated by ';'; id and timestamps ignored). Every refusal is a 422 naming the row and column (body.rows[N].FIELD, N counting data rows from 1; the message gives the file line), including names already taken and names repeated in the file. dry_run=true answers what would be created and which names already exist.
+//
+// Access: session JWT with role observer or admin.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /sources/import (the `ImportSources` operationId).
+func (c *Client) ImportSourcesWithBody(ctx context.Context, params *ImportSourcesParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewImportSourcesRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ResolveNamesWithBody Resolve names
 //
-// Resolves 1-100 names (or one, as name) to ICRS coordinates: one item per input, in input order, found or not. Order: coordinate strings ("18h36m56.3s +38d47m01s", "279.234 38.784") and the offline catalogue shipped with the service (stars to magnitude 6, Messier objects; d3-celestial, BSD-3-Clause), then the database's sources and aliases, then CDS Sesame when OPS_SESAME_URL is set (cached in Redis). resolver says which one answered.
+// Resolves 1-100 names (or one, as name) to ICRS coordinates: one item per input, in input order, found or not. Order: coordinate strings ("18h36m56.3s +38d47m01s", "279.234 38.784") and the offline catalogue shipped with the service (curated submillimetre targets with positions from the literature; NGC, IC and Messier objects from OpenNGC, CC-BY-SA 4.0; stars to magnitude 6 from d3-celestial, BSD-3-Clause), then the database's sources and aliases, then CDS Sesame when OPS_SESAME_URL is set (cached in Redis). resolver says which one answered, resolvers_asked which were asked, online whether Sesame is configured ("disabled": not).
 //
 // Access: session JWT of any user, or API token with scope read:sources.
 //
@@ -6493,7 +7610,7 @@ func (c *Client) ResolveNamesWithBody(ctx context.Context, contentType string, b
 
 // ResolveNames Resolve names
 //
-// Resolves 1-100 names (or one, as name) to ICRS coordinates: one item per input, in input order, found or not. Order: coordinate strings ("18h36m56.3s +38d47m01s", "279.234 38.784") and the offline catalogue shipped with the service (stars to magnitude 6, Messier objects; d3-celestial, BSD-3-Clause), then the database's sources and aliases, then CDS Sesame when OPS_SESAME_URL is set (cached in Redis). resolver says which one answered.
+// Resolves 1-100 names (or one, as name) to ICRS coordinates: one item per input, in input order, found or not. Order: coordinate strings ("18h36m56.3s +38d47m01s", "279.234 38.784") and the offline catalogue shipped with the service (curated submillimetre targets with positions from the literature; NGC, IC and Messier objects from OpenNGC, CC-BY-SA 4.0; stars to magnitude 6 from d3-celestial, BSD-3-Clause), then the database's sources and aliases, then CDS Sesame when OPS_SESAME_URL is set (cached in Redis). resolver says which one answered, resolvers_asked which were asked, online whether Sesame is configured ("disabled": not).
 //
 // Access: session JWT of any user, or API token with scope read:sources.
 //
@@ -6514,7 +7631,7 @@ func (c *Client) ResolveNames(ctx context.Context, body ResolveNamesJSONRequestB
 
 // DeleteSource Delete a source
 //
-// Deletes a source and its aliases. 409 while an obs unit uses it (the programs are named).
+// Deletes a source and its aliases: who may, as for PUT (403). 409 while an obs unit uses it (the programs are named).
 //
 // Access: session JWT with role observer or admin.
 //
@@ -6550,7 +7667,7 @@ func (c *Client) GetSource(ctx context.Context, id int64, reqEditors ...RequestE
 
 // ReplaceSourceWithBody Replace a source
 //
-// Replaces every field and the aliases of a source (same body as create; resolve allowed).
+// Replaces every field and the aliases of a source (same body as create; resolve allowed). Sources are shared: an admin, or a caller who may change the obs units of every program using it (its PI or a member), or — used by no program — its creator; 403 otherwise.
 //
 // Access: session JWT with role observer or admin.
 //
@@ -6571,7 +7688,7 @@ func (c *Client) ReplaceSourceWithBody(ctx context.Context, id int64, contentTyp
 
 // ReplaceSource Replace a source
 //
-// Replaces every field and the aliases of a source (same body as create; resolve allowed).
+// Replaces every field and the aliases of a source (same body as create; resolve allowed). Sources are shared: an admin, or a caller who may change the obs units of every program using it (its PI or a member), or — used by no program — its creator; 403 otherwise.
 //
 // Access: session JWT with role observer or admin.
 //
@@ -6647,6 +7764,25 @@ func (c *Client) GetVisibilityHeatmap(ctx context.Context, params *GetVisibility
 	return c.Client.Do(req)
 }
 
+// GetVisibilityPlot Altitude plot of sources
+//
+// Altitude against UTC of 1-10 sources (source_id repeated) over a range of at most 72 h (default the 24 h from now), SVG or PNG (format=png or Accept: image/png): local time (OPS_SITE_TIMEZONE) and LST axes above, an airmass scale on the right, civil/nautical/astronomical twilight shaded, the Moon's altitude, the elevation limits, each source's observable windows and Sun-avoidance periods in a row under the plot, and a legend with each source's distance from the Moon. See docs/planning.md.
+//
+// Access: session JWT of any user, or API token with scope read:sources.
+//
+// Corresponds with GET /visibility/plot (the `GetVisibilityPlot` operationId).
+func (c *Client) GetVisibilityPlot(ctx context.Context, params *GetVisibilityPlotParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetVisibilityPlotRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // PrecalculateVisibilityWithBody Precalculate visibility heatmaps
 //
 // Queues the computation of a year's heatmap rows for a program's sources, a list of sources or all sources (asynq queue "visibility", worker in the catalog service). Sources already cached under the current settings are skipped. The same request while its job is queued or running answers that job.
@@ -6708,7 +7844,7 @@ func (c *Client) GetVisibilityPrecalculation(ctx context.Context, jobId int64, r
 
 // GetVisibility Visibility of a source
 //
-// Altitude (geometric unless OPS_SITE_REFRACTION), azimuth (from north through east), airmass (sec z, null below the horizon) and Sun separation from the site, sampled at exactly start + k·step_s up to end inclusive (at most 10,000 samples); the windows in which the source is observable with their edges root-found to under a second and why each starts and ends; the next rise, set (crossings of the elevation limit) and transit after start; the highest altitude and the hours observable in the range. Accept: image/svg+xml or format=svg answers an altitude plot instead.
+// Altitude (geometric unless OPS_SITE_REFRACTION), azimuth (from north through east), airmass (sec z, null below the horizon) and Sun separation from the site, sampled at exactly start + k·step_s up to end inclusive (at most 10,000 samples); the windows in which the source is observable with their edges root-found to under a second and why each starts and ends; the next rise, set (crossings of the elevation limit) and transit after start; the highest altitude and the hours observable in the range. Accept: image/svg+xml or format=svg answers an altitude plot instead (as GET /visibility/plot up to 72 h), format=png or Accept: image/png as PNG.
 //
 // Access: session JWT of any user, or API token with scope read:sources.
 //
@@ -6745,6 +7881,128 @@ func NewGetJwksRequest(server string) (*http.Request, error) {
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListDeadLettersRequest constructs an http.Request for the ListDeadLetters method
+func NewListDeadLettersRequest(server string, params *ListDeadLettersParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/ingest/dead-letters")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDropDeadLetterRequest constructs an http.Request for the DropDeadLetter method
+func NewDropDeadLetterRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/ingest/dead-letters/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRetryDeadLetterRequest constructs an http.Request for the RetryDeadLetter method
+func NewRetryDeadLetterRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/ingest/dead-letters/%s/retry", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -6809,6 +8067,148 @@ func NewGetSiteInfoRequest(server string) (*http.Request, error) {
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewGetWeatherRequest constructs an http.Request for the GetWeather method
+func NewGetWeatherRequest(server string, params *GetWeatherParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/site/weather")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.From != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "from", *params.From, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.To != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "to", *params.To, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Kind != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "kind", *params.Kind, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPostWeatherRequest calls the generic PostWeather builder with application/json body
+func NewPostWeatherRequest(server string, body PostWeatherJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPostWeatherRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewPostWeatherRequestWithBody constructs an http.Request for the PostWeather method, with any body, and a specified content type
+func NewPostWeatherRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/site/weather")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -7173,6 +8573,53 @@ func NewCreateServiceTokenRequestWithBody(server string, contentType string, bod
 	}
 
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewSetServiceBindingsRequest calls the generic SetServiceBindings builder with application/json body
+func NewSetServiceBindingsRequest(server string, username string, body SetServiceBindingsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSetServiceBindingsRequestWithBody(server, username, "application/json", bodyReader)
+}
+
+// NewSetServiceBindingsRequestWithBody constructs an http.Request for the SetServiceBindings method, with any body, and a specified content type
+func NewSetServiceBindingsRequestWithBody(server string, username string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "username", username, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/tokens/service/%s/bindings", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
 	if err != nil {
 		return nil, err
 	}
@@ -8176,6 +9623,60 @@ func NewTransferOverviewRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewListInconsistentRequest constructs an http.Request for the ListInconsistent method
+func NewListInconsistentRequest(server string, params *ListInconsistentParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/transfer/raw-data-package/inconsistent")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewReconcileInconsistentRequest constructs an http.Request for the ReconcileInconsistent method
 func NewReconcileInconsistentRequest(server string) (*http.Request, error) {
 	var err error
@@ -8328,6 +9829,30 @@ func NewListRawPackagesRequest(server string, params *ListRawPackagesParams) (*h
 		if params.State != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "state", *params.State, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ExecutedObsUnitId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "executed_obs_unit_id", *params.ExecutedObsUnitId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "uuid"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.InstrumentModuleId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "instrument_module_id", *params.InstrumentModuleId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -9732,7 +11257,7 @@ func NewDeleteProgramRequest(server string, id int64) (*http.Request, error) {
 }
 
 // NewGetProgramRequest constructs an http.Request for the GetProgram method
-func NewGetProgramRequest(server string, id int64) (*http.Request, error) {
+func NewGetProgramRequest(server string, id int64, params *GetProgramParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -9757,10 +11282,99 @@ func NewGetProgramRequest(server string, id int64) (*http.Request, error) {
 		return nil, err
 	}
 
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Format != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "format", *params.Format, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
+
+	if params != nil {
+
+		if params.Accept != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Accept", *params.Accept, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Accept", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewPatchProgramRequestWithApplicationMergePatchPlusJSONBody calls the generic PatchProgram builder with application/merge-patch+json body
+func NewPatchProgramRequestWithApplicationMergePatchPlusJSONBody(server string, id int64, body PatchProgramApplicationMergePatchPlusJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPatchProgramRequestWithBody(server, id, "application/merge-patch+json", bodyReader)
+}
+
+// NewPatchProgramRequestWithBody constructs an http.Request for the PatchProgram method, with any body, and a specified content type
+func NewPatchProgramRequestWithBody(server string, id int64, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/observing_program/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -10230,6 +11844,18 @@ func NewListSourcesRequest(server string, params *ListSourcesParams) (*http.Requ
 
 		}
 
+		if params.Format != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "format", *params.Format, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if params.Q != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "q", *params.Q, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
@@ -10313,6 +11939,21 @@ func NewListSourcesRequest(server string, params *ListSourcesParams) (*http.Requ
 		return nil, err
 	}
 
+	if params != nil {
+
+		if params.Accept != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Accept", *params.Accept, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Accept", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
@@ -10352,6 +11993,89 @@ func NewCreateSourceRequestWithBody(server string, contentType string, body io.R
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewImportSourcesRequestWithBody constructs an http.Request for the ImportSources method, with any body, and a specified content type
+func NewImportSourcesRequestWithBody(server string, params *ImportSourcesParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/sources/import")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Format != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "format", *params.Format, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.DryRun != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "dry_run", *params.DryRun, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.ContentType != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Content-Type", *params.ContentType, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Content-Type", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -10665,6 +12389,135 @@ func NewGetVisibilityHeatmapRequest(server string, params *GetVisibilityHeatmapP
 	return req, nil
 }
 
+// NewGetVisibilityPlotRequest constructs an http.Request for the GetVisibilityPlot method
+func NewGetVisibilityPlotRequest(server string, params *GetVisibilityPlotParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/visibility/plot")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.SourceId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "source_id", *params.SourceId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "array", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Start != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "start", *params.Start, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.End != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "end", *params.End, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.StepS != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "step_s", *params.StepS, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.MinElevationDeg != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "min_elevation_deg", *params.MinElevationDeg, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "number", Format: "double"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Format != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "format", *params.Format, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.Accept != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Accept", *params.Accept, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Accept", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
 // NewPrecalculateVisibilityRequest calls the generic PrecalculateVisibility builder with application/json body
 func NewPrecalculateVisibilityRequest(server string, body PrecalculateVisibilityJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -10916,6 +12769,39 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /.well-known/jwks.json (the `GetJwks` operationId).
 	GetJwksWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetJwksResponse, error)
 
+	// ListDeadLettersWithResponse The buffer's dead letters
+	//
+	// Buffered writes that can never apply, kept with their error: {items: [{task_id, type, transaction_id, error, failed_at, retried}], total}. Admins.
+	//
+	// Access: session JWT with role admin.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/ingest/dead-letters (the `ListDeadLetters` operationId).
+	ListDeadLettersWithResponse(ctx context.Context, params *ListDeadLettersParams, reqEditors ...RequestEditorFn) (*ListDeadLettersResponse, error)
+
+	// DropDeadLetterWithResponse Drop a dead letter
+	//
+	// Deletes the dead letter, its records out of the read cache first: its writes are lost for good; audited. 404 for an id that is not a dead letter. Admins.
+	//
+	// Access: session JWT with role admin.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /api/ingest/dead-letters/{id} (the `DropDeadLetter` operationId).
+	DropDeadLetterWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*DropDeadLetterResponse, error)
+
+	// RetryDeadLetterWithResponse Retry a dead letter
+	//
+	// Puts the dead letter back in the queue (after its cause was fixed); audited. 404 for an id that is not a dead letter. Admins.
+	//
+	// Access: session JWT with role admin.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/ingest/dead-letters/{id}/retry (the `RetryDeadLetter` operationId).
+	RetryDeadLetterWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*RetryDeadLetterResponse, error)
+
 	// GetIngestTransactionWithResponse Receipt of a buffered write
 	//
 	// Where a buffered write is: buffered, applying, committed (with commit time and WAL position), replicated (a secondary site's replica has it), retrying (with the last error) or dead (a dead letter). API tokens need read:data or read:observations.
@@ -10935,6 +12821,37 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /api/site/info (the `GetSiteInfo` operationId).
 	GetSiteInfoWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetSiteInfoResponse, error)
+
+	// GetWeatherWithResponse Weather series
+	//
+	// PWV readings with from <= time < to (default the last 24 h and the next 72 h, at most 31 days), by time, a page of limit (default 500, at most 5000) with next_cursor; now: the PWV now as planning uses it (the latest measurement within 30 minutes, else unknown). Anonymous.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/site/weather (the `GetWeather` operationId).
+	GetWeatherWithResponse(ctx context.Context, params *GetWeatherParams, reqEditors ...RequestEditorFn) (*GetWeatherResponse, error)
+
+	// PostWeatherWithBodyWithResponse Store weather readings
+	//
+	// Stores 1-1000 PWV readings in one statement (all or none): measurements (kind measurement, e.g. source "radiometer") and forecast points (kind forecast, the model as source, issued_at the run). A point already stored (same kind, source, time and run) takes the new value. An admin's session JWT, or a service account's API token with write:weather. 422 names the field of the first invalid reading (body.items[i].pwv_mm).
+	//
+	// Access: session JWT with role admin, or API token of a service account with scope write:weather.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/site/weather (the `PostWeather` operationId).
+	PostWeatherWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostWeatherResponse, error)
+
+	// PostWeatherWithResponse Store weather readings
+	//
+	// Stores 1-1000 PWV readings in one statement (all or none): measurements (kind measurement, e.g. source "radiometer") and forecast points (kind forecast, the model as source, issued_at the run). A point already stored (same kind, source, time and run) takes the new value. An admin's session JWT, or a service account's API token with write:weather. 422 names the field of the first invalid reading (body.items[i].pwv_mm).
+	//
+	// Access: session JWT with role admin, or API token of a service account with scope write:weather.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/site/weather (the `PostWeather` operationId).
+	PostWeatherWithResponse(ctx context.Context, body PostWeatherJSONRequestBody, reqEditors ...RequestEditorFn) (*PostWeatherResponse, error)
 
 	// ListTokensWithResponse List tokens
 	//
@@ -11026,7 +12943,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateServiceTokenWithBodyWithResponse Create a service token
 	//
-	// Creates an API token for a service account (instrument and ingest scripts), creating the account with role service first if needed. The raw token is in this response only. 409 if the name belongs to a person's account or the account holds OPS_TOKEN_MAX_PER_USER active tokens.
+	// Creates an API token for a service account (instrument and ingest scripts), creating the account with role service first if needed. The raw token is in this response only. 409 if the name belongs to a person's account or the account holds OPS_TOKEN_MAX_PER_USER active tokens. kind and bindings are given when the account is created; for an existing account they must be the ones it has (409 otherwise).
 	//
 	// Access: session JWT with role admin.
 	//
@@ -11037,7 +12954,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateServiceTokenWithResponse Create a service token
 	//
-	// Creates an API token for a service account (instrument and ingest scripts), creating the account with role service first if needed. The raw token is in this response only. 409 if the name belongs to a person's account or the account holds OPS_TOKEN_MAX_PER_USER active tokens.
+	// Creates an API token for a service account (instrument and ingest scripts), creating the account with role service first if needed. The raw token is in this response only. 409 if the name belongs to a person's account or the account holds OPS_TOKEN_MAX_PER_USER active tokens. kind and bindings are given when the account is created; for an existing account they must be the ones it has (409 otherwise).
 	//
 	// Access: session JWT with role admin.
 	//
@@ -11045,6 +12962,28 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/tokens/service (the `CreateServiceToken` operationId).
 	CreateServiceTokenWithResponse(ctx context.Context, body CreateServiceTokenJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateServiceTokenResponse, error)
+
+	// SetServiceBindingsWithBodyWithResponse Set a service account's kind and bindings
+	//
+	// Admins: replaces the kind and bindings of a service account (an instrument: instruments and/or instrument_modules; a mover: data locations; weather: none), the one way they change after creation. Audited (GET /api/tokens/audit, action set_bindings, with the values before and after); every token of the account is checked against the new bindings from its next request. 404 no such account, 409 not a service account, 422 an unknown id or bindings not of the kind.
+	//
+	// Access: session JWT with role admin.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/tokens/service/{username}/bindings (the `SetServiceBindings` operationId).
+	SetServiceBindingsWithBodyWithResponse(ctx context.Context, username string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetServiceBindingsResponse, error)
+
+	// SetServiceBindingsWithResponse Set a service account's kind and bindings
+	//
+	// Admins: replaces the kind and bindings of a service account (an instrument: instruments and/or instrument_modules; a mover: data locations; weather: none), the one way they change after creation. Audited (GET /api/tokens/audit, action set_bindings, with the values before and after); every token of the account is checked against the new bindings from its next request. 404 no such account, 409 not a service account, 422 an unknown id or bindings not of the kind.
+	//
+	// Access: session JWT with role admin.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/tokens/service/{username}/bindings (the `SetServiceBindings` operationId).
+	SetServiceBindingsWithResponse(ctx context.Context, username string, body SetServiceBindingsJSONRequestBody, reqEditors ...RequestEditorFn) (*SetServiceBindingsResponse, error)
 
 	// RevokeTokenWithResponse Revoke a token
 	//
@@ -11112,7 +13051,7 @@ type ClientWithResponsesInterface interface {
 
 	// AgentClaimWithBodyWithResponse Claim operations
 	//
-	// Leases up to max due PENDING operations of the given kinds (optionally at one site) to the caller for OPS_OPERATION_LEASE (FOR UPDATE SKIP LOCKED: concurrent movers never get the same operation). They become IN_PROGRESS; keep them with heartbeats, end them with complete or fail. An empty items list means no work.
+	// Movers only (a token of a service account of kind mover; any other: 403). Leases up to max due PENDING operations of the given kinds (optionally at one site) whose source or destination is one of the mover's bound data locations to the caller for OPS_OPERATION_LEASE (FOR UPDATE SKIP LOCKED: concurrent movers never get the same operation). They become IN_PROGRESS; keep them with heartbeats, end them with complete or fail. An empty items list means no work.
 	//
 	// Access: API token of a service account with scope write:data.
 	//
@@ -11123,7 +13062,7 @@ type ClientWithResponsesInterface interface {
 
 	// AgentClaimWithResponse Claim operations
 	//
-	// Leases up to max due PENDING operations of the given kinds (optionally at one site) to the caller for OPS_OPERATION_LEASE (FOR UPDATE SKIP LOCKED: concurrent movers never get the same operation). They become IN_PROGRESS; keep them with heartbeats, end them with complete or fail. An empty items list means no work.
+	// Movers only (a token of a service account of kind mover; any other: 403). Leases up to max due PENDING operations of the given kinds (optionally at one site) whose source or destination is one of the mover's bound data locations to the caller for OPS_OPERATION_LEASE (FOR UPDATE SKIP LOCKED: concurrent movers never get the same operation). They become IN_PROGRESS; keep them with heartbeats, end them with complete or fail. An empty items list means no work.
 	//
 	// Access: API token of a service account with scope write:data.
 	//
@@ -11134,7 +13073,7 @@ type ClientWithResponsesInterface interface {
 
 	// AgentCompleteWithBodyWithResponse Report success
 	//
-	// Marks the operation COMPLETED with the size (bytes) and checksum of what was written and the physical copies made; the planner then creates the next operations of the chain. Both are required (422 naming the field). A long_term_archive, staging, transfer or unpack report is verified against the package's (or DTP's) registered checksum and size: a mismatch is recorded as a failure of type checksum_mismatch (retried as the retry policy says, else FAILED) and answered 409; the operation is never COMPLETED with it.
+	// Movers only (403); 404 for an operation outside the mover's data locations. Marks the operation COMPLETED with the size (bytes) and checksum of what was written and the physical copies made; the planner then creates the next operations of the chain. Both are required (422 naming the field). A long_term_archive, staging, transfer or unpack report is verified against the package's (or DTP's) registered checksum and size: a mismatch is recorded as a failure of type checksum_mismatch (retried as the retry policy says, else FAILED) and answered 409; the operation is never COMPLETED with it.
 	//
 	// Access: API token of a service account with scope write:data.
 	//
@@ -11145,7 +13084,7 @@ type ClientWithResponsesInterface interface {
 
 	// AgentCompleteWithResponse Report success
 	//
-	// Marks the operation COMPLETED with the size (bytes) and checksum of what was written and the physical copies made; the planner then creates the next operations of the chain. Both are required (422 naming the field). A long_term_archive, staging, transfer or unpack report is verified against the package's (or DTP's) registered checksum and size: a mismatch is recorded as a failure of type checksum_mismatch (retried as the retry policy says, else FAILED) and answered 409; the operation is never COMPLETED with it.
+	// Movers only (403); 404 for an operation outside the mover's data locations. Marks the operation COMPLETED with the size (bytes) and checksum of what was written and the physical copies made; the planner then creates the next operations of the chain. Both are required (422 naming the field). A long_term_archive, staging, transfer or unpack report is verified against the package's (or DTP's) registered checksum and size: a mismatch is recorded as a failure of type checksum_mismatch (retried as the retry policy says, else FAILED) and answered 409; the operation is never COMPLETED with it.
 	//
 	// Access: API token of a service account with scope write:data.
 	//
@@ -11156,7 +13095,7 @@ type ClientWithResponsesInterface interface {
 
 	// AgentFailWithBodyWithResponse Report failure
 	//
-	// Records the failed attempt in the failure trail. Retryable and retries left (retry_count < max_retries): back to PENDING with retry_count + 1 and exponential backoff (OPS_RETRY_BACKOFF doubling up to OPS_RETRY_BACKOFF_MAX); otherwise FAILED until an admin resets it.
+	// Movers only (403); 404 for an operation outside the mover's data locations. Records the failed attempt in the failure trail. Retryable and retries left (retry_count < max_retries): back to PENDING with retry_count + 1 and exponential backoff (OPS_RETRY_BACKOFF doubling up to OPS_RETRY_BACKOFF_MAX); otherwise FAILED until an admin resets it.
 	//
 	// Access: API token of a service account with scope write:data.
 	//
@@ -11167,7 +13106,7 @@ type ClientWithResponsesInterface interface {
 
 	// AgentFailWithResponse Report failure
 	//
-	// Records the failed attempt in the failure trail. Retryable and retries left (retry_count < max_retries): back to PENDING with retry_count + 1 and exponential backoff (OPS_RETRY_BACKOFF doubling up to OPS_RETRY_BACKOFF_MAX); otherwise FAILED until an admin resets it.
+	// Movers only (403); 404 for an operation outside the mover's data locations. Records the failed attempt in the failure trail. Retryable and retries left (retry_count < max_retries): back to PENDING with retry_count + 1 and exponential backoff (OPS_RETRY_BACKOFF doubling up to OPS_RETRY_BACKOFF_MAX); otherwise FAILED until an admin resets it.
 	//
 	// Access: API token of a service account with scope write:data.
 	//
@@ -11178,7 +13117,7 @@ type ClientWithResponsesInterface interface {
 
 	// AgentHeartbeatWithBodyWithResponse Extend a lease
 	//
-	// Extends the caller's lease by OPS_OPERATION_LEASE. 409 if the operation is no longer IN_PROGRESS or is leased to another mover (e.g. the lease expired and it was claimed again).
+	// Extends the caller's lease by OPS_OPERATION_LEASE. Movers only (403); 404 for an operation outside the mover's data locations. 409 if the operation is no longer IN_PROGRESS or is leased to another mover (e.g. the lease expired and it was claimed again).
 	//
 	// Access: API token of a service account with scope write:data.
 	//
@@ -11189,7 +13128,7 @@ type ClientWithResponsesInterface interface {
 
 	// AgentHeartbeatWithResponse Extend a lease
 	//
-	// Extends the caller's lease by OPS_OPERATION_LEASE. 409 if the operation is no longer IN_PROGRESS or is leased to another mover (e.g. the lease expired and it was claimed again).
+	// Extends the caller's lease by OPS_OPERATION_LEASE. Movers only (403); 404 for an operation outside the mover's data locations. 409 if the operation is no longer IN_PROGRESS or is leased to another mover (e.g. the lease expired and it was claimed again).
 	//
 	// Access: API token of a service account with scope write:data.
 	//
@@ -11305,6 +13244,17 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /api/transfer/overview (the `TransferOverview` operationId).
 	TransferOverviewWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*TransferOverviewResponse, error)
+
+	// ListInconsistentWithResponse The inconsistent set
+	//
+	// Packages the periodic sweep found with a stored state that differs from the derivation of their chain, waiting for a reconcile (POST .../reconcile-inconsistent, admins): {items, count}.
+	//
+	// Access: session JWT of any user.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/transfer/raw-data-package/inconsistent (the `ListInconsistent` operationId).
+	ListInconsistentWithResponse(ctx context.Context, params *ListInconsistentParams, reqEditors ...RequestEditorFn) (*ListInconsistentResponse, error)
 
 	// ReconcileInconsistentWithResponse Reconcile every package in the inconsistent set
 	//
@@ -11506,6 +13456,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// Buffered (critical) write: validated in full, then held in Redis (read cache and queue) and answered 201 `{id, transaction_id, status: buffered}` with Location; a worker applies it to the main database. 503 with Retry-After when Redis cannot durably take it (nothing is held). Idempotency-Key (≤ 255 characters): the same key and body answer the original response with `Idempotency-Replayed: true`, another body 409; keys live 24 h.
 	//
+	// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
+	//
 	// Access: API token of a service account with scope write:observations.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -11519,6 +13471,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// Buffered (critical) write: validated in full, then held in Redis (read cache and queue) and answered 201 `{id, transaction_id, status: buffered}` with Location; a worker applies it to the main database. 503 with Retry-After when Redis cannot durably take it (nothing is held). Idempotency-Key (≤ 255 characters): the same key and body answer the original response with `Idempotency-Replayed: true`, another body 409; keys live 24 h.
 	//
+	// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
+	//
 	// Access: API token of a service account with scope write:observations.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
@@ -11530,6 +13484,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// Records the end of an execution (started through this API). Finishing again with the same body is a replay; with another, 409. Buffered like the start.
 	//
+	// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
+	//
 	// Access: API token of a service account with scope write:observations.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -11540,6 +13496,8 @@ type ClientWithResponsesInterface interface {
 	// FinishExecutedObsUnitWithResponse Finish an observation
 	//
 	// Records the end of an execution (started through this API). Finishing again with the same body is a replay; with another, 409. Buffered like the start.
+	//
+	// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
 	//
 	// Access: API token of a service account with scope write:observations.
 	//
@@ -11637,7 +13595,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateProgramWithBodyWithResponse Create a program
 	//
-	// Creates a program with its obs units in one transaction. 409 if the short name is taken; 422 naming the field for bad input, e.g. obs_units[1].source_id for an unknown source.
+	// Creates a program with its obs units and members in one transaction. The caller becomes its PI (pi_username); only an admin names another PI (403 otherwise). 409 if the short name is taken; 422 naming the field for bad input, e.g. obs_units[1].source_id for an unknown source.
 	//
 	// Access: session JWT with role observer or admin.
 	//
@@ -11648,7 +13606,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateProgramWithResponse Create a program
 	//
-	// Creates a program with its obs units in one transaction. 409 if the short name is taken; 422 naming the field for bad input, e.g. obs_units[1].source_id for an unknown source.
+	// Creates a program with its obs units and members in one transaction. The caller becomes its PI (pi_username); only an admin names another PI (403 otherwise). 409 if the short name is taken; 422 naming the field for bad input, e.g. obs_units[1].source_id for an unknown source.
 	//
 	// Access: session JWT with role observer or admin.
 	//
@@ -11659,7 +13617,7 @@ type ClientWithResponsesInterface interface {
 
 	// DeleteProgramWithResponse Delete a program
 	//
-	// Deletes the program and its obs units. 409 if any of its obs units has executed observations.
+	// Deletes the program and its obs units (its PI or an admin; 403 otherwise). 409 if any of its obs units has executed observations.
 	//
 	// Access: session JWT with role observer or admin.
 	//
@@ -11670,16 +13628,40 @@ type ClientWithResponsesInterface interface {
 
 	// GetProgramWithResponse Get a program
 	//
+	// The program with its obs units. format=csv or votable (or Accept: text/csv, application/x-votable+xml) answers its obs units as a table, one row each with its source's coordinates.
+	//
 	// Access: session JWT of any user, or API token with scope read:programs.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /observing_program/{id} (the `GetProgram` operationId).
-	GetProgramWithResponse(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*GetProgramResponse, error)
+	GetProgramWithResponse(ctx context.Context, id int64, params *GetProgramParams, reqEditors ...RequestEditorFn) (*GetProgramResponse, error)
+
+	// PatchProgramWithBodyWithResponse Change part of a program
+	//
+	// A JSON merge patch (RFC 7396, Content-Type application/merge-patch+json) of the program as PUT takes it: fields left out are unchanged, null removes an optional field (description, allocated_hours, members, obs_units), and arrays replace: obs_units given is the whole new list of units (matched by name, ids kept), members the whole new list of members. Required fields cannot be removed (422). The same ownership rules as PUT.
+	//
+	// Access: session JWT with role observer or admin.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /observing_program/{id} (the `PatchProgram` operationId).
+	PatchProgramWithBodyWithResponse(ctx context.Context, id int64, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PatchProgramResponse, error)
+
+	// PatchProgramWithApplicationMergePatchPlusJSONBodyWithResponse Change part of a program
+	//
+	// A JSON merge patch (RFC 7396, Content-Type application/merge-patch+json) of the program as PUT takes it: fields left out are unchanged, null removes an optional field (description, allocated_hours, members, obs_units), and arrays replace: obs_units given is the whole new list of units (matched by name, ids kept), members the whole new list of members. Required fields cannot be removed (422). The same ownership rules as PUT.
+	//
+	// Access: session JWT with role observer or admin.
+	//
+	// Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /observing_program/{id} (the `PatchProgram` operationId).
+	PatchProgramWithApplicationMergePatchPlusJSONBodyWithResponse(ctx context.Context, id int64, body PatchProgramApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*PatchProgramResponse, error)
 
 	// ReplaceProgramWithBodyWithResponse Replace a program
 	//
-	// Replaces the program's fields and, when obs_units is given, its obs units: units matched by name keep their ids, new names are created, missing names are deleted. 409 if the short name is taken or a unit to delete has executed observations. Leave obs_units out to keep the units unchanged.
+	// Replaces the whole program: short_name, title, pi and status are required (422 naming the one left out); description and allocated_hours left out become empty and null. obs_units, members and pi_username left out are kept; obs_units given replaces the units: units matched by name keep their ids, new names are created, missing names are deleted. Its PI or an admin may change anything; a member only the obs units (a body whose other fields are unchanged); anybody else 403. 409 if the short name is taken or a unit to delete has executions.
 	//
 	// Access: session JWT with role observer or admin.
 	//
@@ -11690,7 +13672,7 @@ type ClientWithResponsesInterface interface {
 
 	// ReplaceProgramWithResponse Replace a program
 	//
-	// Replaces the program's fields and, when obs_units is given, its obs units: units matched by name keep their ids, new names are created, missing names are deleted. 409 if the short name is taken or a unit to delete has executed observations. Leave obs_units out to keep the units unchanged.
+	// Replaces the whole program: short_name, title, pi and status are required (422 naming the one left out); description and allocated_hours left out become empty and null. obs_units, members and pi_username left out are kept; obs_units given replaces the units: units matched by name keep their ids, new names are created, missing names are deleted. Its PI or an admin may change anything; a member only the obs units (a body whose other fields are unchanged); anybody else 403. 409 if the short name is taken or a unit to delete has executions.
 	//
 	// Access: session JWT with role observer or admin.
 	//
@@ -11705,6 +13687,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// Buffered (critical) write: validated in full, then held in Redis (read cache and queue) and answered 201 `{id, transaction_id, status: buffered}` with Location; a worker applies it to the main database. 503 with Retry-After when Redis cannot durably take it (nothing is held). Idempotency-Key (≤ 255 characters): the same key and body answer the original response with `Idempotency-Replayed: true`, another body 409; keys live 24 h.
 	//
+	// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
+	//
 	// Access: API token of a service account with scope write:data.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -11717,6 +13701,8 @@ type ClientWithResponsesInterface interface {
 	// Registers one file of an executed obs unit (buffered or committed). A package it names must exist and not be complete (else 409).
 	//
 	// Buffered (critical) write: validated in full, then held in Redis (read cache and queue) and answered 201 `{id, transaction_id, status: buffered}` with Location; a worker applies it to the main database. 503 with Retry-After when Redis cannot durably take it (nothing is held). Idempotency-Key (≤ 255 characters): the same key and body answer the original response with `Idempotency-Replayed: true`, another body 409; keys live 24 h.
+	//
+	// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
 	//
 	// Access: API token of a service account with scope write:data.
 	//
@@ -11731,6 +13717,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// Buffered (critical) write: validated in full, then held in Redis (read cache and queue) and answered 201 `{id, transaction_id, status: buffered}` with Location; a worker applies it to the main database. 503 with Retry-After when Redis cannot durably take it (nothing is held). Idempotency-Key (≤ 255 characters): the same key and body answer the original response with `Idempotency-Replayed: true`, another body 409; keys live 24 h.
 	//
+	// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
+	//
 	// Access: API token of a service account with scope write:data.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -11743,6 +13731,8 @@ type ClientWithResponsesInterface interface {
 	// Registers 1–10,000 files, all or nothing: any invalid file refuses the whole request (each error names body.files[i].field). Answers `{ids, count, transaction_id, status}`; Location is the transaction's receipt. The body limit of this route is OPS_INGEST_BULK_BODY_LIMIT_BYTES (16 MiB).
 	//
 	// Buffered (critical) write: validated in full, then held in Redis (read cache and queue) and answered 201 `{id, transaction_id, status: buffered}` with Location; a worker applies it to the main database. 503 with Retry-After when Redis cannot durably take it (nothing is held). Idempotency-Key (≤ 255 characters): the same key and body answer the original response with `Idempotency-Replayed: true`, another body 409; keys live 24 h.
+	//
+	// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
 	//
 	// Access: API token of a service account with scope write:data.
 	//
@@ -11766,6 +13756,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// Changes size_bytes, checksum, raw_data_package_id or meta (replaced) of a registered file, directly in the database (not buffered; a registration still buffered is applied first). 409 when the file's package, or the one it would join, is complete.
 	//
+	// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
+	//
 	// Access: API token of a service account with scope write:data.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -11776,6 +13768,8 @@ type ClientWithResponsesInterface interface {
 	// UpdateRawDataFileWithResponse Update a raw data file
 	//
 	// Changes size_bytes, checksum, raw_data_package_id or meta (replaced) of a registered file, directly in the database (not buffered; a registration still buffered is applied first). 409 when the file's package, or the one it would join, is complete.
+	//
+	// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
 	//
 	// Access: API token of a service account with scope write:data.
 	//
@@ -11790,7 +13784,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// Buffered (critical) write: validated in full, then held in Redis (read cache and queue) and answered 201 `{id, transaction_id, status: buffered}` with Location; a worker applies it to the main database. 503 with Retry-After when Redis cannot durably take it (nothing is held). Idempotency-Key (≤ 255 characters): the same key and body answer the original response with `Idempotency-Replayed: true`, another body 409; keys live 24 h.
 	//
-	// Access: session JWT of any user, or API token with scope write:data.
+	// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
+	//
+	// Access: session JWT with role admin, or API token of a service account with scope write:data.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -11803,7 +13799,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// Buffered (critical) write: validated in full, then held in Redis (read cache and queue) and answered 201 `{id, transaction_id, status: buffered}` with Location; a worker applies it to the main database. 503 with Retry-After when Redis cannot durably take it (nothing is held). Idempotency-Key (≤ 255 characters): the same key and body answer the original response with `Idempotency-Replayed: true`, another body 409; keys live 24 h.
 	//
-	// Access: session JWT of any user, or API token with scope write:data.
+	// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
+	//
+	// Access: session JWT with role admin, or API token of a service account with scope write:data.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -11825,7 +13823,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// Sets size_bytes and checksum (and adds file_ids) and makes the package complete: immutable, no file can join it, and it enters the transfer pipeline. Not buffered. The same finalize again is a no-op (200); another body 409.
 	//
-	// Access: session JWT of any user, or API token with scope write:data.
+	// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
+	//
+	// Access: session JWT with role admin, or API token of a service account with scope write:data.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -11836,7 +13836,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// Sets size_bytes and checksum (and adds file_ids) and makes the package complete: immutable, no file can join it, and it enters the transfer pipeline. Not buffered. The same finalize again is a no-op (200); another body 409.
 	//
-	// Access: session JWT of any user, or API token with scope write:data.
+	// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
+	//
+	// Access: session JWT with role admin, or API token of a service account with scope write:data.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -11845,7 +13847,7 @@ type ClientWithResponsesInterface interface {
 
 	// ListSourcesWithResponse List or search sources
 	//
-	// Sources sorted by name, or — with a cone (ra_deg, dec_deg and radius_deg, at most 10 degrees) — by distance from its centre, each with distance_deg. The cone is answered through a q3c index and is exact across RA 0/360 and at the poles. q matches any part of a name or alias, ignoring case and spaces.
+	// Sources sorted by name, or — with a cone (ra_deg, dec_deg and radius_deg, at most 10 degrees) — by distance from its centre, each with distance_deg. The cone is answered through a q3c index and is exact across RA 0/360 and at the poles. q matches any part of a name or alias, ignoring case and spaces. format=csv or votable (or Accept: text/csv, application/x-votable+xml) answers the page as a table whose columns POST /sources/import reads back.
 	//
 	// Access: session JWT of any user, or API token with scope read:sources.
 	//
@@ -11876,9 +13878,20 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /sources/ (the `CreateSource` operationId).
 	CreateSourceWithResponse(ctx context.Context, body CreateSourceJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateSourceResponse, error)
 
+	// ImportSourcesWithBodyWithResponse Import a target list (CSV or VOTable)
+	//
+	// Creates every source of a CSV or VOTable (TABLEDATA) file, or none: at most 10,000 rows, the columns of a source list export (name required; ra and dec in degrees or sexagesimal; epoch, proper motion, parallax, radial velocity, kind, aliases separated by ';'; id and timestamps ignored). Every refusal is a 422 naming the row and column (body.rows[N].FIELD, N counting data rows from 1; the message gives the file line), including names already taken and names repeated in the file. dry_run=true answers what would be created and which names already exist.
+	//
+	// Access: session JWT with role observer or admin.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /sources/import (the `ImportSources` operationId).
+	ImportSourcesWithBodyWithResponse(ctx context.Context, params *ImportSourcesParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ImportSourcesResponse, error)
+
 	// ResolveNamesWithBodyWithResponse Resolve names
 	//
-	// Resolves 1-100 names (or one, as name) to ICRS coordinates: one item per input, in input order, found or not. Order: coordinate strings ("18h36m56.3s +38d47m01s", "279.234 38.784") and the offline catalogue shipped with the service (stars to magnitude 6, Messier objects; d3-celestial, BSD-3-Clause), then the database's sources and aliases, then CDS Sesame when OPS_SESAME_URL is set (cached in Redis). resolver says which one answered.
+	// Resolves 1-100 names (or one, as name) to ICRS coordinates: one item per input, in input order, found or not. Order: coordinate strings ("18h36m56.3s +38d47m01s", "279.234 38.784") and the offline catalogue shipped with the service (curated submillimetre targets with positions from the literature; NGC, IC and Messier objects from OpenNGC, CC-BY-SA 4.0; stars to magnitude 6 from d3-celestial, BSD-3-Clause), then the database's sources and aliases, then CDS Sesame when OPS_SESAME_URL is set (cached in Redis). resolver says which one answered, resolvers_asked which were asked, online whether Sesame is configured ("disabled": not).
 	//
 	// Access: session JWT of any user, or API token with scope read:sources.
 	//
@@ -11889,7 +13902,7 @@ type ClientWithResponsesInterface interface {
 
 	// ResolveNamesWithResponse Resolve names
 	//
-	// Resolves 1-100 names (or one, as name) to ICRS coordinates: one item per input, in input order, found or not. Order: coordinate strings ("18h36m56.3s +38d47m01s", "279.234 38.784") and the offline catalogue shipped with the service (stars to magnitude 6, Messier objects; d3-celestial, BSD-3-Clause), then the database's sources and aliases, then CDS Sesame when OPS_SESAME_URL is set (cached in Redis). resolver says which one answered.
+	// Resolves 1-100 names (or one, as name) to ICRS coordinates: one item per input, in input order, found or not. Order: coordinate strings ("18h36m56.3s +38d47m01s", "279.234 38.784") and the offline catalogue shipped with the service (curated submillimetre targets with positions from the literature; NGC, IC and Messier objects from OpenNGC, CC-BY-SA 4.0; stars to magnitude 6 from d3-celestial, BSD-3-Clause), then the database's sources and aliases, then CDS Sesame when OPS_SESAME_URL is set (cached in Redis). resolver says which one answered, resolvers_asked which were asked, online whether Sesame is configured ("disabled": not).
 	//
 	// Access: session JWT of any user, or API token with scope read:sources.
 	//
@@ -11900,7 +13913,7 @@ type ClientWithResponsesInterface interface {
 
 	// DeleteSourceWithResponse Delete a source
 	//
-	// Deletes a source and its aliases. 409 while an obs unit uses it (the programs are named).
+	// Deletes a source and its aliases: who may, as for PUT (403). 409 while an obs unit uses it (the programs are named).
 	//
 	// Access: session JWT with role observer or admin.
 	//
@@ -11920,7 +13933,7 @@ type ClientWithResponsesInterface interface {
 
 	// ReplaceSourceWithBodyWithResponse Replace a source
 	//
-	// Replaces every field and the aliases of a source (same body as create; resolve allowed).
+	// Replaces every field and the aliases of a source (same body as create; resolve allowed). Sources are shared: an admin, or a caller who may change the obs units of every program using it (its PI or a member), or — used by no program — its creator; 403 otherwise.
 	//
 	// Access: session JWT with role observer or admin.
 	//
@@ -11931,7 +13944,7 @@ type ClientWithResponsesInterface interface {
 
 	// ReplaceSourceWithResponse Replace a source
 	//
-	// Replaces every field and the aliases of a source (same body as create; resolve allowed).
+	// Replaces every field and the aliases of a source (same body as create; resolve allowed). Sources are shared: an admin, or a caller who may change the obs units of every program using it (its PI or a member), or — used by no program — its creator; 403 otherwise.
 	//
 	// Access: session JWT with role observer or admin.
 	//
@@ -11973,6 +13986,17 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /visibility/heatmap (the `GetVisibilityHeatmap` operationId).
 	GetVisibilityHeatmapWithResponse(ctx context.Context, params *GetVisibilityHeatmapParams, reqEditors ...RequestEditorFn) (*GetVisibilityHeatmapResponse, error)
 
+	// GetVisibilityPlotWithResponse Altitude plot of sources
+	//
+	// Altitude against UTC of 1-10 sources (source_id repeated) over a range of at most 72 h (default the 24 h from now), SVG or PNG (format=png or Accept: image/png): local time (OPS_SITE_TIMEZONE) and LST axes above, an airmass scale on the right, civil/nautical/astronomical twilight shaded, the Moon's altitude, the elevation limits, each source's observable windows and Sun-avoidance periods in a row under the plot, and a legend with each source's distance from the Moon. See docs/planning.md.
+	//
+	// Access: session JWT of any user, or API token with scope read:sources.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /visibility/plot (the `GetVisibilityPlot` operationId).
+	GetVisibilityPlotWithResponse(ctx context.Context, params *GetVisibilityPlotParams, reqEditors ...RequestEditorFn) (*GetVisibilityPlotResponse, error)
+
 	// PrecalculateVisibilityWithBodyWithResponse Precalculate visibility heatmaps
 	//
 	// Queues the computation of a year's heatmap rows for a program's sources, a list of sources or all sources (asynq queue "visibility", worker in the catalog service). Sources already cached under the current settings are skipped. The same request while its job is queued or running answers that job.
@@ -12006,7 +14030,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetVisibilityWithResponse Visibility of a source
 	//
-	// Altitude (geometric unless OPS_SITE_REFRACTION), azimuth (from north through east), airmass (sec z, null below the horizon) and Sun separation from the site, sampled at exactly start + k·step_s up to end inclusive (at most 10,000 samples); the windows in which the source is observable with their edges root-found to under a second and why each starts and ends; the next rise, set (crossings of the elevation limit) and transit after start; the highest altitude and the hours observable in the range. Accept: image/svg+xml or format=svg answers an altitude plot instead.
+	// Altitude (geometric unless OPS_SITE_REFRACTION), azimuth (from north through east), airmass (sec z, null below the horizon) and Sun separation from the site, sampled at exactly start + k·step_s up to end inclusive (at most 10,000 samples); the windows in which the source is observable with their edges root-found to under a second and why each starts and ends; the next rise, set (crossings of the elevation limit) and transit after start; the highest altitude and the hours observable in the range. Accept: image/svg+xml or format=svg answers an altitude plot instead (as GET /visibility/plot up to 72 h), format=png or Accept: image/png as PNG.
 	//
 	// Access: session JWT of any user, or API token with scope read:sources.
 	//
@@ -12065,6 +14089,185 @@ func (r GetJwksResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetJwksResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListDeadLettersResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DeadLetterPage
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListDeadLettersResponse) GetJSON200() *DeadLetterPage {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ListDeadLettersResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListDeadLettersResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListDeadLettersResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListDeadLettersResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListDeadLettersResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListDeadLettersResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DropDeadLetterResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DeadLetterAction
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DropDeadLetterResponse) GetJSON200() *DeadLetterAction {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DropDeadLetterResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r DropDeadLetterResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r DropDeadLetterResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r DropDeadLetterResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DropDeadLetterResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DropDeadLetterResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DropDeadLetterResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type RetryDeadLetterResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DeadLetterAction
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RetryDeadLetterResponse) GetJSON200() *DeadLetterAction {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RetryDeadLetterResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r RetryDeadLetterResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r RetryDeadLetterResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r RetryDeadLetterResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RetryDeadLetterResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RetryDeadLetterResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RetryDeadLetterResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -12182,6 +14385,137 @@ func (r GetSiteInfoResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetSiteInfoResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetWeatherResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *WeatherPage
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetWeatherResponse) GetJSON200() *WeatherPage {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r GetWeatherResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetWeatherResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetWeatherResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetWeatherResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetWeatherResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetWeatherResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PostWeatherResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *WeatherWritten
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PostWeatherResponse) GetJSON200() *WeatherWritten {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PostWeatherResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PostWeatherResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PostWeatherResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r PostWeatherResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r PostWeatherResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r PostWeatherResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PostWeatherResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PostWeatherResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PostWeatherResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -12581,6 +14915,75 @@ func (r CreateServiceTokenResponse) ContentType() string {
 	return ""
 }
 
+type SetServiceBindingsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ServiceAccountBindings
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SetServiceBindingsResponse) GetJSON200() *ServiceAccountBindings {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r SetServiceBindingsResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r SetServiceBindingsResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r SetServiceBindingsResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r SetServiceBindingsResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r SetServiceBindingsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SetServiceBindingsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SetServiceBindingsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SetServiceBindingsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type RevokeTokenResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -12910,6 +15313,8 @@ type AgentClaimResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Claimed
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationproblemJSON422 *Problem
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -12919,6 +15324,11 @@ type AgentClaimResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r AgentClaimResponse) GetJSON200() *Claimed {
 	return r.JSON200
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r AgentClaimResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
@@ -12965,6 +15375,8 @@ type AgentCompleteResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Operation
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *Problem
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
@@ -12978,6 +15390,11 @@ type AgentCompleteResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r AgentCompleteResponse) GetJSON200() *Operation {
 	return r.JSON200
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r AgentCompleteResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
@@ -13034,6 +15451,8 @@ type AgentFailResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Operation
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *Problem
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
@@ -13047,6 +15466,11 @@ type AgentFailResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r AgentFailResponse) GetJSON200() *Operation {
 	return r.JSON200
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r AgentFailResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
@@ -13103,6 +15527,8 @@ type AgentHeartbeatResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Operation
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *Problem
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
@@ -13116,6 +15542,11 @@ type AgentHeartbeatResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r AgentHeartbeatResponse) GetJSON200() *Operation {
 	return r.JSON200
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r AgentHeartbeatResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
@@ -13732,6 +16163,61 @@ func (r TransferOverviewResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r TransferOverviewResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListInconsistentResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *InconsistentSet
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListInconsistentResponse) GetJSON200() *InconsistentSet {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ListInconsistentResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListInconsistentResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListInconsistentResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListInconsistentResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListInconsistentResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListInconsistentResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -14609,6 +17095,8 @@ type StartExecutedObsUnitResponse struct {
 	HTTPResponse *http.Response
 	// JSON201 the response for an HTTP 201 `application/json` response
 	JSON201 *BufferedAnswer
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *Problem
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
@@ -14624,6 +17112,11 @@ type StartExecutedObsUnitResponse struct {
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
 func (r StartExecutedObsUnitResponse) GetJSON201() *BufferedAnswer {
 	return r.JSON201
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r StartExecutedObsUnitResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
@@ -14686,6 +17179,8 @@ type FinishExecutedObsUnitResponse struct {
 	HTTPResponse *http.Response
 	// JSON201 the response for an HTTP 201 `application/json` response
 	JSON201 *BufferedAnswer
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *Problem
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
@@ -14703,6 +17198,11 @@ type FinishExecutedObsUnitResponse struct {
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
 func (r FinishExecutedObsUnitResponse) GetJSON201() *BufferedAnswer {
 	return r.JSON201
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r FinishExecutedObsUnitResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
@@ -15212,6 +17712,8 @@ type CreateProgramResponse struct {
 	HTTPResponse *http.Response
 	// JSON201 the response for an HTTP 201 `application/json` response
 	JSON201 *Program
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *Problem
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
@@ -15225,6 +17727,11 @@ type CreateProgramResponse struct {
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
 func (r CreateProgramResponse) GetJSON201() *Program {
 	return r.JSON201
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CreateProgramResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
@@ -15274,6 +17781,8 @@ func (r CreateProgramResponse) ContentType() string {
 type DeleteProgramResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *Problem
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
@@ -15282,6 +17791,11 @@ type DeleteProgramResponse struct {
 	ApplicationproblemJSON422 *Problem
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Problem
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r DeleteProgramResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
@@ -15333,6 +17847,12 @@ func (r DeleteProgramResponse) ContentType() string {
 	return ""
 }
 
+// GetProgramResponse200Headers the declared response headers of an HTTP 200 response for GetProgram
+type GetProgramResponse200Headers struct {
+	ContentType *string
+	XTotalCount *string
+}
+
 type GetProgramResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -15344,6 +17864,8 @@ type GetProgramResponse struct {
 	ApplicationproblemJSON422 *Problem
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Problem
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetProgramResponse200Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -15395,11 +17917,89 @@ func (r GetProgramResponse) ContentType() string {
 	return ""
 }
 
+type PatchProgramResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Program
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PatchProgramResponse) GetJSON200() *Program {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PatchProgramResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r PatchProgramResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r PatchProgramResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PatchProgramResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r PatchProgramResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r PatchProgramResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PatchProgramResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PatchProgramResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PatchProgramResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ReplaceProgramResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Program
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *Problem
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
@@ -15413,6 +18013,11 @@ type ReplaceProgramResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r ReplaceProgramResponse) GetJSON200() *Program {
 	return r.JSON200
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ReplaceProgramResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
@@ -15475,6 +18080,8 @@ type RegisterRawDataFileResponse struct {
 	HTTPResponse *http.Response
 	// JSON201 the response for an HTTP 201 `application/json` response
 	JSON201 *BufferedAnswer
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *Problem
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
@@ -15490,6 +18097,11 @@ type RegisterRawDataFileResponse struct {
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
 func (r RegisterRawDataFileResponse) GetJSON201() *BufferedAnswer {
 	return r.JSON201
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RegisterRawDataFileResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
@@ -15552,6 +18164,8 @@ type RegisterRawDataFilesBulkResponse struct {
 	HTTPResponse *http.Response
 	// JSON201 the response for an HTTP 201 `application/json` response
 	JSON201 *BufferedAnswer
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *Problem
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
@@ -15567,6 +18181,11 @@ type RegisterRawDataFilesBulkResponse struct {
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
 func (r RegisterRawDataFilesBulkResponse) GetJSON201() *BufferedAnswer {
 	return r.JSON201
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RegisterRawDataFilesBulkResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
@@ -15685,6 +18304,8 @@ type UpdateRawDataFileResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *RawDataFile
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *Problem
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
@@ -15700,6 +18321,11 @@ type UpdateRawDataFileResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r UpdateRawDataFileResponse) GetJSON200() *RawDataFile {
 	return r.JSON200
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r UpdateRawDataFileResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
@@ -15767,6 +18393,8 @@ type CreateRawDataPackageResponse struct {
 	HTTPResponse *http.Response
 	// JSON201 the response for an HTTP 201 `application/json` response
 	JSON201 *BufferedAnswer
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *Problem
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
@@ -15782,6 +18410,11 @@ type CreateRawDataPackageResponse struct {
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
 func (r CreateRawDataPackageResponse) GetJSON201() *BufferedAnswer {
 	return r.JSON201
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CreateRawDataPackageResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
@@ -15900,6 +18533,8 @@ type FinalizeRawDataPackageResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *RawDataPackage
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *Problem
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
@@ -15915,6 +18550,11 @@ type FinalizeRawDataPackageResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r FinalizeRawDataPackageResponse) GetJSON200() *RawDataPackage {
 	return r.JSON200
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r FinalizeRawDataPackageResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
@@ -15971,6 +18611,12 @@ func (r FinalizeRawDataPackageResponse) ContentType() string {
 	return ""
 }
 
+// ListSourcesResponse200Headers the declared response headers of an HTTP 200 response for ListSources
+type ListSourcesResponse200Headers struct {
+	ContentType *string
+	XTotalCount *string
+}
+
 type ListSourcesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -15984,6 +18630,8 @@ type ListSourcesResponse struct {
 	ApplicationproblemJSON500 *Problem
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *Problem
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListSourcesResponse200Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -16109,6 +18757,75 @@ func (r CreateSourceResponse) ContentType() string {
 	return ""
 }
 
+type ImportSourcesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ImportResult
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *Problem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ImportSourcesResponse) GetJSON200() *ImportResult {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ImportSourcesResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r ImportSourcesResponse) GetApplicationproblemJSON413() *Problem {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ImportSourcesResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ImportSourcesResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ImportSourcesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ImportSourcesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ImportSourcesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ImportSourcesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ResolveNamesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -16167,6 +18884,8 @@ func (r ResolveNamesResponse) ContentType() string {
 type DeleteSourceResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *Problem
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
@@ -16175,6 +18894,11 @@ type DeleteSourceResponse struct {
 	ApplicationproblemJSON422 *Problem
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Problem
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r DeleteSourceResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
@@ -16293,6 +19017,8 @@ type ReplaceSourceResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Source
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *Problem
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
@@ -16306,6 +19032,11 @@ type ReplaceSourceResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r ReplaceSourceResponse) GetJSON200() *Source {
 	return r.JSON200
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ReplaceSourceResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
@@ -16564,6 +19295,82 @@ func (r GetVisibilityHeatmapResponse) ContentType() string {
 	return ""
 }
 
+// GetVisibilityPlotResponse200Headers the declared response headers of an HTTP 200 response for GetVisibilityPlot
+type GetVisibilityPlotResponse200Headers struct {
+	ContentType *string
+}
+
+type GetVisibilityPlotResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetVisibilityPlotResponse200Headers
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetVisibilityPlotResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r GetVisibilityPlotResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetVisibilityPlotResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetVisibilityPlotResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetVisibilityPlotResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetVisibilityPlotResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetVisibilityPlotResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetVisibilityPlotResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetVisibilityPlotResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // PrecalculateVisibilityResponse202Headers the declared response headers of an HTTP 202 response for PrecalculateVisibility
 type PrecalculateVisibilityResponse202Headers struct {
 	Location *string
@@ -16807,6 +19614,57 @@ func (c *ClientWithResponses) GetJwksWithResponse(ctx context.Context, reqEditor
 	return ParseGetJwksResponse(rsp)
 }
 
+// ListDeadLettersWithResponse The buffer's dead letters
+//
+// Buffered writes that can never apply, kept with their error: {items: [{task_id, type, transaction_id, error, failed_at, retried}], total}. Admins.
+//
+// Access: session JWT with role admin.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/ingest/dead-letters (the `ListDeadLetters` operationId).
+func (c *ClientWithResponses) ListDeadLettersWithResponse(ctx context.Context, params *ListDeadLettersParams, reqEditors ...RequestEditorFn) (*ListDeadLettersResponse, error) {
+	rsp, err := c.ListDeadLetters(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListDeadLettersResponse(rsp)
+}
+
+// DropDeadLetterWithResponse Drop a dead letter
+//
+// Deletes the dead letter, its records out of the read cache first: its writes are lost for good; audited. 404 for an id that is not a dead letter. Admins.
+//
+// Access: session JWT with role admin.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /api/ingest/dead-letters/{id} (the `DropDeadLetter` operationId).
+func (c *ClientWithResponses) DropDeadLetterWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*DropDeadLetterResponse, error) {
+	rsp, err := c.DropDeadLetter(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDropDeadLetterResponse(rsp)
+}
+
+// RetryDeadLetterWithResponse Retry a dead letter
+//
+// Puts the dead letter back in the queue (after its cause was fixed); audited. 404 for an id that is not a dead letter. Admins.
+//
+// Access: session JWT with role admin.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/ingest/dead-letters/{id}/retry (the `RetryDeadLetter` operationId).
+func (c *ClientWithResponses) RetryDeadLetterWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*RetryDeadLetterResponse, error) {
+	rsp, err := c.RetryDeadLetter(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRetryDeadLetterResponse(rsp)
+}
+
 // GetIngestTransactionWithResponse Receipt of a buffered write
 //
 // Where a buffered write is: buffered, applying, committed (with commit time and WAL position), replicated (a secondary site's replica has it), retrying (with the last error) or dead (a dead letter). API tokens need read:data or read:observations.
@@ -16837,6 +19695,55 @@ func (c *ClientWithResponses) GetSiteInfoWithResponse(ctx context.Context, reqEd
 		return nil, err
 	}
 	return ParseGetSiteInfoResponse(rsp)
+}
+
+// GetWeatherWithResponse Weather series
+//
+// PWV readings with from <= time < to (default the last 24 h and the next 72 h, at most 31 days), by time, a page of limit (default 500, at most 5000) with next_cursor; now: the PWV now as planning uses it (the latest measurement within 30 minutes, else unknown). Anonymous.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/site/weather (the `GetWeather` operationId).
+func (c *ClientWithResponses) GetWeatherWithResponse(ctx context.Context, params *GetWeatherParams, reqEditors ...RequestEditorFn) (*GetWeatherResponse, error) {
+	rsp, err := c.GetWeather(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetWeatherResponse(rsp)
+}
+
+// PostWeatherWithBodyWithResponse Store weather readings
+//
+// Stores 1-1000 PWV readings in one statement (all or none): measurements (kind measurement, e.g. source "radiometer") and forecast points (kind forecast, the model as source, issued_at the run). A point already stored (same kind, source, time and run) takes the new value. An admin's session JWT, or a service account's API token with write:weather. 422 names the field of the first invalid reading (body.items[i].pwv_mm).
+//
+// Access: session JWT with role admin, or API token of a service account with scope write:weather.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/site/weather (the `PostWeather` operationId).
+func (c *ClientWithResponses) PostWeatherWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostWeatherResponse, error) {
+	rsp, err := c.PostWeatherWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostWeatherResponse(rsp)
+}
+
+// PostWeatherWithResponse Store weather readings
+//
+// Stores 1-1000 PWV readings in one statement (all or none): measurements (kind measurement, e.g. source "radiometer") and forecast points (kind forecast, the model as source, issued_at the run). A point already stored (same kind, source, time and run) takes the new value. An admin's session JWT, or a service account's API token with write:weather. 422 names the field of the first invalid reading (body.items[i].pwv_mm).
+//
+// Access: session JWT with role admin, or API token of a service account with scope write:weather.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/site/weather (the `PostWeather` operationId).
+func (c *ClientWithResponses) PostWeatherWithResponse(ctx context.Context, body PostWeatherJSONRequestBody, reqEditors ...RequestEditorFn) (*PostWeatherResponse, error) {
+	rsp, err := c.PostWeather(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostWeatherResponse(rsp)
 }
 
 // ListTokensWithResponse List tokens
@@ -16977,7 +19884,7 @@ func (c *ClientWithResponses) ListTokenScopesWithResponse(ctx context.Context, r
 
 // CreateServiceTokenWithBodyWithResponse Create a service token
 //
-// Creates an API token for a service account (instrument and ingest scripts), creating the account with role service first if needed. The raw token is in this response only. 409 if the name belongs to a person's account or the account holds OPS_TOKEN_MAX_PER_USER active tokens.
+// Creates an API token for a service account (instrument and ingest scripts), creating the account with role service first if needed. The raw token is in this response only. 409 if the name belongs to a person's account or the account holds OPS_TOKEN_MAX_PER_USER active tokens. kind and bindings are given when the account is created; for an existing account they must be the ones it has (409 otherwise).
 //
 // Access: session JWT with role admin.
 //
@@ -16994,7 +19901,7 @@ func (c *ClientWithResponses) CreateServiceTokenWithBodyWithResponse(ctx context
 
 // CreateServiceTokenWithResponse Create a service token
 //
-// Creates an API token for a service account (instrument and ingest scripts), creating the account with role service first if needed. The raw token is in this response only. 409 if the name belongs to a person's account or the account holds OPS_TOKEN_MAX_PER_USER active tokens.
+// Creates an API token for a service account (instrument and ingest scripts), creating the account with role service first if needed. The raw token is in this response only. 409 if the name belongs to a person's account or the account holds OPS_TOKEN_MAX_PER_USER active tokens. kind and bindings are given when the account is created; for an existing account they must be the ones it has (409 otherwise).
 //
 // Access: session JWT with role admin.
 //
@@ -17007,6 +19914,40 @@ func (c *ClientWithResponses) CreateServiceTokenWithResponse(ctx context.Context
 		return nil, err
 	}
 	return ParseCreateServiceTokenResponse(rsp)
+}
+
+// SetServiceBindingsWithBodyWithResponse Set a service account's kind and bindings
+//
+// Admins: replaces the kind and bindings of a service account (an instrument: instruments and/or instrument_modules; a mover: data locations; weather: none), the one way they change after creation. Audited (GET /api/tokens/audit, action set_bindings, with the values before and after); every token of the account is checked against the new bindings from its next request. 404 no such account, 409 not a service account, 422 an unknown id or bindings not of the kind.
+//
+// Access: session JWT with role admin.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/tokens/service/{username}/bindings (the `SetServiceBindings` operationId).
+func (c *ClientWithResponses) SetServiceBindingsWithBodyWithResponse(ctx context.Context, username string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetServiceBindingsResponse, error) {
+	rsp, err := c.SetServiceBindingsWithBody(ctx, username, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetServiceBindingsResponse(rsp)
+}
+
+// SetServiceBindingsWithResponse Set a service account's kind and bindings
+//
+// Admins: replaces the kind and bindings of a service account (an instrument: instruments and/or instrument_modules; a mover: data locations; weather: none), the one way they change after creation. Audited (GET /api/tokens/audit, action set_bindings, with the values before and after); every token of the account is checked against the new bindings from its next request. 404 no such account, 409 not a service account, 422 an unknown id or bindings not of the kind.
+//
+// Access: session JWT with role admin.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/tokens/service/{username}/bindings (the `SetServiceBindings` operationId).
+func (c *ClientWithResponses) SetServiceBindingsWithResponse(ctx context.Context, username string, body SetServiceBindingsJSONRequestBody, reqEditors ...RequestEditorFn) (*SetServiceBindingsResponse, error) {
+	rsp, err := c.SetServiceBindings(ctx, username, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetServiceBindingsResponse(rsp)
 }
 
 // RevokeTokenWithResponse Revoke a token
@@ -17111,7 +20052,7 @@ func (c *ClientWithResponses) GetTokenUsageWithResponse(ctx context.Context, id 
 
 // AgentClaimWithBodyWithResponse Claim operations
 //
-// Leases up to max due PENDING operations of the given kinds (optionally at one site) to the caller for OPS_OPERATION_LEASE (FOR UPDATE SKIP LOCKED: concurrent movers never get the same operation). They become IN_PROGRESS; keep them with heartbeats, end them with complete or fail. An empty items list means no work.
+// Movers only (a token of a service account of kind mover; any other: 403). Leases up to max due PENDING operations of the given kinds (optionally at one site) whose source or destination is one of the mover's bound data locations to the caller for OPS_OPERATION_LEASE (FOR UPDATE SKIP LOCKED: concurrent movers never get the same operation). They become IN_PROGRESS; keep them with heartbeats, end them with complete or fail. An empty items list means no work.
 //
 // Access: API token of a service account with scope write:data.
 //
@@ -17128,7 +20069,7 @@ func (c *ClientWithResponses) AgentClaimWithBodyWithResponse(ctx context.Context
 
 // AgentClaimWithResponse Claim operations
 //
-// Leases up to max due PENDING operations of the given kinds (optionally at one site) to the caller for OPS_OPERATION_LEASE (FOR UPDATE SKIP LOCKED: concurrent movers never get the same operation). They become IN_PROGRESS; keep them with heartbeats, end them with complete or fail. An empty items list means no work.
+// Movers only (a token of a service account of kind mover; any other: 403). Leases up to max due PENDING operations of the given kinds (optionally at one site) whose source or destination is one of the mover's bound data locations to the caller for OPS_OPERATION_LEASE (FOR UPDATE SKIP LOCKED: concurrent movers never get the same operation). They become IN_PROGRESS; keep them with heartbeats, end them with complete or fail. An empty items list means no work.
 //
 // Access: API token of a service account with scope write:data.
 //
@@ -17145,7 +20086,7 @@ func (c *ClientWithResponses) AgentClaimWithResponse(ctx context.Context, body A
 
 // AgentCompleteWithBodyWithResponse Report success
 //
-// Marks the operation COMPLETED with the size (bytes) and checksum of what was written and the physical copies made; the planner then creates the next operations of the chain. Both are required (422 naming the field). A long_term_archive, staging, transfer or unpack report is verified against the package's (or DTP's) registered checksum and size: a mismatch is recorded as a failure of type checksum_mismatch (retried as the retry policy says, else FAILED) and answered 409; the operation is never COMPLETED with it.
+// Movers only (403); 404 for an operation outside the mover's data locations. Marks the operation COMPLETED with the size (bytes) and checksum of what was written and the physical copies made; the planner then creates the next operations of the chain. Both are required (422 naming the field). A long_term_archive, staging, transfer or unpack report is verified against the package's (or DTP's) registered checksum and size: a mismatch is recorded as a failure of type checksum_mismatch (retried as the retry policy says, else FAILED) and answered 409; the operation is never COMPLETED with it.
 //
 // Access: API token of a service account with scope write:data.
 //
@@ -17162,7 +20103,7 @@ func (c *ClientWithResponses) AgentCompleteWithBodyWithResponse(ctx context.Cont
 
 // AgentCompleteWithResponse Report success
 //
-// Marks the operation COMPLETED with the size (bytes) and checksum of what was written and the physical copies made; the planner then creates the next operations of the chain. Both are required (422 naming the field). A long_term_archive, staging, transfer or unpack report is verified against the package's (or DTP's) registered checksum and size: a mismatch is recorded as a failure of type checksum_mismatch (retried as the retry policy says, else FAILED) and answered 409; the operation is never COMPLETED with it.
+// Movers only (403); 404 for an operation outside the mover's data locations. Marks the operation COMPLETED with the size (bytes) and checksum of what was written and the physical copies made; the planner then creates the next operations of the chain. Both are required (422 naming the field). A long_term_archive, staging, transfer or unpack report is verified against the package's (or DTP's) registered checksum and size: a mismatch is recorded as a failure of type checksum_mismatch (retried as the retry policy says, else FAILED) and answered 409; the operation is never COMPLETED with it.
 //
 // Access: API token of a service account with scope write:data.
 //
@@ -17179,7 +20120,7 @@ func (c *ClientWithResponses) AgentCompleteWithResponse(ctx context.Context, id 
 
 // AgentFailWithBodyWithResponse Report failure
 //
-// Records the failed attempt in the failure trail. Retryable and retries left (retry_count < max_retries): back to PENDING with retry_count + 1 and exponential backoff (OPS_RETRY_BACKOFF doubling up to OPS_RETRY_BACKOFF_MAX); otherwise FAILED until an admin resets it.
+// Movers only (403); 404 for an operation outside the mover's data locations. Records the failed attempt in the failure trail. Retryable and retries left (retry_count < max_retries): back to PENDING with retry_count + 1 and exponential backoff (OPS_RETRY_BACKOFF doubling up to OPS_RETRY_BACKOFF_MAX); otherwise FAILED until an admin resets it.
 //
 // Access: API token of a service account with scope write:data.
 //
@@ -17196,7 +20137,7 @@ func (c *ClientWithResponses) AgentFailWithBodyWithResponse(ctx context.Context,
 
 // AgentFailWithResponse Report failure
 //
-// Records the failed attempt in the failure trail. Retryable and retries left (retry_count < max_retries): back to PENDING with retry_count + 1 and exponential backoff (OPS_RETRY_BACKOFF doubling up to OPS_RETRY_BACKOFF_MAX); otherwise FAILED until an admin resets it.
+// Movers only (403); 404 for an operation outside the mover's data locations. Records the failed attempt in the failure trail. Retryable and retries left (retry_count < max_retries): back to PENDING with retry_count + 1 and exponential backoff (OPS_RETRY_BACKOFF doubling up to OPS_RETRY_BACKOFF_MAX); otherwise FAILED until an admin resets it.
 //
 // Access: API token of a service account with scope write:data.
 //
@@ -17213,7 +20154,7 @@ func (c *ClientWithResponses) AgentFailWithResponse(ctx context.Context, id int6
 
 // AgentHeartbeatWithBodyWithResponse Extend a lease
 //
-// Extends the caller's lease by OPS_OPERATION_LEASE. 409 if the operation is no longer IN_PROGRESS or is leased to another mover (e.g. the lease expired and it was claimed again).
+// Extends the caller's lease by OPS_OPERATION_LEASE. Movers only (403); 404 for an operation outside the mover's data locations. 409 if the operation is no longer IN_PROGRESS or is leased to another mover (e.g. the lease expired and it was claimed again).
 //
 // Access: API token of a service account with scope write:data.
 //
@@ -17230,7 +20171,7 @@ func (c *ClientWithResponses) AgentHeartbeatWithBodyWithResponse(ctx context.Con
 
 // AgentHeartbeatWithResponse Extend a lease
 //
-// Extends the caller's lease by OPS_OPERATION_LEASE. 409 if the operation is no longer IN_PROGRESS or is leased to another mover (e.g. the lease expired and it was claimed again).
+// Extends the caller's lease by OPS_OPERATION_LEASE. Movers only (403); 404 for an operation outside the mover's data locations. 409 if the operation is no longer IN_PROGRESS or is leased to another mover (e.g. the lease expired and it was claimed again).
 //
 // Access: API token of a service account with scope write:data.
 //
@@ -17411,6 +20352,23 @@ func (c *ClientWithResponses) TransferOverviewWithResponse(ctx context.Context, 
 		return nil, err
 	}
 	return ParseTransferOverviewResponse(rsp)
+}
+
+// ListInconsistentWithResponse The inconsistent set
+//
+// Packages the periodic sweep found with a stored state that differs from the derivation of their chain, waiting for a reconcile (POST .../reconcile-inconsistent, admins): {items, count}.
+//
+// Access: session JWT of any user.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/transfer/raw-data-package/inconsistent (the `ListInconsistent` operationId).
+func (c *ClientWithResponses) ListInconsistentWithResponse(ctx context.Context, params *ListInconsistentParams, reqEditors ...RequestEditorFn) (*ListInconsistentResponse, error) {
+	rsp, err := c.ListInconsistent(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListInconsistentResponse(rsp)
 }
 
 // ReconcileInconsistentWithResponse Reconcile every package in the inconsistent set
@@ -17721,6 +20679,8 @@ func (c *ClientWithResponses) GetBufferStatsWithResponse(ctx context.Context, re
 //
 // Buffered (critical) write: validated in full, then held in Redis (read cache and queue) and answered 201 `{id, transaction_id, status: buffered}` with Location; a worker applies it to the main database. 503 with Retry-After when Redis cannot durably take it (nothing is held). Idempotency-Key (≤ 255 characters): the same key and body answer the original response with `Idempotency-Replayed: true`, another body 409; keys live 24 h.
 //
+// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
+//
 // Access: API token of a service account with scope write:observations.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -17740,6 +20700,8 @@ func (c *ClientWithResponses) StartExecutedObsUnitWithBodyWithResponse(ctx conte
 //
 // Buffered (critical) write: validated in full, then held in Redis (read cache and queue) and answered 201 `{id, transaction_id, status: buffered}` with Location; a worker applies it to the main database. 503 with Retry-After when Redis cannot durably take it (nothing is held). Idempotency-Key (≤ 255 characters): the same key and body answer the original response with `Idempotency-Replayed: true`, another body 409; keys live 24 h.
 //
+// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
+//
 // Access: API token of a service account with scope write:observations.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
@@ -17757,6 +20719,8 @@ func (c *ClientWithResponses) StartExecutedObsUnitWithResponse(ctx context.Conte
 //
 // Records the end of an execution (started through this API). Finishing again with the same body is a replay; with another, 409. Buffered like the start.
 //
+// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
+//
 // Access: API token of a service account with scope write:observations.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -17773,6 +20737,8 @@ func (c *ClientWithResponses) FinishExecutedObsUnitWithBodyWithResponse(ctx cont
 // FinishExecutedObsUnitWithResponse Finish an observation
 //
 // Records the end of an execution (started through this API). Finishing again with the same body is a replay; with another, 409. Buffered like the start.
+//
+// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
 //
 // Access: API token of a service account with scope write:observations.
 //
@@ -17930,7 +20896,7 @@ func (c *ClientWithResponses) ListProgramsWithResponse(ctx context.Context, para
 
 // CreateProgramWithBodyWithResponse Create a program
 //
-// Creates a program with its obs units in one transaction. 409 if the short name is taken; 422 naming the field for bad input, e.g. obs_units[1].source_id for an unknown source.
+// Creates a program with its obs units and members in one transaction. The caller becomes its PI (pi_username); only an admin names another PI (403 otherwise). 409 if the short name is taken; 422 naming the field for bad input, e.g. obs_units[1].source_id for an unknown source.
 //
 // Access: session JWT with role observer or admin.
 //
@@ -17947,7 +20913,7 @@ func (c *ClientWithResponses) CreateProgramWithBodyWithResponse(ctx context.Cont
 
 // CreateProgramWithResponse Create a program
 //
-// Creates a program with its obs units in one transaction. 409 if the short name is taken; 422 naming the field for bad input, e.g. obs_units[1].source_id for an unknown source.
+// Creates a program with its obs units and members in one transaction. The caller becomes its PI (pi_username); only an admin names another PI (403 otherwise). 409 if the short name is taken; 422 naming the field for bad input, e.g. obs_units[1].source_id for an unknown source.
 //
 // Access: session JWT with role observer or admin.
 //
@@ -17964,7 +20930,7 @@ func (c *ClientWithResponses) CreateProgramWithResponse(ctx context.Context, bod
 
 // DeleteProgramWithResponse Delete a program
 //
-// Deletes the program and its obs units. 409 if any of its obs units has executed observations.
+// Deletes the program and its obs units (its PI or an admin; 403 otherwise). 409 if any of its obs units has executed observations.
 //
 // Access: session JWT with role observer or admin.
 //
@@ -17981,22 +20947,58 @@ func (c *ClientWithResponses) DeleteProgramWithResponse(ctx context.Context, id 
 
 // GetProgramWithResponse Get a program
 //
+// The program with its obs units. format=csv or votable (or Accept: text/csv, application/x-votable+xml) answers its obs units as a table, one row each with its source's coordinates.
+//
 // Access: session JWT of any user, or API token with scope read:programs.
 //
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /observing_program/{id} (the `GetProgram` operationId).
-func (c *ClientWithResponses) GetProgramWithResponse(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*GetProgramResponse, error) {
-	rsp, err := c.GetProgram(ctx, id, reqEditors...)
+func (c *ClientWithResponses) GetProgramWithResponse(ctx context.Context, id int64, params *GetProgramParams, reqEditors ...RequestEditorFn) (*GetProgramResponse, error) {
+	rsp, err := c.GetProgram(ctx, id, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
 	return ParseGetProgramResponse(rsp)
 }
 
+// PatchProgramWithBodyWithResponse Change part of a program
+//
+// A JSON merge patch (RFC 7396, Content-Type application/merge-patch+json) of the program as PUT takes it: fields left out are unchanged, null removes an optional field (description, allocated_hours, members, obs_units), and arrays replace: obs_units given is the whole new list of units (matched by name, ids kept), members the whole new list of members. Required fields cannot be removed (422). The same ownership rules as PUT.
+//
+// Access: session JWT with role observer or admin.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /observing_program/{id} (the `PatchProgram` operationId).
+func (c *ClientWithResponses) PatchProgramWithBodyWithResponse(ctx context.Context, id int64, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PatchProgramResponse, error) {
+	rsp, err := c.PatchProgramWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePatchProgramResponse(rsp)
+}
+
+// PatchProgramWithApplicationMergePatchPlusJSONBodyWithResponse Change part of a program
+//
+// A JSON merge patch (RFC 7396, Content-Type application/merge-patch+json) of the program as PUT takes it: fields left out are unchanged, null removes an optional field (description, allocated_hours, members, obs_units), and arrays replace: obs_units given is the whole new list of units (matched by name, ids kept), members the whole new list of members. Required fields cannot be removed (422). The same ownership rules as PUT.
+//
+// Access: session JWT with role observer or admin.
+//
+// Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /observing_program/{id} (the `PatchProgram` operationId).
+func (c *ClientWithResponses) PatchProgramWithApplicationMergePatchPlusJSONBodyWithResponse(ctx context.Context, id int64, body PatchProgramApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*PatchProgramResponse, error) {
+	rsp, err := c.PatchProgramWithApplicationMergePatchPlusJSONBody(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePatchProgramResponse(rsp)
+}
+
 // ReplaceProgramWithBodyWithResponse Replace a program
 //
-// Replaces the program's fields and, when obs_units is given, its obs units: units matched by name keep their ids, new names are created, missing names are deleted. 409 if the short name is taken or a unit to delete has executed observations. Leave obs_units out to keep the units unchanged.
+// Replaces the whole program: short_name, title, pi and status are required (422 naming the one left out); description and allocated_hours left out become empty and null. obs_units, members and pi_username left out are kept; obs_units given replaces the units: units matched by name keep their ids, new names are created, missing names are deleted. Its PI or an admin may change anything; a member only the obs units (a body whose other fields are unchanged); anybody else 403. 409 if the short name is taken or a unit to delete has executions.
 //
 // Access: session JWT with role observer or admin.
 //
@@ -18013,7 +21015,7 @@ func (c *ClientWithResponses) ReplaceProgramWithBodyWithResponse(ctx context.Con
 
 // ReplaceProgramWithResponse Replace a program
 //
-// Replaces the program's fields and, when obs_units is given, its obs units: units matched by name keep their ids, new names are created, missing names are deleted. 409 if the short name is taken or a unit to delete has executed observations. Leave obs_units out to keep the units unchanged.
+// Replaces the whole program: short_name, title, pi and status are required (422 naming the one left out); description and allocated_hours left out become empty and null. obs_units, members and pi_username left out are kept; obs_units given replaces the units: units matched by name keep their ids, new names are created, missing names are deleted. Its PI or an admin may change anything; a member only the obs units (a body whose other fields are unchanged); anybody else 403. 409 if the short name is taken or a unit to delete has executions.
 //
 // Access: session JWT with role observer or admin.
 //
@@ -18034,6 +21036,8 @@ func (c *ClientWithResponses) ReplaceProgramWithResponse(ctx context.Context, id
 //
 // Buffered (critical) write: validated in full, then held in Redis (read cache and queue) and answered 201 `{id, transaction_id, status: buffered}` with Location; a worker applies it to the main database. 503 with Retry-After when Redis cannot durably take it (nothing is held). Idempotency-Key (≤ 255 characters): the same key and body answer the original response with `Idempotency-Replayed: true`, another body 409; keys live 24 h.
 //
+// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
+//
 // Access: API token of a service account with scope write:data.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -18052,6 +21056,8 @@ func (c *ClientWithResponses) RegisterRawDataFileWithBodyWithResponse(ctx contex
 // Registers one file of an executed obs unit (buffered or committed). A package it names must exist and not be complete (else 409).
 //
 // Buffered (critical) write: validated in full, then held in Redis (read cache and queue) and answered 201 `{id, transaction_id, status: buffered}` with Location; a worker applies it to the main database. 503 with Retry-After when Redis cannot durably take it (nothing is held). Idempotency-Key (≤ 255 characters): the same key and body answer the original response with `Idempotency-Replayed: true`, another body 409; keys live 24 h.
+//
+// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
 //
 // Access: API token of a service account with scope write:data.
 //
@@ -18072,6 +21078,8 @@ func (c *ClientWithResponses) RegisterRawDataFileWithResponse(ctx context.Contex
 //
 // Buffered (critical) write: validated in full, then held in Redis (read cache and queue) and answered 201 `{id, transaction_id, status: buffered}` with Location; a worker applies it to the main database. 503 with Retry-After when Redis cannot durably take it (nothing is held). Idempotency-Key (≤ 255 characters): the same key and body answer the original response with `Idempotency-Replayed: true`, another body 409; keys live 24 h.
 //
+// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
+//
 // Access: API token of a service account with scope write:data.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -18090,6 +21098,8 @@ func (c *ClientWithResponses) RegisterRawDataFilesBulkWithBodyWithResponse(ctx c
 // Registers 1–10,000 files, all or nothing: any invalid file refuses the whole request (each error names body.files[i].field). Answers `{ids, count, transaction_id, status}`; Location is the transaction's receipt. The body limit of this route is OPS_INGEST_BULK_BODY_LIMIT_BYTES (16 MiB).
 //
 // Buffered (critical) write: validated in full, then held in Redis (read cache and queue) and answered 201 `{id, transaction_id, status: buffered}` with Location; a worker applies it to the main database. 503 with Retry-After when Redis cannot durably take it (nothing is held). Idempotency-Key (≤ 255 characters): the same key and body answer the original response with `Idempotency-Replayed: true`, another body 409; keys live 24 h.
+//
+// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
 //
 // Access: API token of a service account with scope write:data.
 //
@@ -18125,6 +21135,8 @@ func (c *ClientWithResponses) GetRawDataFileWithResponse(ctx context.Context, id
 //
 // Changes size_bytes, checksum, raw_data_package_id or meta (replaced) of a registered file, directly in the database (not buffered; a registration still buffered is applied first). 409 when the file's package, or the one it would join, is complete.
 //
+// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
+//
 // Access: API token of a service account with scope write:data.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -18141,6 +21153,8 @@ func (c *ClientWithResponses) UpdateRawDataFileWithBodyWithResponse(ctx context.
 // UpdateRawDataFileWithResponse Update a raw data file
 //
 // Changes size_bytes, checksum, raw_data_package_id or meta (replaced) of a registered file, directly in the database (not buffered; a registration still buffered is applied first). 409 when the file's package, or the one it would join, is complete.
+//
+// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
 //
 // Access: API token of a service account with scope write:data.
 //
@@ -18161,7 +21175,9 @@ func (c *ClientWithResponses) UpdateRawDataFileWithResponse(ctx context.Context,
 //
 // Buffered (critical) write: validated in full, then held in Redis (read cache and queue) and answered 201 `{id, transaction_id, status: buffered}` with Location; a worker applies it to the main database. 503 with Retry-After when Redis cannot durably take it (nothing is held). Idempotency-Key (≤ 255 characters): the same key and body answer the original response with `Idempotency-Replayed: true`, another body 409; keys live 24 h.
 //
-// Access: session JWT of any user, or API token with scope write:data.
+// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
+//
+// Access: session JWT with role admin, or API token of a service account with scope write:data.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -18180,7 +21196,9 @@ func (c *ClientWithResponses) CreateRawDataPackageWithBodyWithResponse(ctx conte
 //
 // Buffered (critical) write: validated in full, then held in Redis (read cache and queue) and answered 201 `{id, transaction_id, status: buffered}` with Location; a worker applies it to the main database. 503 with Retry-After when Redis cannot durably take it (nothing is held). Idempotency-Key (≤ 255 characters): the same key and body answer the original response with `Idempotency-Replayed: true`, another body 409; keys live 24 h.
 //
-// Access: session JWT of any user, or API token with scope write:data.
+// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
+//
+// Access: session JWT with role admin, or API token of a service account with scope write:data.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -18214,7 +21232,9 @@ func (c *ClientWithResponses) GetRawDataPackageWithResponse(ctx context.Context,
 //
 // Sets size_bytes and checksum (and adds file_ids) and makes the package complete: immutable, no file can join it, and it enters the transfer pipeline. Not buffered. The same finalize again is a no-op (200); another body 409.
 //
-// Access: session JWT of any user, or API token with scope write:data.
+// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
+//
+// Access: session JWT with role admin, or API token of a service account with scope write:data.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -18231,7 +21251,9 @@ func (c *ClientWithResponses) FinalizeRawDataPackageWithBodyWithResponse(ctx con
 //
 // Sets size_bytes and checksum (and adds file_ids) and makes the package complete: immutable, no file can join it, and it enters the transfer pipeline. Not buffered. The same finalize again is a no-op (200); another body 409.
 //
-// Access: session JWT of any user, or API token with scope write:data.
+// Ownership: an instrument service account writes only the records of the instrument modules it is bound to (another module's, or another kind of account: 403 naming the field); packages also admins.
+//
+// Access: session JWT with role admin, or API token of a service account with scope write:data.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -18246,7 +21268,7 @@ func (c *ClientWithResponses) FinalizeRawDataPackageWithResponse(ctx context.Con
 
 // ListSourcesWithResponse List or search sources
 //
-// Sources sorted by name, or — with a cone (ra_deg, dec_deg and radius_deg, at most 10 degrees) — by distance from its centre, each with distance_deg. The cone is answered through a q3c index and is exact across RA 0/360 and at the poles. q matches any part of a name or alias, ignoring case and spaces.
+// Sources sorted by name, or — with a cone (ra_deg, dec_deg and radius_deg, at most 10 degrees) — by distance from its centre, each with distance_deg. The cone is answered through a q3c index and is exact across RA 0/360 and at the poles. q matches any part of a name or alias, ignoring case and spaces. format=csv or votable (or Accept: text/csv, application/x-votable+xml) answers the page as a table whose columns POST /sources/import reads back.
 //
 // Access: session JWT of any user, or API token with scope read:sources.
 //
@@ -18295,9 +21317,26 @@ func (c *ClientWithResponses) CreateSourceWithResponse(ctx context.Context, body
 	return ParseCreateSourceResponse(rsp)
 }
 
+// ImportSourcesWithBodyWithResponse Import a target list (CSV or VOTable)
+//
+// Creates every source of a CSV or VOTable (TABLEDATA) file, or none: at most 10,000 rows, the columns of a source list export (name required; ra and dec in degrees or sexagesimal; epoch, proper motion, parallax, radial velocity, kind, aliases separated by ';'; id and timestamps ignored). Every refusal is a 422 naming the row and column (body.rows[N].FIELD, N counting data rows from 1; the message gives the file line), including names already taken and names repeated in the file. dry_run=true answers what would be created and which names already exist.
+//
+// Access: session JWT with role observer or admin.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /sources/import (the `ImportSources` operationId).
+func (c *ClientWithResponses) ImportSourcesWithBodyWithResponse(ctx context.Context, params *ImportSourcesParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ImportSourcesResponse, error) {
+	rsp, err := c.ImportSourcesWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseImportSourcesResponse(rsp)
+}
+
 // ResolveNamesWithBodyWithResponse Resolve names
 //
-// Resolves 1-100 names (or one, as name) to ICRS coordinates: one item per input, in input order, found or not. Order: coordinate strings ("18h36m56.3s +38d47m01s", "279.234 38.784") and the offline catalogue shipped with the service (stars to magnitude 6, Messier objects; d3-celestial, BSD-3-Clause), then the database's sources and aliases, then CDS Sesame when OPS_SESAME_URL is set (cached in Redis). resolver says which one answered.
+// Resolves 1-100 names (or one, as name) to ICRS coordinates: one item per input, in input order, found or not. Order: coordinate strings ("18h36m56.3s +38d47m01s", "279.234 38.784") and the offline catalogue shipped with the service (curated submillimetre targets with positions from the literature; NGC, IC and Messier objects from OpenNGC, CC-BY-SA 4.0; stars to magnitude 6 from d3-celestial, BSD-3-Clause), then the database's sources and aliases, then CDS Sesame when OPS_SESAME_URL is set (cached in Redis). resolver says which one answered, resolvers_asked which were asked, online whether Sesame is configured ("disabled": not).
 //
 // Access: session JWT of any user, or API token with scope read:sources.
 //
@@ -18314,7 +21353,7 @@ func (c *ClientWithResponses) ResolveNamesWithBodyWithResponse(ctx context.Conte
 
 // ResolveNamesWithResponse Resolve names
 //
-// Resolves 1-100 names (or one, as name) to ICRS coordinates: one item per input, in input order, found or not. Order: coordinate strings ("18h36m56.3s +38d47m01s", "279.234 38.784") and the offline catalogue shipped with the service (stars to magnitude 6, Messier objects; d3-celestial, BSD-3-Clause), then the database's sources and aliases, then CDS Sesame when OPS_SESAME_URL is set (cached in Redis). resolver says which one answered.
+// Resolves 1-100 names (or one, as name) to ICRS coordinates: one item per input, in input order, found or not. Order: coordinate strings ("18h36m56.3s +38d47m01s", "279.234 38.784") and the offline catalogue shipped with the service (curated submillimetre targets with positions from the literature; NGC, IC and Messier objects from OpenNGC, CC-BY-SA 4.0; stars to magnitude 6 from d3-celestial, BSD-3-Clause), then the database's sources and aliases, then CDS Sesame when OPS_SESAME_URL is set (cached in Redis). resolver says which one answered, resolvers_asked which were asked, online whether Sesame is configured ("disabled": not).
 //
 // Access: session JWT of any user, or API token with scope read:sources.
 //
@@ -18331,7 +21370,7 @@ func (c *ClientWithResponses) ResolveNamesWithResponse(ctx context.Context, body
 
 // DeleteSourceWithResponse Delete a source
 //
-// Deletes a source and its aliases. 409 while an obs unit uses it (the programs are named).
+// Deletes a source and its aliases: who may, as for PUT (403). 409 while an obs unit uses it (the programs are named).
 //
 // Access: session JWT with role observer or admin.
 //
@@ -18363,7 +21402,7 @@ func (c *ClientWithResponses) GetSourceWithResponse(ctx context.Context, id int6
 
 // ReplaceSourceWithBodyWithResponse Replace a source
 //
-// Replaces every field and the aliases of a source (same body as create; resolve allowed).
+// Replaces every field and the aliases of a source (same body as create; resolve allowed). Sources are shared: an admin, or a caller who may change the obs units of every program using it (its PI or a member), or — used by no program — its creator; 403 otherwise.
 //
 // Access: session JWT with role observer or admin.
 //
@@ -18380,7 +21419,7 @@ func (c *ClientWithResponses) ReplaceSourceWithBodyWithResponse(ctx context.Cont
 
 // ReplaceSourceWithResponse Replace a source
 //
-// Replaces every field and the aliases of a source (same body as create; resolve allowed).
+// Replaces every field and the aliases of a source (same body as create; resolve allowed). Sources are shared: an admin, or a caller who may change the obs units of every program using it (its PI or a member), or — used by no program — its creator; 403 otherwise.
 //
 // Access: session JWT with role observer or admin.
 //
@@ -18446,6 +21485,23 @@ func (c *ClientWithResponses) GetVisibilityHeatmapWithResponse(ctx context.Conte
 	return ParseGetVisibilityHeatmapResponse(rsp)
 }
 
+// GetVisibilityPlotWithResponse Altitude plot of sources
+//
+// Altitude against UTC of 1-10 sources (source_id repeated) over a range of at most 72 h (default the 24 h from now), SVG or PNG (format=png or Accept: image/png): local time (OPS_SITE_TIMEZONE) and LST axes above, an airmass scale on the right, civil/nautical/astronomical twilight shaded, the Moon's altitude, the elevation limits, each source's observable windows and Sun-avoidance periods in a row under the plot, and a legend with each source's distance from the Moon. See docs/planning.md.
+//
+// Access: session JWT of any user, or API token with scope read:sources.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /visibility/plot (the `GetVisibilityPlot` operationId).
+func (c *ClientWithResponses) GetVisibilityPlotWithResponse(ctx context.Context, params *GetVisibilityPlotParams, reqEditors ...RequestEditorFn) (*GetVisibilityPlotResponse, error) {
+	rsp, err := c.GetVisibilityPlot(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetVisibilityPlotResponse(rsp)
+}
+
 // PrecalculateVisibilityWithBodyWithResponse Precalculate visibility heatmaps
 //
 // Queues the computation of a year's heatmap rows for a program's sources, a list of sources or all sources (asynq queue "visibility", worker in the catalog service). Sources already cached under the current settings are skipped. The same request while its job is queued or running answers that job.
@@ -18497,7 +21553,7 @@ func (c *ClientWithResponses) GetVisibilityPrecalculationWithResponse(ctx contex
 
 // GetVisibilityWithResponse Visibility of a source
 //
-// Altitude (geometric unless OPS_SITE_REFRACTION), azimuth (from north through east), airmass (sec z, null below the horizon) and Sun separation from the site, sampled at exactly start + k·step_s up to end inclusive (at most 10,000 samples); the windows in which the source is observable with their edges root-found to under a second and why each starts and ends; the next rise, set (crossings of the elevation limit) and transit after start; the highest altitude and the hours observable in the range. Accept: image/svg+xml or format=svg answers an altitude plot instead.
+// Altitude (geometric unless OPS_SITE_REFRACTION), azimuth (from north through east), airmass (sec z, null below the horizon) and Sun separation from the site, sampled at exactly start + k·step_s up to end inclusive (at most 10,000 samples); the windows in which the source is observable with their edges root-found to under a second and why each starts and ends; the next rise, set (crossings of the elevation limit) and transit after start; the highest altitude and the hours observable in the range. Accept: image/svg+xml or format=svg answers an altitude plot instead (as GET /visibility/plot up to 72 h), format=png or Accept: image/png as PNG.
 //
 // Access: session JWT of any user, or API token with scope read:sources.
 //
@@ -18553,6 +21609,167 @@ func ParseGetJwksResponse(rsp *http.Response) (*GetJwksResponse, error) {
 			headers.CacheControl = &value
 		}
 		response.Headers200 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListDeadLettersResponse parses an HTTP response from a ListDeadLettersWithResponse call
+func ParseListDeadLettersResponse(rsp *http.Response) (*ListDeadLettersResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListDeadLettersResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DeadLetterPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case rsp.StatusCode == 401:
+		break // No content-type
+
+	case rsp.StatusCode == 403:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case rsp.StatusCode == 429:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDropDeadLetterResponse parses an HTTP response from a DropDeadLetterWithResponse call
+func ParseDropDeadLetterResponse(rsp *http.Response) (*DropDeadLetterResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DropDeadLetterResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DeadLetterAction
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case rsp.StatusCode == 401:
+		break // No content-type
+
+	case rsp.StatusCode == 403:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case rsp.StatusCode == 429:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRetryDeadLetterResponse parses an HTTP response from a RetryDeadLetterWithResponse call
+func ParseRetryDeadLetterResponse(rsp *http.Response) (*RetryDeadLetterResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RetryDeadLetterResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DeadLetterAction
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case rsp.StatusCode == 401:
+		break // No content-type
+
+	case rsp.StatusCode == 403:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case rsp.StatusCode == 429:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
 	}
 
 	return response, nil
@@ -18648,6 +21865,110 @@ func ParseGetSiteInfoResponse(rsp *http.Response) (*GetSiteInfoResponse, error) 
 			return nil, err
 		}
 		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetWeatherResponse parses an HTTP response from a GetWeatherWithResponse call
+func ParseGetWeatherResponse(rsp *http.Response) (*GetWeatherResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetWeatherResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WeatherPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePostWeatherResponse parses an HTTP response from a PostWeatherWithResponse call
+func ParsePostWeatherResponse(rsp *http.Response) (*PostWeatherResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PostWeatherResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WeatherWritten
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case rsp.StatusCode == 429:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	}
 
@@ -19020,6 +22341,69 @@ func ParseCreateServiceTokenResponse(rsp *http.Response) (*CreateServiceTokenRes
 	return response, nil
 }
 
+// ParseSetServiceBindingsResponse parses an HTTP response from a SetServiceBindingsWithResponse call
+func ParseSetServiceBindingsResponse(rsp *http.Response) (*SetServiceBindingsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SetServiceBindingsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ServiceAccountBindings
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case rsp.StatusCode == 401:
+		break // No content-type
+
+	case rsp.StatusCode == 403:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case rsp.StatusCode == 429:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseRevokeTokenResponse parses an HTTP response from a RevokeTokenWithResponse call
 func ParseRevokeTokenResponse(rsp *http.Response) (*RevokeTokenResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -19338,8 +22722,12 @@ func ParseAgentClaimResponse(rsp *http.Response) (*AgentClaimResponse, error) {
 	case rsp.StatusCode == 401:
 		break // No content-type
 
-	case rsp.StatusCode == 403:
-		break // No content-type
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest Problem
@@ -19387,8 +22775,12 @@ func ParseAgentCompleteResponse(rsp *http.Response) (*AgentCompleteResponse, err
 	case rsp.StatusCode == 401:
 		break // No content-type
 
-	case rsp.StatusCode == 403:
-		break // No content-type
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Problem
@@ -19450,8 +22842,12 @@ func ParseAgentFailResponse(rsp *http.Response) (*AgentFailResponse, error) {
 	case rsp.StatusCode == 401:
 		break // No content-type
 
-	case rsp.StatusCode == 403:
-		break // No content-type
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Problem
@@ -19513,8 +22909,12 @@ func ParseAgentHeartbeatResponse(rsp *http.Response) (*AgentHeartbeatResponse, e
 	case rsp.StatusCode == 401:
 		break // No content-type
 
-	case rsp.StatusCode == 403:
-		break // No content-type
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Problem
@@ -20048,6 +23448,55 @@ func ParseTransferOverviewResponse(rsp *http.Response) (*TransferOverviewRespons
 			return nil, err
 		}
 		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListInconsistentResponse parses an HTTP response from a ListInconsistentWithResponse call
+func ParseListInconsistentResponse(rsp *http.Response) (*ListInconsistentResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListInconsistentResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest InconsistentSet
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case rsp.StatusCode == 401:
+		break // No content-type
+
+	case rsp.StatusCode == 403:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case rsp.StatusCode == 429:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
 
 	}
 
@@ -20851,8 +24300,12 @@ func ParseStartExecutedObsUnitResponse(rsp *http.Response) (*StartExecutedObsUni
 	case rsp.StatusCode == 401:
 		break // No content-type
 
-	case rsp.StatusCode == 403:
-		break // No content-type
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest Problem
@@ -20934,8 +24387,12 @@ func ParseFinishExecutedObsUnitResponse(rsp *http.Response) (*FinishExecutedObsU
 	case rsp.StatusCode == 401:
 		break // No content-type
 
-	case rsp.StatusCode == 403:
-		break // No content-type
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Problem
@@ -21434,8 +24891,12 @@ func ParseCreateProgramResponse(rsp *http.Response) (*CreateProgramResponse, err
 	case rsp.StatusCode == 401:
 		break // No content-type
 
-	case rsp.StatusCode == 403:
-		break // No content-type
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest Problem
@@ -21499,8 +24960,12 @@ func ParseDeleteProgramResponse(rsp *http.Response) (*DeleteProgramResponse, err
 	case rsp.StatusCode == 401:
 		break // No content-type
 
-	case rsp.StatusCode == 403:
-		break // No content-type
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Problem
@@ -21589,6 +25054,96 @@ func ParseGetProgramResponse(rsp *http.Response) (*GetProgramResponse, error) {
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case rsp.StatusCode == 200:
+		// Content-type (text/csv) unsupported
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetProgramResponse200Headers
+		if values := rsp.Header.Values("Content-Type"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Content-Type", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ContentType = &value
+		}
+		if values := rsp.Header.Values("X-Total-Count"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Total-Count", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XTotalCount = &value
+		}
+		response.Headers200 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePatchProgramResponse parses an HTTP response from a PatchProgramWithResponse call
+func ParsePatchProgramResponse(rsp *http.Response) (*PatchProgramResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PatchProgramResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Program
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case rsp.StatusCode == 401:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case rsp.StatusCode == 429:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
 	}
 
 	return response, nil
@@ -21618,8 +25173,12 @@ func ParseReplaceProgramResponse(rsp *http.Response) (*ReplaceProgramResponse, e
 	case rsp.StatusCode == 401:
 		break // No content-type
 
-	case rsp.StatusCode == 403:
-		break // No content-type
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Problem
@@ -21681,8 +25240,12 @@ func ParseRegisterRawDataFileResponse(rsp *http.Response) (*RegisterRawDataFileR
 	case rsp.StatusCode == 401:
 		break // No content-type
 
-	case rsp.StatusCode == 403:
-		break // No content-type
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest Problem
@@ -21764,8 +25327,12 @@ func ParseRegisterRawDataFilesBulkResponse(rsp *http.Response) (*RegisterRawData
 	case rsp.StatusCode == 401:
 		break // No content-type
 
-	case rsp.StatusCode == 403:
-		break // No content-type
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest Problem
@@ -21903,8 +25470,12 @@ func ParseUpdateRawDataFileResponse(rsp *http.Response) (*UpdateRawDataFileRespo
 	case rsp.StatusCode == 401:
 		break // No content-type
 
-	case rsp.StatusCode == 403:
-		break // No content-type
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Problem
@@ -21973,8 +25544,12 @@ func ParseCreateRawDataPackageResponse(rsp *http.Response) (*CreateRawDataPackag
 	case rsp.StatusCode == 401:
 		break // No content-type
 
-	case rsp.StatusCode == 403:
-		break // No content-type
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest Problem
@@ -22112,8 +25687,12 @@ func ParseFinalizeRawDataPackageResponse(rsp *http.Response) (*FinalizeRawDataPa
 	case rsp.StatusCode == 401:
 		break // No content-type
 
-	case rsp.StatusCode == 403:
-		break // No content-type
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Problem
@@ -22213,6 +25792,29 @@ func ParseListSourcesResponse(rsp *http.Response) (*ListSourcesResponse, error) 
 		}
 		response.ApplicationproblemJSON503 = &dest
 
+	case rsp.StatusCode == 200:
+		// Content-type (text/csv) unsupported
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListSourcesResponse200Headers
+		if values := rsp.Header.Values("Content-Type"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Content-Type", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ContentType = &value
+		}
+		if values := rsp.Header.Values("X-Total-Count"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Total-Count", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XTotalCount = &value
+		}
+		response.Headers200 = &headers
 	}
 
 	return response, nil
@@ -22287,6 +25889,69 @@ func ParseCreateSourceResponse(rsp *http.Response) (*CreateSourceResponse, error
 	return response, nil
 }
 
+// ParseImportSourcesResponse parses an HTTP response from a ImportSourcesWithResponse call
+func ParseImportSourcesResponse(rsp *http.Response) (*ImportSourcesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ImportSourcesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ImportResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case rsp.StatusCode == 401:
+		break // No content-type
+
+	case rsp.StatusCode == 403:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case rsp.StatusCode == 429:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseResolveNamesResponse parses an HTTP response from a ResolveNamesWithResponse call
 func ParseResolveNamesResponse(rsp *http.Response) (*ResolveNamesResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -22356,8 +26021,12 @@ func ParseDeleteSourceResponse(rsp *http.Response) (*DeleteSourceResponse, error
 	case rsp.StatusCode == 401:
 		break // No content-type
 
-	case rsp.StatusCode == 403:
-		break // No content-type
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Problem
@@ -22475,8 +26144,12 @@ func ParseReplaceSourceResponse(rsp *http.Response) (*ReplaceSourceResponse, err
 	case rsp.StatusCode == 401:
 		break // No content-type
 
-	case rsp.StatusCode == 403:
-		break // No content-type
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Problem
@@ -22689,13 +26362,86 @@ func ParseGetVisibilityHeatmapResponse(rsp *http.Response) (*GetVisibilityHeatma
 		response.ApplicationproblemJSON503 = &dest
 
 	case rsp.StatusCode == 200:
-		// Content-type (image/svg+xml) unsupported
+		// Content-type (text/csv) unsupported
 
 	}
 
 	switch {
 	case rsp.StatusCode == 200:
 		var headers GetVisibilityHeatmapResponse200Headers
+		if values := rsp.Header.Values("Content-Type"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Content-Type", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ContentType = &value
+		}
+		response.Headers200 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetVisibilityPlotResponse parses an HTTP response from a GetVisibilityPlotWithResponse call
+func ParseGetVisibilityPlotResponse(rsp *http.Response) (*GetVisibilityPlotResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetVisibilityPlotResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		break // No content-type
+
+	case rsp.StatusCode == 403:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetVisibilityPlotResponse200Headers
 		if values := rsp.Header.Values("Content-Type"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Content-Type", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -22908,7 +26654,7 @@ func ParseGetVisibilityResponse(rsp *http.Response) (*GetVisibilityResponse, err
 		response.ApplicationproblemJSON503 = &dest
 
 	case rsp.StatusCode == 200:
-		// Content-type (image/svg+xml) unsupported
+		// Content-type (text/csv) unsupported
 
 	}
 

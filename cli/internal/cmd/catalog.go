@@ -22,8 +22,8 @@ var programView = view{rows: "items", columns: []string{"id", "short_name", "tit
 
 // readSpec reads a program from a YAML (or JSON) file, "-" for standard input, with the API's
 // field names (short_name, title, pi, status, allocated_hours, description, obs_units).
-func (a *App) readSpec(path string) (api.ProgramSpec, error) {
-	var spec api.ProgramSpec
+func readSpec[T any](a *App, path string) (T, error) {
+	var spec T
 	var b []byte
 	var err error
 	if path == "-" {
@@ -112,7 +112,7 @@ func (a *App) programCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			resp, err := c.API.GetProgramWithResponse(ctxOf(cmd), id)
+			resp, err := c.API.GetProgramWithResponse(ctxOf(cmd), id, nil)
 			if err := checkResp(tok, resp, err); err != nil {
 				return err
 			}
@@ -133,7 +133,7 @@ func (a *App) programCommand() *cobra.Command {
 		Example: "  obsops program create -f program.yaml\n\n  # program.yaml\n  short_name: ORION-1\n  title: Orion KL line survey\n  pi: alice\n  obs_units:\n    - {name: u1, source_id: 1, instrument_module_id: 1, duration_s: 600}",
 		Args:    exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			spec, err := a.readSpec(file)
+			spec, err := readSpec[api.ProgramSpec](a, file)
 			if err != nil {
 				return err
 			}
@@ -173,7 +173,7 @@ func (a *App) programCommand() *cobra.Command {
 				}
 				defer os.Remove(editFile)
 			}
-			spec, err := a.readSpec(editFile)
+			spec, err := readSpec[api.ProgramReplacement](a, editFile)
 			if err != nil {
 				return err
 			}
@@ -212,7 +212,7 @@ func (a *App) programCommand() *cobra.Command {
 // editProgram writes program id as YAML to a temporary file, opens it in $EDITOR and returns
 // the file.
 func (a *App) editProgram(ctx context.Context, c *client.Client, tok string, id int64) (string, error) {
-	resp, err := c.API.GetProgramWithResponse(ctx, id)
+	resp, err := c.API.GetProgramWithResponse(ctx, id, nil)
 	if err := checkResp(tok, resp, err); err != nil {
 		return "", err
 	}

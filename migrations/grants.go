@@ -46,44 +46,23 @@ func ApplyGrants(ctx context.Context, db *sql.DB) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
+	applied, err := applyAtLatest(ctx, db, "grants", func(tx *sql.Tx) error {
+		for _, service := range Services() {
+			role := pq.QuoteIdentifier(Role(service))
+			if _, err := tx.ExecContext(ctx, createRole(Role(service))); err != nil {
+				return fmt.Errorf("grants: role %s: %w", Role(service), err)
+			}
+			if _, err := tx.ExecContext(ctx, `REVOKE ALL ON ALL TABLES IN SCHEMA public FROM `+role+`;
+				REVOKE ALL ON ALL SEQUENCES IN SCHEMA public FROM `+role); err != nil {
+				return fmt.Errorf("grants: revoke from %s: %w", Role(service), err)
+			}
+		}
+		return execFiles(ctx, tx, grantFiles, names)
+	})
+	if !applied {
 		return nil, err
 	}
-	defer func() { _ = tx.Rollback() }()
-	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, LockID); err != nil {
-		return nil, fmt.Errorf("grants: lock: %w", err)
-	}
-	var version sql.NullInt64
-	if err := tx.QueryRowContext(ctx, `SELECT max(version_id) FROM goose_db_version`).Scan(&version); err != nil {
-		return nil, fmt.Errorf("grants: database version: %w", err)
-	}
-	if version.Int64 != Latest() {
-		return nil, nil
-	}
-	for _, service := range Services() {
-		role := pq.QuoteIdentifier(Role(service))
-		if _, err := tx.ExecContext(ctx, createRole(Role(service))); err != nil {
-			return nil, fmt.Errorf("grants: role %s: %w", Role(service), err)
-		}
-		if _, err := tx.ExecContext(ctx, `REVOKE ALL ON ALL TABLES IN SCHEMA public FROM `+role+`;
-			REVOKE ALL ON ALL SEQUENCES IN SCHEMA public FROM `+role); err != nil {
-			return nil, fmt.Errorf("grants: revoke from %s: %w", Role(service), err)
-		}
-	}
-	for _, name := range names {
-		body, err := fs.ReadFile(grantFiles, name)
-		if err != nil {
-			return nil, err
-		}
-		if _, err := tx.ExecContext(ctx, string(body)); err != nil { // simple protocol: several statements
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, err
-	}
-	return names, nil
+	return names, err
 }
 
 // createRole is a statement that creates role (LOGIN, nothing more) unless it exists. Another

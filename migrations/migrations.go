@@ -110,33 +110,50 @@ func ApplyFunctions(ctx context.Context, db *sql.DB) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	applied, err := applyAtLatest(ctx, db, "functions", func(tx *sql.Tx) error { return execFiles(ctx, tx, functionFiles, names) })
+	if !applied {
+		return nil, err
+	}
+	return names, err
+}
+
+// applyAtLatest runs apply in one transaction under the migrations' advisory lock (LockID), and
+// only when the database is at this build's latest version (below it the files do not fit the
+// older tables; above it a newer build has applied its newer files). what names it in errors;
+// applied is true when apply ran and committed.
+func applyAtLatest(ctx context.Context, db *sql.DB, what string, apply func(*sql.Tx) error) (applied bool, err error) {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
-		return nil, err
+		return false, err
 	}
 	defer func() { _ = tx.Rollback() }()
 	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, LockID); err != nil {
-		return nil, fmt.Errorf("functions: lock: %w", err)
+		return false, fmt.Errorf("%s: lock: %w", what, err)
 	}
 	var version sql.NullInt64
 	if err := tx.QueryRowContext(ctx, `SELECT max(version_id) FROM goose_db_version`).Scan(&version); err != nil {
-		return nil, fmt.Errorf("functions: database version: %w", err)
+		return false, fmt.Errorf("%s: database version: %w", what, err)
 	}
 	if version.Int64 != Latest() {
-		return nil, nil
+		return false, nil
 	}
+	if err := apply(tx); err != nil {
+		return false, err
+	}
+	return true, tx.Commit()
+}
+
+// execFiles runs each named file of files on tx. No arguments: lib/pq sends the simple query
+// protocol, so a file may hold several statements.
+func execFiles(ctx context.Context, tx *sql.Tx, files fs.FS, names []string) error {
 	for _, name := range names {
-		body, err := fs.ReadFile(functionFiles, name)
+		body, err := fs.ReadFile(files, name)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		// No arguments: lib/pq sends the simple query protocol, so a file may hold several statements.
 		if _, err := tx.ExecContext(ctx, string(body)); err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
+			return fmt.Errorf("%s: %w", name, err)
 		}
 	}
-	if err := tx.Commit(); err != nil {
-		return nil, err
-	}
-	return names, nil
+	return nil
 }

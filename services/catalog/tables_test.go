@@ -33,25 +33,20 @@ tbl-Sky dip,,,,,,,,,,45,0,360,,
 
 // upload posts body to path with a content type and a bearer credential.
 func (e *env) upload(t *testing.T, path, contentType, bearer string, body []byte) response {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, e.gw(path), bytes.NewReader(body))
-	require.NoError(t, err)
-	req.Header.Set("Content-Type", contentType)
-	req.Header.Set("Authorization", "Bearer "+bearer)
-	res, err := e.c.Do(req)
-	require.NoError(t, err)
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	require.NoError(t, err)
-	return response{Status: res.StatusCode, Header: res.Header, Body: b}
+	return e.send(t, http.MethodPost, path, "Content-Type", contentType, bearer, body)
 }
 
 // get reads path with an Accept header.
 func (e *env) get(t *testing.T, path, accept, bearer string) response {
+	return e.send(t, http.MethodGet, path, "Accept", accept, bearer, nil)
+}
+
+// send is a request through the gateway with one header besides the bearer credential.
+func (e *env) send(t *testing.T, method, path, header, value, bearer string, body []byte) response {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, e.gw(path), nil)
+	req, err := http.NewRequest(method, e.gw(path), bytes.NewReader(body))
 	require.NoError(t, err)
-	req.Header.Set("Accept", accept)
+	req.Header.Set(header, value)
 	req.Header.Set("Authorization", "Bearer "+bearer)
 	res, err := e.c.Do(req)
 	require.NoError(t, err)

@@ -359,7 +359,7 @@ func (e *cliEnv) testPrograms(t *testing.T) {
 	require.Contains(t, e.ok(t, nil, "program", "list"), "CLI-1")
 	require.Contains(t, e.ok(t, nil, "program", "show", id), "CLI test program")
 
-	require.NoError(t, os.WriteFile(spec, []byte("short_name: CLI-1\ntitle: renamed\npi: alice\n"), 0o644))
+	require.NoError(t, os.WriteFile(spec, []byte("short_name: CLI-1\ntitle: renamed\npi: alice\nstatus: draft\n"), 0o644))
 	require.Contains(t, e.ok(t, nil, "program", "edit", id, "-f", spec), "renamed")
 
 	// Refusals: the API's 409 and 422 (naming the field), a bad file, usage.
@@ -409,7 +409,7 @@ func (e *cliEnv) instrument(t *testing.T) (obsUnit int64, token string) {
 	require.NoError(t, e.db.QueryRow(`INSERT INTO sources (name, kind, ra_deg, dec_deg) VALUES ('cli-src', 'fixed', 10, -20) RETURNING id`).Scan(&src))
 	require.NoError(t, e.db.QueryRow(`INSERT INTO observing_programs (short_name, title, pi) VALUES ('CLI-INGEST', 't', 'pi') RETURNING id`).Scan(&prog))
 	require.NoError(t, e.db.QueryRow(`INSERT INTO obs_units (program_id, name, source_id, instrument_module_id, duration_s) VALUES ($1, 'u1', $2, 11, 600) RETURNING id`, prog, src).Scan(&obsUnit))
-	token = e.st.Admin(t, "create-service-token", "--account", "cli-instrument", "--scopes",
+	token = e.st.Admin(t, "create-service-token", "--account", "cli-instrument", "--kind", "instrument", "--modules", "11", "--scopes",
 		"write:observations,write:data,read:data,read:observations", "--name", "cli", "--days", "30")
 	return obsUnit, token
 }

@@ -400,6 +400,38 @@ func (e *cliEnv) testSources(t *testing.T) {
 	require.Contains(t, e.ok(t, nil, "visibility", "CLI Orion", "--night", "2026-12-01"), "MAX_ALT_DEG")
 	e.fails(t, 2, nil, []string{"visibility", "CLI Orion", "--night", "1 Dec"}, "--night")
 	e.fails(t, 1, nil, []string{"visibility", "No Such Source", "--night", "2026-12-01"}, "no source")
+
+	// Pictures to files: the night's plot and a heatmap, each what its extension says.
+	dir := t.TempDir()
+	png := filepath.Join(dir, "orion.png")
+	e.ok(t, nil, "visibility", "CLI Orion", "--night", "2026-12-01", "--plot", png)
+	b, err := os.ReadFile(png)
+	require.NoError(t, err)
+	require.True(t, bytes.HasPrefix(b, []byte("\x89PNG")), "a PNG")
+	e.fails(t, 2, nil, []string{"visibility", "CLI Orion", "--night", "2026-12-01", "--plot", filepath.Join(dir, "x.gif")}, ".svg")
+	var orion int64
+	require.NoError(t, e.db.QueryRow(`SELECT id FROM sources WHERE name = 'CLI Orion'`).Scan(&orion))
+	heat := filepath.Join(dir, "heat.csv")
+	e.ok(t, nil, "heatmap", "--sources", fmt.Sprint(orion), "--year", "2027", "--file", heat)
+	b, err = os.ReadFile(heat)
+	require.NoError(t, err)
+	require.Equal(t, 366, strings.Count(string(b), "\n"), "a header and a row per day")
+	e.fails(t, 2, nil, []string{"heatmap", "--year", "2027", "--file", heat}, "--program")
+
+	// A target list in: a dry run stores nothing, the import all rows, a second import is refused
+	// naming the rows (exit 1) and stores nothing more.
+	list := filepath.Join(dir, "targets.csv")
+	require.NoError(t, os.WriteFile(list, []byte("name,ra,dec\ncli-imp-1,05:35:14.16,-05:22:21.5\ncli-imp-2,10.5,20\n"), 0o644))
+	count := func() (n int) {
+		require.NoError(t, e.db.QueryRow(`SELECT count(*) FROM sources WHERE name LIKE 'cli-imp-%'`).Scan(&n))
+		return n
+	}
+	require.Contains(t, e.ok(t, nil, "source", "import", list, "--dry-run"), "2 sources would be created")
+	require.Zero(t, count())
+	require.Contains(t, e.ok(t, nil, "source", "import", list), "2 sources created")
+	require.Equal(t, 2, count())
+	e.fails(t, 1, nil, []string{"source", "import", list}, "body.rows[1].name")
+	require.Equal(t, 2, count())
 }
 
 // instrument is a planned obs unit and a service token for the instrument's writes.

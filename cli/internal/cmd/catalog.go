@@ -340,7 +340,7 @@ func (a *App) sourceCommand() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.AddCommand(search, resolve)
+	cmd.AddCommand(search, resolve, a.importCommand())
 	return cmd
 }
 
@@ -385,16 +385,17 @@ func (a *App) sourceID(ctx context.Context, c *client.Client, tok, s string) (in
 }
 
 func (a *App) visibilityCommand() *cobra.Command {
-	var night string
+	var night, plot string
 	var step int64
 	var minEl float64
 	cmd := &cobra.Command{
-		Use:   "visibility SOURCE --night DATE",
+		Use:   "visibility SOURCE --night DATE [--plot out.svg|out.png]",
 		Short: "Altitude of a source over one night at the site (samples; --output csv for a table)",
 		Long: "SOURCE is a source id or its exact name. The night of DATE runs from DATE 20:00 UTC to DATE+1 12:00 UTC\n" +
 			"(evening to morning at the FYST site, UTC-3).",
-		Example: "  obsops visibility \"Orion KL\" --night 2026-12-01\n  obsops visibility 12 --night 2026-12-01 --output csv > orion.csv",
-		Args:    exactArgs(1),
+		Example: "  obsops visibility \"Orion KL\" --night 2026-12-01\n  obsops visibility 12 --night 2026-12-01 --output csv > orion.csv\n" +
+			"  obsops visibility \"Orion KL\" --night 2026-12-01 --plot orion.png",
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			d, err := time.Parse("2006-01-02", night)
 			if err != nil {
@@ -417,6 +418,19 @@ func (a *App) visibilityCommand() *cobra.Command {
 			if cmd.Flags().Changed("min-elevation") {
 				p.MinElevationDeg = &minEl
 			}
+			if plot != "" {
+				format, err := fileFormat(plot, "svg", "png")
+				if err != nil {
+					return err
+				}
+				f := api.GetVisibilityParamsFormat(format)
+				p.Format = &f
+				resp, err := c.API.GetVisibilityWithResponse(ctxOf(cmd), id, p)
+				if err := checkResp(tok, resp, err); err != nil {
+					return err
+				}
+				return a.writeFile(plot, resp.Body)
+			}
 			resp, err := c.API.GetVisibilityWithResponse(ctxOf(cmd), id, p)
 			if err := checkResp(tok, resp, err); err != nil {
 				return err
@@ -436,6 +450,7 @@ func (a *App) visibilityCommand() *cobra.Command {
 	cmd.Flags().StringVar(&night, "night", "", "the night's date, YYYY-MM-DD (required)")
 	cmd.Flags().Int64Var(&step, "step", 0, "seconds between samples (default: the server's)")
 	cmd.Flags().Float64Var(&minEl, "min-elevation", 0, "minimum elevation in degrees (default: the server's)")
+	cmd.Flags().StringVar(&plot, "plot", "", "write the night's altitude plot to this file (.svg or .png) instead of the samples")
 	_ = cmd.MarkFlagRequired("night")
 	return cmd
 }

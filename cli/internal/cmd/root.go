@@ -122,7 +122,7 @@ func (a *App) rootCommand() *cobra.Command {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	})
 	subs := []*cobra.Command{a.loginCommand(), a.logoutCommand(), a.whoamiCommand(), a.configCommand(),
-		a.tokenCommand(), a.programCommand(), a.sourceCommand(), a.visibilityCommand(),
+		a.tokenCommand(), a.programCommand(), a.sourceCommand(), a.visibilityCommand(), a.heatmapCommand(),
 		a.ingestCommand(), a.transferCommand(), a.siteCommand()}
 	for _, c := range subs {
 		groups(c)

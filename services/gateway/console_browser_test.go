@@ -71,9 +71,9 @@ func startConsoleStack(t *testing.T) *consoleStack {
 	}})
 	cs := &consoleStack{Suite: s, idp: idp}
 	cs.admin = s.JWT(t, "setup-admin", "admin")
-	cs.instrument = s.Admin(t, "create-service-token", "--account", "instrument", "--scopes",
+	cs.instrument = s.Admin(t, "create-service-token", "--account", "instrument", "--kind", "instrument", "--instruments", "3", "--scopes",
 		"write:observations,write:data,read:data,read:observations", "--name", "console", "--days", "1")
-	cs.mover = s.Admin(t, "create-service-token", "--account", "mover", "--scopes", "write:data", "--name", "mover", "--days", "1")
+	cs.mover = s.Admin(t, "create-service-token", "--account", "mover", "--kind", "mover", "--locations", "1,2,3,4,5", "--scopes", "write:data", "--name", "mover", "--days", "1")
 
 	var src struct{ ID int64 }
 	r := cs.api(t, "POST", "/sources/", cs.admin, map[string]any{"name": "Orion KL", "kind": "fixed", "ra_deg": 83.80900, "dec_deg": -5.37264,

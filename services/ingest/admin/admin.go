@@ -32,14 +32,7 @@ const usage = `usage: ingest admin check [--limit N]
        ingest admin dead-letters drop  (--id TASK_ID | --all)`
 
 // DeadLetter is one archived task as listed (one JSON object per line).
-type DeadLetter struct {
-	TaskID        string    `json:"task_id"`
-	Type          string    `json:"type"`
-	TransactionID string    `json:"transaction_id,omitempty"`
-	Error         string    `json:"error"`
-	FailedAt      time.Time `json:"failed_at"`
-	Retried       int       `json:"retried"`
-}
+type DeadLetter = ingest.DeadLetter
 
 // Run executes one admin command with cfg's Redis.
 func Run(ctx context.Context, cfg *ingest.Config, args []string, stdout, stderr io.Writer) error {

@@ -10,9 +10,8 @@ import (
 	"github.com/obsops/obsops/services/ingest/buffer"
 )
 
-// ErrNoDeadLetter is the answer for a task id that is not a dead letter (unknown, or pending,
-// retrying or being applied: only archived tasks are dead letters).
-var ErrNoDeadLetter = errors.New("no such dead letter")
+// ErrNoDeadLetter is ingest.ErrNoDeadLetter (kept for the command's callers).
+var ErrNoDeadLetter = ingest.ErrNoDeadLetter
 
 // Letters lists, retries and drops the buffer's dead letters: the work of both
 // `ingest admin dead-letters` and the admin routes /api/ingest/dead-letters.

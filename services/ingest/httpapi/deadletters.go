@@ -11,27 +11,27 @@ import (
 
 	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/pkg/problem"
-	"github.com/obsops/obsops/services/ingest/admin"
+	"github.com/obsops/obsops/services/ingest"
 )
 
 // DeadLetters serves the admin routes of the buffer's dead letters: the same work as
-// `ingest admin dead-letters` (admin.Letters), each retry and drop audited in the log (level warn,
+// `ingest admin dead-letters` (admin.Letters, through ingest.DeadLetters), each retry and drop audited in the log (level warn,
 // "audit": true) with the admin's username.
 type DeadLetters struct {
-	Letters admin.Letters
+	Letters ingest.DeadLetters
 	Log     *slog.Logger
 }
 
 // DeadLetterPage is the answer of GET /api/ingest/dead-letters.
 type DeadLetterPage struct {
-	Items []admin.DeadLetter `json:"items" doc:"The oldest dead letters first, at most limit."`
-	Total int                `json:"total" doc:"How many dead letters the queue holds."`
+	Items []ingest.DeadLetter `json:"items" doc:"The oldest dead letters first, at most limit."`
+	Total int                 `json:"total" doc:"How many dead letters the queue holds."`
 }
 
 // DeadLetterAction is the answer of a retry or a drop: the letter as it was, and what was done.
 type DeadLetterAction struct {
-	Action     string           `json:"action" enum:"requeued,dropped"`
-	DeadLetter admin.DeadLetter `json:"dead_letter"`
+	Action     string            `json:"action" enum:"requeued,dropped"`
+	DeadLetter ingest.DeadLetter `json:"dead_letter"`
 }
 
 type deadLetterListInput struct {
@@ -50,10 +50,10 @@ func (d *DeadLetters) list(_ context.Context, in *deadLetterListInput) (*struct{
 	return &struct{ Body DeadLetterPage }{DeadLetterPage{Items: items, Total: total}}, nil
 }
 
-func (d *DeadLetters) act(verb string, f func(context.Context, string) (admin.DeadLetter, error)) func(context.Context, *deadLetterInput) (*struct{ Body DeadLetterAction }, error) {
+func (d *DeadLetters) act(verb string, f func(context.Context, string) (ingest.DeadLetter, error)) func(context.Context, *deadLetterInput) (*struct{ Body DeadLetterAction }, error) {
 	return func(ctx context.Context, in *deadLetterInput) (*struct{ Body DeadLetterAction }, error) {
 		l, err := f(ctx, in.ID)
-		if errors.Is(err, admin.ErrNoDeadLetter) {
+		if errors.Is(err, ingest.ErrNoDeadLetter) {
 			return nil, fmt.Errorf("dead letter %q: %w", in.ID, problem.ErrNotFound)
 		}
 		if err != nil {
@@ -79,7 +79,7 @@ func RegisterDeadLetters(api huma.API, auth *authn.Authenticator, d *DeadLetters
 		OperationID: "retry-dead-letter", Method: http.MethodPost, Path: "/api/ingest/dead-letters/{id}/retry",
 		Summary: "Retry a dead letter", Tags: tags, Errors: []int{404},
 		Description: "Puts the dead letter back in the queue (after its cause was fixed); audited. 404 for an id that is not a dead letter. Admins.",
-	}), d.act("requeued", func(_ context.Context, id string) (admin.DeadLetter, error) { return d.Letters.Retry(id) }))
+	}), d.act("requeued", func(_ context.Context, id string) (ingest.DeadLetter, error) { return d.Letters.Retry(id) }))
 	huma.Register(api, auth.Op(huma.Operation{
 		OperationID: "drop-dead-letter", Method: http.MethodDelete, Path: "/api/ingest/dead-letters/{id}",
 		Summary: "Drop a dead letter", Tags: tags, Errors: []int{404},

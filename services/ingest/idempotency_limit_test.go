@@ -15,7 +15,8 @@ import (
 func TestIdempotencyKeysBoundedPerCredential(t *testing.T) {
 	e := newEnv(t, map[string]string{"OPS_INGEST_IDEMPOTENCY_MAX_PER_CREDENTIAL": "3"})
 	other := e.s.Admin(t, "create-service-token", "--account", "instrument-b", "--scopes",
-		"write:observations,write:data,read:data,read:observations", "--name", "tests-b", "--days", "30")
+		"write:observations,write:data,read:data,read:observations", "--name", "tests-b", "--days", "30",
+		"--kind", "instrument", "--instruments", "1,2,3")
 	eou := e.start(t, startBody(e.obsUnit)).ID
 
 	for i := range 3 {

@@ -191,6 +191,10 @@ func checksum(path, alg string) (string, error) {
 	return alg + ":" + hex.EncodeToString(h.Sum(nil)), nil
 }
 
+// Checksum is the register command's checksummer ("alg:hex" of the file at path), exported so
+// the CLI's benchmark (TestBenchCLIRegister) measures the function the command uses.
+func Checksum(path, alg string) (string, error) { return checksum(path, alg) }
+
 // describe computes the entries of paths in parallel (workers goroutines), in order.
 func (r *registration) describe(paths []string, bar *progressbar.ProgressBar) ([]registerFile, error) {
 	out := make([]registerFile, len(paths))

@@ -42,7 +42,7 @@ func verdict(ratio, target float64) string {
 // (OPS_BENCH_CLI_FILES, default 100,000) through the gateway, end to end in files/s, next to a
 // plain Go client sending the same kind of prepared bulk bodies (1,000 files per request, one
 // request at a time like the command, the same id and path scheme) in the same run: target >= 80%.
-// Then the command's checksummer (cmd.Checksum, one goroutine) in MB/s on the same files next
+// Then the command's checksummer (cmd.Checksummer, one goroutine) in MB/s on the same files next
 // to xxhsum -H1 (xxh64) and sha256sum (one process each): target >= 80%; a missing tool is skipped
 // with a message. Run by `make bench` (OPS_BENCH=1); skipped otherwise.
 func TestBenchCLIRegister(t *testing.T) {
@@ -91,6 +91,7 @@ func TestBenchCLIRegister(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stderr, fmt.Sprintf("%d files registered", n))
 
+	sums := cmd.NewChecksummer()
 	// The baseline: a plain Go client, bodies prepared beforehand (checksums included), 1,000 files a request.
 	baseExec := start()
 	type wire struct {
@@ -105,7 +106,7 @@ func TestBenchCLIRegister(t *testing.T) {
 	for lo := 0; lo < n; lo += 1000 {
 		var files []wire
 		for i := lo; i < min(n, lo+1000); i++ {
-			sum, err := cmd.Checksum(filepath.Join(dir, filepath.FromSlash(paths[i])), "xxh64")
+			sum, err := sums.Sum(filepath.Join(dir, filepath.FromSlash(paths[i])), "xxh64")
 			require.NoError(t, err)
 			// A path is unique per module: the same files under another root of the same length.
 			p := "bas" + strings.TrimPrefix(paths[i], "cli")
@@ -140,7 +141,7 @@ func TestBenchCLIRegister(t *testing.T) {
 	for _, c := range []struct{ alg, tool string }{{"xxh64", "xxhsum"}, {"sha256", "sha256sum"}} {
 		t0 = time.Now()
 		for _, p := range paths {
-			_, err := cmd.Checksum(filepath.Join(dir, filepath.FromSlash(p)), c.alg)
+			_, err := sums.Sum(filepath.Join(dir, filepath.FromSlash(p)), c.alg)
 			require.NoError(t, err)
 		}
 		ours := mb / time.Since(t0).Seconds()
@@ -164,7 +165,7 @@ func TestBenchCLIRegister(t *testing.T) {
 		theirs := mb / time.Since(t0).Seconds()
 		require.Equal(t, n, strings.Count(out.String(), "\n"))
 		// The same digests: the first file's, both ways.
-		sum, err := cmd.Checksum(filepath.Join(dir, filepath.FromSlash(paths[0])), c.alg)
+		sum, err := sums.Sum(filepath.Join(dir, filepath.FromSlash(paths[0])), c.alg)
 		require.NoError(t, err)
 		first := strings.Fields(strings.SplitN(out.String(), "\n", 2)[0])[0]
 		require.Equal(t, strings.TrimPrefix(sum, c.alg+":"), first, "%s and the checksummer agree", c.tool)

@@ -346,16 +346,14 @@ func (r *registration) run(ctx context.Context, c *client.Client, tok string) ([
 		}
 	}
 
-	var total int64
-	sizes := make(map[string]int64, len(todo))
-	for _, p := range todo {
-		if st, err := os.Stat(filepath.Join(r.dir, filepath.FromSlash(p))); err == nil {
-			sizes[p] = st.Size()
-			total += st.Size()
-		}
-	}
 	var bar *progressbar.ProgressBar
 	if r.progress && len(todo) > 0 {
+		var total int64
+		for _, p := range todo {
+			if st, err := os.Stat(filepath.Join(r.dir, filepath.FromSlash(p))); err == nil {
+				total += st.Size()
+			}
+		}
 		bar = progressbar.NewOptions64(total,
 			progressbar.OptionSetWriter(r.stderr),
 			progressbar.OptionShowBytes(true),
@@ -369,9 +367,29 @@ func (r *registration) run(ctx context.Context, c *client.Client, tok string) ([
 	}
 	n := len(batches)
 	sent := 0
+	// The next batch is checksummed while the current one is sent (nothing of it is written
+	// before its turn, so a crash leaves the state file as a sequential run would).
+	type described struct {
+		files []registerFile
+		err   error
+	}
+	describeAhead := func(start int) chan described {
+		ch := make(chan described, 1)
+		if start >= len(todo) {
+			close(ch)
+			return ch
+		}
+		go func() {
+			files, err := r.describe(todo[start:min(start+r.batch, len(todo))], bar)
+			ch <- described{files, err}
+		}()
+		return ch
+	}
+	ahead := describeAhead(0)
 	for start := 0; start < len(todo); start += r.batch {
-		chunk := todo[start:min(start+r.batch, len(todo))]
-		files, err := r.describe(chunk, bar)
+		d := <-ahead
+		ahead = describeAhead(start + r.batch)
+		files, err := d.files, d.err
 		if err != nil {
 			return batches, err
 		}

@@ -107,5 +107,6 @@ func TestCLI(t *testing.T) {
 	t.Run("Ingest", e.testIngest)
 	t.Run("RegisterKilledAndResumed", e.testRegisterResume)
 	t.Run("Transfer", e.testTransfer)
+	t.Run("TransferWatchPTY", e.testTransferWatchPTY)
 	t.Run("Site", e.testSite)
 }

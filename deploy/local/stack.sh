@@ -3,7 +3,7 @@
 # every service and the gateway in the background, pids and logs under .local/.
 #
 #   stack.sh deps        install what the suite needs to run (PostgreSQL with q3c, Redis, curl) with apt-get, when missing
-#   stack.sh test-deps   deps, and what only the tests use: promtool (Debian package prometheus) and chromium
+#   stack.sh test-deps   deps, and what only the tests use: promtool (Debian package prometheus), chromium and xxhsum
 #   stack.sh screenshots the web console's screenshots in docs/ from its browser test (make screenshots)
 #   stack.sh infra-up    start the local PostgreSQL and Redis (skipped when OPS_DATABASE_URL / OPS_REDIS_URL are set)
 #   stack.sh infra-down  stop them
@@ -132,6 +132,8 @@ test_deps() {
 		need chromium "the headless-browser checks: /docs renders without internet (services/gateway TestGatewayEndToEnd), the web console (TestConsoleInBrowser)"
 	command -v xmllint >/dev/null ||
 		need libxml2-utils "xmllint validates the catalog's VOTable answers against the IVOA schema (services/catalog TestTablesInAndOut)"
+	command -v xxhsum >/dev/null ||
+		need xxhash "xxhsum, the baseline of the register checksummer's rate (cli TestBenchCLIRegister, make bench)"
 	[ -f /usr/lib/python3/dist-packages/astropy/io/votable/data/VOTable.v1.4.xsd ] ||
 		need python3-astropy "the VOTable 1.4 schema and astropy.io.votable reading the catalog's VOTables (services/catalog TestTablesInAndOut)"
 	install_needed

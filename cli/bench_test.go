@@ -1,0 +1,175 @@
+package cli_test
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/obsops/obsops/cli/internal/cmd"
+)
+
+// benchFileID is `ingest register`'s id scheme (a version 8 UUID from execution, module and path),
+// so the plain client's requests carry the same kind of ids as the command's.
+func benchFileID(execution string, module int64, path string) string {
+	h := sha256.Sum256([]byte(fmt.Sprintf("obsops-register\x00%s\x00%d\x00%s", execution, module, path)))
+	b := h[:16]
+	b[6] = (b[6] & 0x0f) | 0x80
+	b[8] = (b[8] & 0x3f) | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// verdict is PASS when ratio reaches target, MISS otherwise.
+func verdict(ratio, target float64) string {
+	if ratio >= target {
+		return "PASS"
+	}
+	return "MISS"
+}
+
+// TestBenchCLIRegister measures `obsops ingest register DIR` of N small files already on disk
+// (OPS_BENCH_CLI_FILES, default 100,000) through the gateway, end to end in files/s, next to a
+// plain Go client sending the same kind of prepared bulk bodies (1,000 files per request, one
+// request at a time like the command, the same id and path scheme) in the same run: target >= 80%.
+// Then the command's checksummer (cmd.Checksummer, one goroutine) in MB/s on the same files next
+// to xxhsum -H1 (xxh64) and sha256sum (one process each): target >= 80%; a missing tool is skipped
+// with a message. Run by `make bench` (OPS_BENCH=1); skipped otherwise.
+func TestBenchCLIRegister(t *testing.T) {
+	if os.Getenv("OPS_BENCH") != "1" {
+		t.Skip("benchmark: run with OPS_BENCH=1 (make bench)")
+	}
+	n := 100000
+	if v, err := strconv.Atoi(os.Getenv("OPS_BENCH_CLI_FILES")); err == nil && v > 0 {
+		n = v
+	}
+	st := startStack(t)
+	e := newCLIEnv(t, st)
+	ou, tok := e.ensureInstrument(t)
+	env := map[string]string{"OBSOPS_URL": st.GatewayURL, "OBSOPS_TOKEN": tok}
+	start := func() string {
+		out := e.ok(t, env, "ingest", "start", "--obs-unit", fmt.Sprint(ou), "--module", "11", "-o", "json")
+		var started struct {
+			ID string `json:"id"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(out), &started))
+		return started.ID
+	}
+
+	// N small files (100–1,099 bytes), 1,000 to a directory.
+	dir := t.TempDir()
+	paths := make([]string, n)
+	var total int64
+	for i := range n {
+		rel := fmt.Sprintf("cli/d%04d/f%07d.dat", i/1000, i)
+		full := filepath.Join(dir, filepath.FromSlash(rel))
+		if i%1000 == 0 {
+			require.NoError(t, os.MkdirAll(filepath.Dir(full), 0o755))
+		}
+		body := bytes.Repeat([]byte{byte('a' + i%26)}, 100+i%1000)
+		require.NoError(t, os.WriteFile(full, body, 0o644))
+		paths[i] = rel
+		total += int64(len(body))
+	}
+
+	// The command, end to end: walk, checksum, bulk requests through the gateway.
+	cliExec := start()
+	t0 := time.Now()
+	r := e.run(t, env, "ingest", "register", dir, "--execution", cliExec, "--module", "11", "--no-receipts",
+		"--state", filepath.Join(t.TempDir(), "state.jsonl"))
+	cliDur := time.Since(t0)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stderr, fmt.Sprintf("%d files registered", n))
+
+	sums := cmd.NewChecksummer()
+	// The baseline: a plain Go client, bodies prepared beforehand (checksums included), 1,000 files a request.
+	baseExec := start()
+	type wire struct {
+		ID                 string `json:"id"`
+		ExecutedObsUnitID  string `json:"executed_obs_unit_id"`
+		InstrumentModuleID int64  `json:"instrument_module_id"`
+		Path               string `json:"path"`
+		SizeBytes          int64  `json:"size_bytes"`
+		Checksum           string `json:"checksum"`
+	}
+	var bodies [][]byte
+	for lo := 0; lo < n; lo += 1000 {
+		var files []wire
+		for i := lo; i < min(n, lo+1000); i++ {
+			sum, err := sums.Sum(filepath.Join(dir, filepath.FromSlash(paths[i])), "xxh64")
+			require.NoError(t, err)
+			// A path is unique per module: the same files under another root of the same length.
+			p := "bas" + strings.TrimPrefix(paths[i], "cli")
+			files = append(files, wire{ID: benchFileID(baseExec, 11, p), ExecutedObsUnitID: baseExec, InstrumentModuleID: 11,
+				Path: p, SizeBytes: int64(100 + i%1000), Checksum: sum})
+		}
+		b, err := json.Marshal(map[string]any{"files": files})
+		require.NoError(t, err)
+		bodies = append(bodies, b)
+	}
+	hc := &http.Client{Timeout: 60 * time.Second}
+	t0 = time.Now()
+	for i, b := range bodies {
+		req, err := http.NewRequest(http.MethodPost, st.GatewayURL+"/raw_data_files/bulk", bytes.NewReader(b))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", fmt.Sprintf("bench-%s-%d", baseExec, i))
+		resp, err := hc.Do(req)
+		require.NoError(t, err)
+		msg, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		require.Less(t, resp.StatusCode, 300, "bulk request %d: %d %s", i, resp.StatusCode, msg)
+	}
+	baseDur := time.Since(t0)
+	cliRate, baseRate := float64(n)/cliDur.Seconds(), float64(n)/baseDur.Seconds()
+	t.Logf("ingest register %d files: obsops %.0f files/s (%.2f s), plain Go client %.0f files/s (%.2f s), ratio %.2f (target >= 0.80): %s",
+		n, cliRate, cliDur.Seconds(), baseRate, baseDur.Seconds(), cliRate/baseRate, verdict(cliRate/baseRate, 0.8))
+
+	// The checksummer on the same (now cached) files, one at a time, against the tools.
+	mb := float64(total) / 1e6
+	for _, c := range []struct{ alg, tool string }{{"xxh64", "xxhsum"}, {"sha256", "sha256sum"}} {
+		t0 = time.Now()
+		for _, p := range paths {
+			_, err := sums.Sum(filepath.Join(dir, filepath.FromSlash(p)), c.alg)
+			require.NoError(t, err)
+		}
+		ours := mb / time.Since(t0).Seconds()
+		bin, err := exec.LookPath(c.tool)
+		if err != nil {
+			t.Logf("checksum %s: obsops %.1f MB/s over %d files (%.1f MB); %s not installed: no comparison (Debian package %s)",
+				c.alg, ours, n, mb, c.tool, map[string]string{"xxhsum": "xxhash", "sha256sum": "coreutils"}[c.tool])
+			continue
+		}
+		args := []string{"-0", bin}
+		if c.tool == "xxhsum" {
+			args = append(args, "-H1") // XXH64
+		}
+		x := exec.Command("xargs", args...)
+		x.Dir = dir
+		x.Stdin = strings.NewReader(strings.Join(paths, "\x00"))
+		var out bytes.Buffer
+		x.Stdout = &out
+		t0 = time.Now()
+		require.NoError(t, x.Run())
+		theirs := mb / time.Since(t0).Seconds()
+		require.Equal(t, n, strings.Count(out.String(), "\n"))
+		// The same digests: the first file's, both ways.
+		sum, err := sums.Sum(filepath.Join(dir, filepath.FromSlash(paths[0])), c.alg)
+		require.NoError(t, err)
+		first := strings.Fields(strings.SplitN(out.String(), "\n", 2)[0])[0]
+		require.Equal(t, strings.TrimPrefix(sum, c.alg+":"), first, "%s and the checksummer agree", c.tool)
+		t.Logf("checksum %s over %d files (%.1f MB): obsops %.1f MB/s, %s %.1f MB/s, ratio %.2f (target >= 0.80): %s",
+			c.alg, n, mb, ours, c.tool, theirs, ours/theirs, verdict(ours/theirs, 0.8))
+	}
+}

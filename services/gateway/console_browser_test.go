@@ -71,9 +71,9 @@ func startConsoleStack(t *testing.T) *consoleStack {
 	}})
 	cs := &consoleStack{Suite: s, idp: idp}
 	cs.admin = s.JWT(t, "setup-admin", "admin")
-	cs.instrument = s.Admin(t, "create-service-token", "--account", "instrument", "--kind", "instrument", "--instruments", "3", "--scopes",
+	cs.instrument = s.Admin(t, "create-service-token", "--account", "instrument", "--kind", "instrument", "--modules", "31", "--scopes",
 		"write:observations,write:data,read:data,read:observations", "--name", "console", "--days", "1")
-	cs.mover = s.Admin(t, "create-service-token", "--account", "mover", "--kind", "mover", "--locations", "1,2,3,4,5", "--scopes", "write:data", "--name", "mover", "--days", "1")
+	cs.mover = s.Admin(t, "create-service-token", "--account", "mover", "--scopes", "write:data", "--kind", "mover", "--locations", "1,2,3,4,5", "--name", "mover", "--days", "1")
 
 	var src struct{ ID int64 }
 	r := cs.api(t, "POST", "/sources/", cs.admin, map[string]any{"name": "Orion KL", "kind": "fixed", "ra_deg": 83.80900, "dec_deg": -5.37264,
@@ -487,6 +487,39 @@ func TestConsoleInBrowser(t *testing.T) {
 			chromedp.WaitVisible(chromedp.CSS(`#obs-units`)))
 		title := get(t, alice, 5*time.Second, chromedp.Text(chromedp.CSS("h1")))
 		require.Equal(t, "CONSOLE-2: Second look", title)
+	})
+
+	t.Run("the program's creator edits its title and an obs unit's duration; a viewer sees no Edit", func(t *testing.T) {
+		var created struct {
+			ID int64 `json:"id"`
+		}
+		cs.api(t, "POST", "/observing_program/", cs.JWT(t, "alice"), map[string]any{"short_name": "CONSOLE-EDIT", "title": "Before", "pi": "A. Alice",
+			"status": "active", "obs_units": []map[string]any{{"name": "edit-u1", "source_id": cs.orion, "instrument_module_id": 31, "duration_s": 3600}}}, 201).JSON(t, &created)
+		alice.goTo(t, fmt.Sprintf("#/programs/%d", created.ID), "#obs-units")
+		get(t, alice, 10*time.Second, chromedp.Poll[bool](`(document.querySelector("h1").textContent === "CONSOLE-EDIT: Before" && !!document.getElementById("edit-program-button")) || null`))
+		alice.run(t, 20*time.Second,
+			chromedp.Click(chromedp.CSS(`#edit-program-button`)),
+			chromedp.WaitVisible(chromedp.CSS(`#edit-program input[name="title"]`)),
+			chromedp.Evaluate[chromedp.Void](`void (document.querySelector('#edit-program input[name="title"]').value = "")`),
+			chromedp.SendKeys(chromedp.CSS(`#edit-program input[name="title"]`), "After"),
+			chromedp.Evaluate[chromedp.Void](`void (document.querySelector('#edit-program input[name="unit_duration_s"]').value = "7200")`),
+			chromedp.Click(chromedp.CSS(`#edit-program button[type="submit"]`)))
+		saved := get(t, alice, 10*time.Second, chromedp.Poll[string](`document.querySelector("h1").textContent === "CONSOLE-EDIT: After" ? "saved" : (document.querySelector("#edit-program .problem") || {}).textContent || null`))
+		require.Equal(t, "saved", saved)
+		units := get(t, alice, 5*time.Second, chromedp.Text(chromedp.CSS("#obs-units")))
+		require.Contains(t, units, "2.00 h")
+		// an empty title is a problem naming the field, marked invalid
+		alice.run(t, 20*time.Second,
+			chromedp.Click(chromedp.CSS(`#edit-program-button`)),
+			chromedp.Evaluate[chromedp.Void](`void (document.querySelector('#edit-program input[name="title"]').removeAttribute("required"), document.querySelector('#edit-program input[name="title"]').value = "")`),
+			chromedp.Click(chromedp.CSS(`#edit-program button[type="submit"]`)),
+			chromedp.WaitVisible(chromedp.CSS(`#edit-program .problem`)))
+		alice.shot(t, shots, "program-edit")
+		bob := newBrowser(t, exe, gwHost, idpHost)
+		bob.signIn(t, gw, "bob", "builder")
+		bob.goTo(t, fmt.Sprintf("#/programs/%d", created.ID), "#obs-units")
+		edits := get(t, bob, 5*time.Second, chromedp.Evaluate[int](`document.querySelectorAll("#edit-program-button, #edit-program").length`))
+		require.Zero(t, edits, "a viewer gets no Edit button")
 	})
 
 	t.Run("the live indicator shows reconnecting while transfer is down and recovers", func(t *testing.T) {

@@ -45,13 +45,13 @@ function url(path, query) {
 }
 
 /** call sends method path with the session's JWT; JSON in and out. Options: query, body,
- *  accept (e.g. "image/svg+xml": then the answer is a Blob). Throws ProblemError. */
+ *  contentType (default application/json), accept (e.g. "image/svg+xml": then the answer is a Blob). Throws ProblemError. */
 export async function call(method, path, opts = {}) {
   const headers = { Accept: opts.accept || "application/json" };
   if (session) headers.Authorization = "Bearer " + session.token;
   let body;
   if (opts.body !== undefined) {
-    headers["Content-Type"] = "application/json";
+    headers["Content-Type"] = opts.contentType || "application/json";
     body = JSON.stringify(opts.body);
   }
   let resp;

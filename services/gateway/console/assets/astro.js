@@ -75,6 +75,7 @@ async function renderProgram(main, id) {
       { label: "Duration", value: (u) => (u.duration_s / 3600).toFixed(2) + " h" },
       { label: "Min. elevation", value: (u) => u.min_elevation_deg == null ? "site" : u.min_elevation_deg + "°" },
     ], p.obs_units || [], { id: "obs-units" }),
+    mayEdit(p) ? editProgramForm(p) : null,
     h("h2", null, `Hours observable per day in ${year}`), heat);
   try {
     heat.replaceChildren(await plot("/visibility/heatmap", { year, program_id: p.id, format: "svg" }, `Heatmap of the hours each source of ${p.short_name} is observable per day of ${year}`, "heatmap-img"));
@@ -177,4 +178,78 @@ async function renderSource(main, id, night) {
   } catch (err) {
     vis.replaceChildren(problemBox(err));
   }
+}
+
+// mayEdit mirrors the catalog's ownership rule (docs/api.md "Program ownership") to decide
+// whether to offer the Edit form: admins and the PI change everything, members the obs units.
+// The API refuses anybody else anyway.
+function mayEdit(p) {
+  const m = api.me();
+  if (!m || !p.pi_username) return false;
+  return api.isAdmin() || p.pi_username === m.user.username || (p.members || []).includes(m.user.username);
+}
+
+// unitRow is one editable obs unit of the Edit form.
+function unitRow(u) {
+  const tr = h("tr", { class: "unit" },
+    h("td", null, h("input", { name: "unit_name", value: u.name || "", required: true, size: 12 })),
+    h("td", null, h("input", { name: "unit_source_id", type: "number", value: u.source_id == null ? "" : u.source_id, required: true })),
+    h("td", null, h("input", { name: "unit_module", type: "number", value: u.instrument_module_id == null ? "" : u.instrument_module_id, required: true })),
+    h("td", null, h("input", { name: "unit_duration_s", type: "number", min: 0, step: "any", value: u.duration_s == null ? "" : u.duration_s, required: true })),
+    h("td", null, h("input", { name: "unit_min_elevation_deg", type: "number", step: "any", value: u.min_elevation_deg == null ? "" : u.min_elevation_deg })),
+    h("td", null, h("input", { name: "unit_priority", type: "number", value: u.priority == null ? "" : u.priority })),
+    h("td", null, h("button", { type: "button", class: "remove-unit" }, "Remove")));
+  tr.querySelector(".remove-unit").addEventListener("click", () => tr.remove());
+  return tr;
+}
+
+// editProgramForm edits a program and its obs units, saved as a JSON merge patch; a PI or admin
+// sends the program's fields and units, a member only the units (the rest is not theirs).
+function editProgramForm(p) {
+  const owner = api.isAdmin() || p.pi_username === api.me().user.username;
+  const units = h("tbody", null, (p.obs_units || []).map(unitRow));
+  const form = h("form", { class: "card", id: "edit-program", hidden: true },
+    h("h2", null, "Edit program"),
+    owner ? h("div", { class: "card inline" },
+      field("Title", { name: "title", required: true, maxlength: 500, size: 40, value: p.title }),
+      field("Description", { name: "description", size: 40, value: p.description || "" }),
+      h("div", { class: "field" }, h("label", { for: "ep-status" }, "Status"),
+        h("select", { id: "ep-status", name: "status" }, ["draft", "active", "completed", "archived"].map((v) => h("option", { value: v, selected: v === p.status }, v)))),
+      field("Allocated hours", { name: "allocated_hours", type: "number", min: 0, step: "any", value: p.allocated_hours == null ? "" : p.allocated_hours }),
+      field("Members (comma-separated usernames)", { name: "members", size: 30, value: (p.members || []).join(", ") })) : null,
+    h("table", { id: "edit-units" }, h("caption", null, "Obs units"),
+      h("thead", null, h("tr", null, ["Name", "Source id", "Module", "Duration (s)", "Min. elevation (°)", "Priority", ""].map((c) => h("th", null, c)))),
+      units),
+    h("button", { type: "button", id: "add-unit" }, "Add obs unit"),
+    h("button", { type: "submit" }, "Save"),
+    h("div", { class: "form-problem" }));
+  form.querySelector("#add-unit").addEventListener("click", () => units.append(unitRow({})));
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const fd = new FormData(form);
+    const num = (v) => (v === "" || v === null ? undefined : Number(v));
+    const body = {
+      obs_units: [...units.querySelectorAll("tr.unit")].map((tr) => {
+        const v = (n) => tr.querySelector(`[name="${n}"]`).value;
+        return { name: v("unit_name"), source_id: num(v("unit_source_id")), instrument_module_id: num(v("unit_module")),
+          duration_s: num(v("unit_duration_s")), min_elevation_deg: num(v("unit_min_elevation_deg")), priority: num(v("unit_priority")) };
+      }),
+    };
+    if (owner) {
+      body.title = fd.get("title");
+      body.description = fd.get("description") || null;
+      body.status = fd.get("status");
+      body.allocated_hours = fd.get("allocated_hours") === "" ? null : Number(fd.get("allocated_hours"));
+      body.members = String(fd.get("members") || "").split(",").map((s) => s.trim()).filter(Boolean);
+    }
+    try {
+      await api.call("PATCH", "/observing_program/" + encodeURIComponent(p.id), { body, contentType: "application/merge-patch+json" });
+      await renderProgram(document.querySelector("main"), p.id);
+    } catch (err) {
+      form.querySelector(".form-problem").replaceChildren(problemBox(err, form));
+    }
+  });
+  const toggle = h("button", { type: "button", id: "edit-program-button" }, "Edit");
+  toggle.addEventListener("click", () => { form.hidden = !form.hidden; });
+  return h("div", null, toggle, form);
 }

@@ -20,7 +20,7 @@ generate: build ## refresh client/openapi.json from the gateway of a test stack 
 	@cd cli && OBSOPS_GENERATE=1 OPS_BIN_DIR=$(CURDIR)/bin go test -count=1 -run 'TestCLI/OpenAPISnapshotIsCurrent' .
 	@cd cli && go run ./internal/gen/generate
 
-up: ## start PostgreSQL, Redis and the whole suite; gateway on http://127.0.0.1:8080 (installs PostgreSQL + q3c, Redis and curl with apt-get when missing)
+up: ## start PostgreSQL, Redis and the whole suite; gateway on http://127.0.0.1:8080 (installs PostgreSQL + q3c, Redis, curl and python3 with apt-get when missing)
 	@deploy/local/stack.sh up
 
 up-sites: ## `make up` (main site, gateway :8080) plus the WAN and a secondary site (gateway :8180); see docs/two-sites.md

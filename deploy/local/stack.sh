@@ -2,7 +2,7 @@
 # Local obsops stack without Docker: a project-local PostgreSQL and Redis under .local/ (git-ignored),
 # every service and the gateway in the background, pids and logs under .local/.
 #
-#   stack.sh deps        install what the suite needs to run (PostgreSQL with q3c, Redis, curl) with apt-get, when missing
+#   stack.sh deps        install what the suite needs to run (PostgreSQL with q3c, Redis, curl, python3) with apt-get, when missing
 #   stack.sh test-deps   deps, and what only the tests use: promtool (Debian package prometheus), chromium and xxhsum
 #   stack.sh screenshots the web console's screenshots in docs/ from its browser test (make screenshots)
 #   stack.sh infra-up    start the local PostgreSQL and Redis (skipped when OPS_DATABASE_URL / OPS_REDIS_URL are set)
@@ -116,6 +116,7 @@ deps() {
 	[ -n "$(pg_bin)" ] || need postgresql "the services' database"
 	command -v redis-server >/dev/null || need redis-server "the ingest buffer, rate limits and caches"
 	command -v curl >/dev/null || need curl "waiting for the services' /health (and the WAN's API, make up-sites)"
+	command -v python3 >/dev/null || need python3 "the demo weather series' generator (deploy/local/demo/weather.py, make up)"
 	install_needed
 	# The q3c package is per PostgreSQL version: known once PostgreSQL is there.
 	local pgv; pgv=$(basename "$(dirname "$(pg_bin)")")

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/stretchr/testify/require"
 
 	"github.com/obsops/obsops/pkg/testenv"
@@ -70,27 +69,6 @@ func try(method, url, bearer string, body any, out any) int {
 	return resp.StatusCode
 }
 
-// registration is what an honest mover reports for an operation (transfertest.Report without
-// failing from a goroutine): the registered size and checksum it is verified against, or any
-// checksum where nothing is verified (the report then registers it).
-func registration(ctx context.Context, db *sqlx.DB, op transfer.Operation) (int64, string, error) {
-	var reg struct {
-		Sum   *string `db:"checksum"`
-		Bytes *int64  `db:"bytes"`
-	}
-	var err error
-	switch transfer.VerifiedAgainst(op.Kind) {
-	case "package":
-		err = db.GetContext(ctx, &reg, `SELECT checksum, size_bytes AS bytes FROM raw_data_packages WHERE id = $1`, *op.RawDataPackageID)
-	case "dtp":
-		err = db.GetContext(ctx, &reg, `SELECT checksum, built_size_bytes AS bytes FROM data_transfer_packages WHERE id = $1`, *op.DataTransferPackageID)
-	}
-	if err != nil || reg.Sum == nil || reg.Bytes == nil {
-		return 100, transfertest.DTPChecksum, err
-	}
-	return *reg.Bytes, *reg.Sum, nil
-}
-
 // TestMoversRandomized is issue 23's randomized test on the movers' side: several movers claim
 // through the gateway's agent API and, at random, complete honestly, complete with a wrong
 // checksum or a wrong size (refused 409, recorded as checksum_mismatch, never COMPLETED), fail an
@@ -126,7 +104,7 @@ func TestMoversRandomized(t *testing.T) {
 				continue
 			}
 			for _, o := range claimed.Items {
-				size, sum, err := registration(ctx, s.Kit.DB, o)
+				size, sum, err := transfertest.Registered(ctx, s.Kit.DB, o)
 				if err != nil {
 					l.answer("registration of "+string(o.Kind), 0)
 					continue

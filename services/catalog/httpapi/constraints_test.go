@@ -213,6 +213,11 @@ func TestObsUnitConstraints(t *testing.T) {
 		require.Equal(t, "outside_time_window", v.Windows[0].EndReason)
 		require.Len(t, v.Windows, 2, "the time window's LST range of 11 May")
 
+		// the query's min_elevation_deg still overrides the unit's
+		var over constrainedVis
+		require.Equal(t, 200, e.get(t, fmt.Sprintf("/visibility/%d?start=2026-05-11T00:00:00Z&end=2026-05-12T00:00:00Z&obs_unit_id=%d&min_elevation_deg=12", hyi, allID), &over).status)
+		require.Equal(t, 12.0, over.MinElevationDeg)
+
 		// without the unit: the site's limits only
 		var plain constrainedVis
 		require.Equal(t, 200, e.get(t, fmt.Sprintf("/visibility/%d?start=2026-05-10T00:00:00Z&end=2026-05-12T00:00:00Z&step_s=600", hyi), &plain).status)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/pkg/problem"
+	"github.com/obsops/obsops/pkg/weather"
 	"github.com/obsops/obsops/services/catalog/visibility"
 	"github.com/obsops/obsops/services/catalog/visibility/precalc"
 )
@@ -27,7 +28,8 @@ type VisibilityQuery struct {
 	SourceID        int64
 	Start, End      string   // RFC 3339; empty: now (to the second), and start + 24 h
 	StepS           int64    // seconds between samples
-	MinElevationDeg *float64 // a lower elevation limit instead of the site's
+	MinElevationDeg *float64 // a lower elevation limit instead of the site's (and the obs unit's)
+	ObsUnitID       int64    // an obs unit of the source whose constraints apply (0: none)
 }
 
 // SourceVisibility is the visibility of a source over a range.
@@ -35,7 +37,17 @@ type SourceVisibility struct {
 	Source     precalc.Source
 	Start, End time.Time
 	Result     *visibility.Result
+	// ObsUnit is the obs unit whose constraints were applied (nil: the site's only).
+	ObsUnit *ObsUnit
+	// SunAvoidanceDeg is the Sun avoidance applied: the obs unit's min_sun_separation_deg or the site's.
+	SunAvoidanceDeg float64
+	// WeatherAsOf is the instant dividing measured from forecast PWV (with a PWV limit).
+	WeatherAsOf *time.Time
 }
+
+// WeatherSpan is how far either side of now a PWV limit reads the weather series: older
+// measurements are not consulted and later forecasts do not exist; beyond it the PWV is unknown.
+const WeatherSpan = weather.MaxRange
 
 func parseTime(field, s string) (time.Time, error) {
 	t, err := time.Parse(time.RFC3339Nano, s)
@@ -82,8 +94,74 @@ func (s *Service) SourceVisibility(ctx context.Context, q VisibilityQuery) (Sour
 	if err := src.Source.Validate(); err != nil {
 		return SourceVisibility{}, &kindedError{problem.Invalid, "this source's coordinates cannot be computed: " + err.Error()}
 	}
-	res := visibility.Compute(s.Site, &src.Source, visibility.Request{Start: start, End: end, Step: step, MinElevationDeg: q.MinElevationDeg})
-	return SourceVisibility{Source: src, Start: start, End: end, Result: res}, nil
+	req := visibility.Request{Start: start, End: end, Step: step, MinElevationDeg: q.MinElevationDeg}
+	out := SourceVisibility{Source: src, Start: start, End: end, SunAvoidanceDeg: s.Site.SunAvoidanceDeg}
+	if q.ObsUnitID != 0 {
+		u, wx, now, err := s.unitConstraints(ctx, q.ObsUnitID, start, end)
+		if err != nil {
+			return SourceVisibility{}, err
+		}
+		if u.SourceID != q.SourceID {
+			return SourceVisibility{}, problem.Field("query.obs_unit_id", fmt.Sprintf("this obs unit observes source %d, not %d", u.SourceID, q.SourceID), q.ObsUnitID)
+		}
+		out.ObsUnit, out.WeatherAsOf = u, now
+		req.Constraints, req.Weather = u.Constraints(), wx
+		if u.MinSunSeparationDeg != nil {
+			out.SunAvoidanceDeg = *u.MinSunSeparationDeg
+		}
+	}
+	out.Result = visibility.Compute(s.Site, &src.Source, req)
+	return out, nil
+}
+
+// unitConstraints reads the obs unit (query.obs_unit_id) whose constraints a visibility over
+// [start, end] applies, and, when it has a PWV limit, the weather series with the instant
+// dividing measured from forecast PWV.
+func (s *Service) unitConstraints(ctx context.Context, id int64, start, end time.Time) (*ObsUnit, *weather.Series, *time.Time, error) {
+	u, err := s.Store.ObsUnit(ctx, id)
+	if errors.Is(err, problem.ErrNotFound) {
+		return nil, nil, nil, problem.Field("query.obs_unit_id", "no obs unit with this id", id)
+	}
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if u.MaxPWVmm == nil {
+		return &u, nil, nil, nil
+	}
+	now := s.now()
+	wx, err := s.loadWeather(ctx, start, end, now)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return &u, wx, &now, nil
+}
+
+// loadWeather reads the PWV series over [start, end] clipped to WeatherSpan around now (an empty
+// series when nothing of the range is within it, or without a weather store).
+func (s *Service) loadWeather(ctx context.Context, start, end, now time.Time) (*weather.Series, error) {
+	from, to := maxTime(start, now.Add(-WeatherSpan)), minTime(end, now.Add(WeatherSpan))
+	if s.Weather == nil || to.Before(from) {
+		return weather.NewSeries(nil, now), nil
+	}
+	wx, err := s.Weather.Load(ctx, from, to, now)
+	if err != nil {
+		return nil, err
+	}
+	return wx, nil
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // HeatmapQuery asks for a year's heatmap of a program's sources or of a list of source ids

@@ -52,15 +52,15 @@ type Options struct {
 
 // Sites is a running two-site topology.
 type Sites struct {
-	Main       *testenv.Suite       // the main site: the suite on the private primary
-	WAN        *toxiproxy.Proxy     // between the secondary and the primary
+	Main *testenv.Suite   // the main site: the suite on the private primary
+	WAN  *toxiproxy.Proxy // between the secondary and the primary
 	// ToObservatory is the WAN's other direction: the main site's site service to the
 	// secondary's (OPS_OBSERVATORY_STATUS_URL of the main suite).
 	ToObservatory *toxiproxy.Proxy
-	Replica    *sql.DB              // the test's database on the secondary's replica
-	ReplicaURL string               // its URL: the secondary's OPS_DATABASE_URL
-	MainViaWAN string               // the test's database on the primary, through the WAN
-	Redis      *testenv.RedisServer // the secondary's own Redis
+	Replica       *sql.DB              // the test's database on the secondary's replica
+	ReplicaURL    string               // its URL: the secondary's OPS_DATABASE_URL
+	MainViaWAN    string               // the test's database on the primary, through the WAN
+	Redis         *testenv.RedisServer // the secondary's own Redis
 	// Env is the environment of a secondary-site process: the main suite's, with the site
 	// settings, databases and Redis of the secondary, and OPS_<SERVICE>_URL of the services
 	// started at the secondary so far.

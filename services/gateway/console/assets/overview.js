@@ -19,7 +19,7 @@ let firstRender = true; // performance.mark once per page load
 // Every painted update is marked "obsops:update-shown" (detail: seq, generated — the server's
 // generated_at —, received, painted, shown, as epoch ms, and superseded: updates that arrived
 // since the previous paint and were never drawn), so a test or an operator's devtools read the
-// age of what is on screen. At most markCap marks are kept: then the oldest batch is cleared.
+// age of what is on screen. At most markCap marks are kept: the next one clears them all first.
 const markName = "obsops:update-shown";
 const markCap = 3000;
 let marks = 0;

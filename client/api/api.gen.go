@@ -2542,6 +2542,22 @@ type ObsUnitSpec struct {
 	TimeWindows *[]Interval `json:"time_windows,omitempty"`
 }
 
+// ObservatoryStatus defines model for ObservatoryStatus.
+type ObservatoryStatus struct {
+	// CheckedAt When the latest poll ended (absent before the first).
+	CheckedAt *time.Time `json:"checked_at,omitempty"`
+
+	// LastSeen When the observatory last answered (absent if it never has since this service started).
+	LastSeen *time.Time `json:"last_seen,omitempty"`
+
+	// Reachable Whether the latest poll was answered with the observatory's statistics.
+	Reachable bool         `json:"reachable"`
+	Status    *BufferStats `json:"status,omitempty"`
+
+	// UnreachableSince While unreachable: the first failed poll after the last answer (or after this service started, if it never answered).
+	UnreachableSince *time.Time `json:"unreachable_since,omitempty"`
+}
+
 // Operation defines model for Operation.
 type Operation struct {
 	Attempt                   int64      `json:"attempt"`
@@ -4654,6 +4670,13 @@ type ClientInterface interface {
 	// Corresponds with GET /api/site/info (the `GetSiteInfo` operationId).
 	GetSiteInfo(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetSiteObservatory The observatory's status, seen from the main site
+	//
+	// At the main site, the observatory's (the secondary site's) `/buffer-stats` as this site last read it across the WAN (polled every 2 s from OPS_OBSERVATORY_STATUS_URL): `status` (kept while the observatory is unreachable), `reachable`, `checked_at` (the latest poll), `last_seen` (the last answer) and, while it does not answer, `unreachable_since`. 404 when no observatory is configured (at a secondary site always). Anonymous.
+	//
+	// Corresponds with GET /api/site/observatory (the `GetSiteObservatory` operationId).
+	GetSiteObservatory(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetWeather Weather series
 	//
 	// PWV readings with from <= time < to (default the last 24 h and the next 72 h, at most 31 days), by time, a page of limit (default 500, at most 5000) with next_cursor; now: the PWV now as planning uses it (the latest measurement within 30 minutes, else unknown). Anonymous.
@@ -5868,6 +5891,23 @@ func (c *Client) GetIngestTransaction(ctx context.Context, transactionId string,
 // Corresponds with GET /api/site/info (the `GetSiteInfo` operationId).
 func (c *Client) GetSiteInfo(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetSiteInfoRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetSiteObservatory The observatory's status, seen from the main site
+//
+// At the main site, the observatory's (the secondary site's) `/buffer-stats` as this site last read it across the WAN (polled every 2 s from OPS_OBSERVATORY_STATUS_URL): `status` (kept while the observatory is unreachable), `reachable`, `checked_at` (the latest poll), `last_seen` (the last answer) and, while it does not answer, `unreachable_since`. 404 when no observatory is configured (at a secondary site always). Anonymous.
+//
+// Corresponds with GET /api/site/observatory (the `GetSiteObservatory` operationId).
+func (c *Client) GetSiteObservatory(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSiteObservatoryRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -8274,6 +8314,33 @@ func NewGetSiteInfoRequest(server string) (*http.Request, error) {
 	}
 
 	operationPath := fmt.Sprintf("/api/site/info")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetSiteObservatoryRequest constructs an http.Request for the GetSiteObservatory method
+func NewGetSiteObservatoryRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/site/observatory")
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -13066,6 +13133,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/site/info (the `GetSiteInfo` operationId).
 	GetSiteInfoWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetSiteInfoResponse, error)
 
+	// GetSiteObservatoryWithResponse The observatory's status, seen from the main site
+	//
+	// At the main site, the observatory's (the secondary site's) `/buffer-stats` as this site last read it across the WAN (polled every 2 s from OPS_OBSERVATORY_STATUS_URL): `status` (kept while the observatory is unreachable), `reachable`, `checked_at` (the latest poll), `last_seen` (the last answer) and, while it does not answer, `unreachable_since`. 404 when no observatory is configured (at a secondary site always). Anonymous.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/site/observatory (the `GetSiteObservatory` operationId).
+	GetSiteObservatoryWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetSiteObservatoryResponse, error)
+
 	// GetWeatherWithResponse Weather series
 	//
 	// PWV readings with from <= time < to (default the last 24 h and the next 72 h, at most 31 days), by time, a page of limit (default 500, at most 5000) with next_cursor; now: the PWV now as planning uses it (the latest measurement within 30 minutes, else unknown). Anonymous.
@@ -14629,6 +14705,61 @@ func (r GetSiteInfoResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetSiteInfoResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetSiteObservatoryResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ObservatoryStatus
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetSiteObservatoryResponse) GetJSON200() *ObservatoryStatus {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetSiteObservatoryResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetSiteObservatoryResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetSiteObservatoryResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetSiteObservatoryResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetSiteObservatoryResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetSiteObservatoryResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -19941,6 +20072,21 @@ func (c *ClientWithResponses) GetSiteInfoWithResponse(ctx context.Context, reqEd
 	return ParseGetSiteInfoResponse(rsp)
 }
 
+// GetSiteObservatoryWithResponse The observatory's status, seen from the main site
+//
+// At the main site, the observatory's (the secondary site's) `/buffer-stats` as this site last read it across the WAN (polled every 2 s from OPS_OBSERVATORY_STATUS_URL): `status` (kept while the observatory is unreachable), `reachable`, `checked_at` (the latest poll), `last_seen` (the last answer) and, while it does not answer, `unreachable_since`. 404 when no observatory is configured (at a secondary site always). Anonymous.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/site/observatory (the `GetSiteObservatory` operationId).
+func (c *ClientWithResponses) GetSiteObservatoryWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetSiteObservatoryResponse, error) {
+	rsp, err := c.GetSiteObservatory(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetSiteObservatoryResponse(rsp)
+}
+
 // GetWeatherWithResponse Weather series
 //
 // PWV readings with from <= time < to (default the last 24 h and the next 72 h, at most 31 days), by time, a page of limit (default 500, at most 5000) with next_cursor; now: the PWV now as planning uses it (the latest measurement within 30 minutes, else unknown). Anonymous.
@@ -22109,6 +22255,46 @@ func ParseGetSiteInfoResponse(rsp *http.Response) (*GetSiteInfoResponse, error) 
 			return nil, err
 		}
 		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetSiteObservatoryResponse parses an HTTP response from a GetSiteObservatoryWithResponse call
+func ParseGetSiteObservatoryResponse(rsp *http.Response) (*GetSiteObservatoryResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetSiteObservatoryResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ObservatoryStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
 
 	}
 

@@ -114,6 +114,8 @@ func Access() map[string]Rule {
 		"POST /api/site/weather": AdminOrServiceAccount("write:weather"),
 		"GET /health":            Anonymous(),
 		"GET /buffer-stats":      Anonymous(),
+		// The observatory's /buffer-stats relayed by the main site: as public as the original.
+		"GET /api/site/observatory": Anonymous(),
 	}
 }
 

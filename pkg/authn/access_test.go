@@ -47,7 +47,7 @@ func TestAccessTableFollowsDesign(t *testing.T) {
 		switch {
 		case r.Anonymous:
 			require.Contains(t, []string{"/api/transfer/overview", "/idp/login", "/idp/callback", "/idp/token", "/.well-known/jwks.json",
-				"/api/site/info", "/api/site/weather", "/health", "/buffer-stats"}, path, "only public endpoints are anonymous")
+				"/api/site/info", "/api/site/weather", "/health", "/buffer-stats", "/api/site/observatory"}, path, "only public endpoints are anonymous")
 		case strings.Contains(path, "reset") || strings.Contains(path, "reconcile") || path == "/visibility/precalculate" ||
 			path == "/api/tokens/service" || path == "/api/tokens/audit" || path == "/api/tokens/service/{username}/bindings":
 			require.Equal(t, authn.Roles(authn.RoleAdmin), r, "%s is admin-only (JWT)", key)

@@ -15,8 +15,11 @@ import (
 	"testing"
 	"time"
 
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/obsops/obsops/pkg/testenv"
@@ -25,15 +28,18 @@ import (
 
 // consoleStack is the suite with the development identity provider in front of authtoken, the
 // console as the login's destination, and what the console tests drive: an instrument's token,
-// a mover's token, Orion KL in the catalog and an execution to register files in.
+// a mover's token, Orion KL in the catalog and an execution to register files in; and an
+// observatory — a second site service, a secondary named "observatory" — whose /buffer-stats
+// the main site polls through a WAN (toxiproxy) the test cuts and restores.
 type consoleStack struct {
 	*testenv.Suite
-	idp        string // devidp's base URL
-	admin      string // JWT of an admin made on the command line (setup only)
-	instrument string // API token of the instrument (write:observations, write:data)
-	mover      string // API token of the mover (write:data)
-	orion      int64  // source id of Orion KL
-	execution  string // an executed obs unit of module 31
+	wan        *toxiproxy.Proxy // the main site → the observatory's site service
+	idp        string           // devidp's base URL
+	admin      string           // JWT of an admin made on the command line (setup only)
+	instrument string           // API token of the instrument (write:observations, write:data)
+	mover      string           // API token of the mover (write:data)
+	orion      int64            // source id of Orion KL
+	execution  string           // an executed obs unit of module 31
 	files      int
 }
 
@@ -56,7 +62,11 @@ func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 func startConsoleStack(t *testing.T) *consoleStack {
 	t.Helper()
-	gwAddr, idpAddr := testenv.FreeAddr(t), testenv.FreeAddr(t)
+	gwAddr, idpAddr, obsAddr := testenv.FreeAddr(t), testenv.FreeAddr(t), testenv.FreeAddr(t)
+	wan := toxiproxy.NewProxy(toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop()),
+		"wan-observatory", "127.0.0.1:0", obsAddr)
+	require.NoError(t, wan.Start())
+	t.Cleanup(wan.Stop)
 	idp := "http://" + idpAddr
 	callback := "http://" + gwAddr + "/idp/callback"
 	p := testenv.Start(t, "devidp", devidpBinary(t), map[string]string{}, "-addr", idpAddr, "-redirect-uris", callback,
@@ -68,8 +78,19 @@ func startConsoleStack(t *testing.T) *consoleStack {
 		"OPS_OIDC_REDIRECT_URL": callback, "OPS_UI_REDIRECT_URL": "http://" + gwAddr + "/console/",
 		"OPS_BOOTSTRAP_ADMINS": "alice",
 		"OPS_PLANNER_INTERVAL": "100ms", "OPS_RETRY_BACKOFF": "100ms", "OPS_WS_HEARTBEAT": "1s",
+		"OPS_OVERVIEW_INTERVAL":      "100ms", // 10 updates a second, the rate the console is measured at
+		"OPS_OBSERVATORY_STATUS_URL": "http://" + wan.Listen + "/buffer-stats",
 	}})
-	cs := &consoleStack{Suite: s, idp: idp}
+	cs := &consoleStack{Suite: s, idp: idp, wan: wan}
+	obsEnv := map[string]string{}
+	for k, v := range s.Env {
+		obsEnv[k] = v
+	}
+	delete(obsEnv, "OPS_OBSERVATORY_STATUS_URL")
+	obsEnv["OPS_SITE_ADDR"], obsEnv["OPS_SITE_TYPE"], obsEnv["OPS_SITE_NAME"] = obsAddr, "secondary", "observatory"
+	obsEnv["OPS_MAIN_DATABASE_URL"] = obsEnv["OPS_DATABASE_URL"] // one database plays both sites' here
+	obs := testenv.Start(t, "site-observatory", testenv.Binary(t, "site"), obsEnv)
+	testenv.WaitReady(t, obs, "http://"+obsAddr+"/readyz", 30*time.Second)
 	cs.admin = s.JWT(t, "setup-admin", "admin")
 	cs.instrument = s.Admin(t, "create-service-token", "--account", "instrument", "--kind", "instrument", "--modules", "31", "--scopes",
 		"write:observations,write:data,read:data,read:observations", "--name", "console", "--days", "1")
@@ -296,9 +317,10 @@ func screenshotDir(t *testing.T) string {
 
 // TestConsoleInBrowser drives the console in headless Chromium against the real suite: sign-in
 // through the development identity provider, an API token shown once and revoked, the live
-// funnel, an admin's reset through dry run and confirmation (a viewer gets no button, and the
-// API refuses the request), Orion KL's visibility plot, and the WebSocket indicator while the
-// transfer service is down. No request may leave the suite.
+// funnel (and its updates' age on screen at 10 a second), an admin's reset through dry run and
+// confirmation (a viewer gets no button, and the API refuses the request), the observatory on the
+// site page while the WAN is cut, Orion KL's visibility plot, and the WebSocket indicator while
+// the transfer service is down. No request may leave the suite.
 func TestConsoleInBrowser(t *testing.T) {
 	exe, err := exec.LookPath("chromium")
 	if err != nil {
@@ -306,8 +328,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	c, err := gateway.NewConsole()
 	require.NoError(t, err)
-	t.Logf("console assets: %d bytes compressed (gzip), limit 300 KB", c.CompressedSize())
+	t.Logf("console assets: %d bytes gzip, %d bytes brotli, limit 300 KB", c.CompressedSize(), c.BrotliSize())
 	require.LessOrEqual(t, c.CompressedSize(), 300_000)
+	require.LessOrEqual(t, c.BrotliSize(), 300_000)
 
 	cs := startConsoleStack(t)
 	gw := cs.GatewayURL
@@ -445,6 +468,32 @@ func TestConsoleInBrowser(t *testing.T) {
 		took := time.Since(t0)
 		t.Logf("raw_data_package COMPLETED 0 → 1 on screen %d ms after the mover's complete was answered", took.Milliseconds())
 		require.Less(t, took, time.Second)
+	})
+
+	t.Run("the live funnel keeps up with 10 updates a second, nothing older than 500 ms on screen", func(t *testing.T) {
+		u := measureUpdates(t, cs, alice, 10*time.Second, 20)
+		t.Logf("live funnel: %s", u)
+		require.GreaterOrEqual(t, u.Rate, 8.0, "the planner publishes about 10 updates a second (OPS_OVERVIEW_INTERVAL 100ms)")
+		require.LessOrEqual(t, u.maxAge(), 500.0, "no update older than 500 ms on screen")
+	})
+
+	t.Run("the site page shows the observatory, unreachable since the WAN was cut", func(t *testing.T) {
+		alice.goTo(t, "#/site", "#site-facts")
+		alice.run(t, 15*time.Second, chromedp.WaitVisible(chromedp.CSS(`#observatory-reachable[data-reachable="true"]`)))
+		title := get(t, alice, 5*time.Second, chromedp.Text(chromedp.CSS("#observatory h2")))
+		require.Equal(t, "Observatory observatory", title)
+		cs.wan.Stop()
+		cut := time.Now()
+		alice.run(t, 10*time.Second, chromedp.WaitVisible(chromedp.CSS(`#observatory-reachable[data-reachable="false"]`)))
+		text := get(t, alice, 5*time.Second, chromedp.Text(chromedp.CSS("#observatory-reachable")))
+		require.True(t, strings.HasPrefix(text, "unreachable since "+cut.UTC().Format("2006-01-02")), text)
+		since, err := time.Parse("2006-01-02 15:04:05Z", strings.TrimPrefix(text, "unreachable since "))
+		require.NoError(t, err, text)
+		require.WithinDuration(t, cut, since, 4*time.Second)
+		t.Logf("observatory shown %q %d ms after the cut", text, time.Since(cut).Milliseconds())
+		alice.shot(t, shots, "site-observatory-cut")
+		require.NoError(t, cs.wan.Start())
+		alice.run(t, 10*time.Second, chromedp.WaitVisible(chromedp.CSS(`#observatory-reachable[data-reachable="true"]`)))
 	})
 
 	t.Run("the source page shows Orion KL's plot and windows for a fixed night", func(t *testing.T) {

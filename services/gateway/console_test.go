@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/andybalholm/brotli"
 	"github.com/gofiber/fiber/v2"
 	"github.com/stretchr/testify/require"
 
@@ -15,8 +16,8 @@ import (
 )
 
 // TestConsoleServing: the page names its assets under one versioned path, every answer has the
-// strict CSP, assets are immutable and gzip-encoded when asked, the page is never cached, and an
-// old version or an unknown name is a 404.
+// strict CSP, assets are immutable and brotli- or gzip-encoded as the client asks (Vary:
+// Accept-Encoding), the page is never cached, and an old version or an unknown name is a 404.
 func TestConsoleServing(t *testing.T) {
 	c, err := gateway.NewConsole()
 	require.NoError(t, err)
@@ -32,10 +33,13 @@ func TestConsoleServing(t *testing.T) {
 		require.NoError(t, err)
 		defer resp.Body.Close()
 		var r io.Reader = resp.Body
-		if resp.Header.Get("Content-Encoding") == "gzip" {
+		switch resp.Header.Get("Content-Encoding") {
+		case "gzip":
 			zr, err := gzip.NewReader(resp.Body)
 			require.NoError(t, err)
 			r = zr
+		case "br":
+			r = brotli.NewReader(resp.Body)
 		}
 		b, err := io.ReadAll(r)
 		require.NoError(t, err)
@@ -63,13 +67,19 @@ func TestConsoleServing(t *testing.T) {
 	require.Len(t, refs, 10, "the stylesheet, the entry module and 8 preloaded modules")
 	for _, m := range refs {
 		require.True(t, strings.HasPrefix(m[1], c.Base()+"/"), m[1])
-		status, h, body := get(m[1], "gzip, br")
-		require.Equal(t, 200, status, m[1])
-		require.Equal(t, "public, max-age=31536000, immutable", h["Cache-Control"])
-		require.NotEmpty(t, body)
-		status, h, _ = get(m[1], "")
+		status, h, plain := get(m[1], "")
 		require.Equal(t, 200, status)
 		require.Empty(t, h["Content-Encoding"])
+		require.NotEmpty(t, plain)
+		for enc, want := range map[string]string{"gzip, deflate, br, zstd": "br", "gzip": "gzip", "br;q=0.5, gzip": "gzip",
+			"br, gzip;q=0.9": "br", "*": "br", "gzip;q=0, br;q=0": "", "identity": ""} {
+			status, h, body := get(m[1], enc)
+			require.Equal(t, 200, status, m[1])
+			require.Equal(t, "public, max-age=31536000, immutable", h["Cache-Control"])
+			require.Equal(t, want, h["Content-Encoding"], "Accept-Encoding: %s", enc)
+			require.Equal(t, "Accept-Encoding", h["Vary"])
+			require.Equal(t, plain, body, "%s decodes to the file", enc)
+		}
 	}
 	status, h, js := get(c.Base()+"/app.js", "")
 	require.Equal(t, 200, status)
@@ -82,4 +92,17 @@ func TestConsoleServing(t *testing.T) {
 		require.Equal(t, 404, status, p)
 	}
 	require.Less(t, c.CompressedSize(), 300_000)
+	require.Less(t, c.BrotliSize(), c.CompressedSize(), "brotli is smaller than gzip")
+	t.Logf("console: %d bytes gzip, %d bytes brotli", c.CompressedSize(), c.BrotliSize())
+}
+
+// TestNegotiateEncoding: q-values decide, brotli wins a tie, q=0 refuses, "*" covers the rest.
+func TestNegotiateEncoding(t *testing.T) {
+	for header, want := range map[string]string{
+		"": "", "identity": "", "gzip": "gzip", "x-gzip": "gzip", "br": "br", "gzip, br": "br", "GZIP, BR": "br",
+		"br;q=0.1, gzip;q=0.2": "gzip", "br;q=0": "", "*;q=0.5": "br", "*, br;q=0": "gzip", "br;q=nonsense, gzip": "gzip",
+		"deflate, zstd": "", " gzip ; q=1.0 , br ; q=1.0 ": "br",
+	} {
+		require.Equal(t, want, gateway.NegotiateEncoding(header), "Accept-Encoding: %q", header)
+	}
 }

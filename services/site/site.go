@@ -24,17 +24,25 @@ type Config struct {
 	// pruning loop every WeatherPruneInterval (main site only; a secondary reads the replica).
 	WeatherRetentionDays int           `env:"OPS_WEATHER_RETENTION_DAYS" envDefault:"400"`
 	WeatherPruneInterval time.Duration `env:"OPS_WEATHER_PRUNE_INTERVAL" envDefault:"1h"`
+	// ObservatoryStatusURL is the observatory's (the secondary site's) /buffer-stats, which the
+	// main site polls across the WAN for GET /api/site/observatory; empty: none is watched.
+	ObservatoryStatusURL string `env:"OPS_OBSERVATORY_STATUS_URL"`
 }
 
-// Validate checks the weather settings (the embedded settings validate themselves).
+// Validate checks the weather and observatory settings (the embedded settings validate
+// themselves).
 func (c *Config) Validate() error {
 	switch {
 	case c.WeatherRetentionDays < 1:
 		return &config.Invalid{Var: "OPS_WEATHER_RETENTION_DAYS", Reason: "must be at least 1"}
 	case c.WeatherPruneInterval < time.Minute:
 		return &config.Invalid{Var: "OPS_WEATHER_PRUNE_INTERVAL", Reason: "must be at least 1m"}
+	case c.ObservatoryStatusURL == "":
+		return nil
+	case c.Secondary():
+		return &config.Invalid{Var: "OPS_OBSERVATORY_STATUS_URL", Reason: "set at the main site only (the observatory's status is polled from the data centre)"}
 	}
-	return nil
+	return config.URL("OPS_OBSERVATORY_STATUS_URL", c.ObservatoryStatusURL, "http", "https")
 }
 
 // Location is the observatory's position (WGS84, longitude east-positive).

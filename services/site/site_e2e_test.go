@@ -47,6 +47,9 @@ func TestSiteEndpointsThroughTheGateway(t *testing.T) {
 	require.Contains(t, info.Buffering.BufferedOperations, "POST /raw_data_files/bulk")
 	require.NotEmpty(t, info.Version)
 	requireNoInternals(t, s, rawGet(t, s.GatewayURL+"/api/site/info", ""))
+	var none struct{ Status int }
+	require.Equal(t, 404, get(t, s.GatewayURL+"/api/site/observatory", &none), "no OPS_OBSERVATORY_STATUS_URL: no observatory watched")
+	require.Equal(t, 404, none.Status)
 
 	var h site.Health
 	require.Equal(t, 200, get(t, s.GatewayURL+"/health", &h))

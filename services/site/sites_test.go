@@ -51,7 +51,9 @@ func requireMainUnreachable(t *testing.T, a answer, what string) {
 // reads keep working; non-buffered writes (a source, an API token) answer a quick 503; token
 // uses made meanwhile wait in the secondary's Redis and reach the main exactly once the WAN is
 // back; /health is degraded (not down) during the cut and ok after; /api/site/info,
-// /buffer-stats and the metrics follow.
+// /buffer-stats and the metrics follow; the main site's /api/site/observatory (its poll of the
+// secondary's /buffer-stats across the WAN) says unreachable since the cut, keeping the last
+// status, and reachable again after.
 func TestSecondarySiteWANCut(t *testing.T) {
 	begin := time.Now()
 	ts := twosites.Start(t, twosites.Options{MainSkip: []string{"transfer"}})
@@ -96,6 +98,25 @@ func TestSecondarySiteWANCut(t *testing.T) {
 	require.True(t, h.Main.Reachable)
 	require.NotNil(t, h.Replica)
 	require.True(t, h.Replica.InRecovery)
+
+	// The main site sees the observatory through the WAN (its gateway routes the question).
+	var obs site.ObservatoryStatus
+	observatory := func() site.ObservatoryStatus {
+		t.Helper()
+		var o site.ObservatoryStatus
+		require.Equal(t, 200, get(t, m.GatewayURL+"/api/site/observatory", &o))
+		return o
+	}
+	require.Eventually(t, func() bool { obs = observatory(); return obs.Reachable },
+		2*site.ObservatoryPollInterval+time.Second, 100*time.Millisecond, "the main site reaches the observatory: %+v", obs)
+	require.NotNil(t, obs.Status)
+	require.Equal(t, "observatory", obs.Status.Site)
+	require.Equal(t, "secondary", obs.Status.SiteType)
+	require.True(t, obs.Status.MainDBReachable)
+	require.Nil(t, obs.UnreachableSince)
+	require.NotNil(t, obs.LastSeen)
+	var none struct{ Status int }
+	require.Equal(t, 404, get(t, siteURL+"/api/site/observatory", &none), "a secondary watches no observatory")
 
 	// Uses of the counted token before the cut reach the main as usual.
 	use := func(n int) {
@@ -193,6 +214,19 @@ func TestSecondarySiteWANCut(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond) // a few flush rounds fail meanwhile
 	require.EqualValues(t, 3, committed(), "nothing reaches the main during the cut")
 
+	// The main site: the observatory unreachable since the cut, its last status kept.
+	require.Eventually(t, func() bool { obs = observatory(); return !obs.Reachable },
+		2*site.ObservatoryPollInterval+time.Second, 100*time.Millisecond, "the observatory unreachable from the main: %+v", obs)
+	require.NotNil(t, obs.UnreachableSince)
+	require.WithinDuration(t, cutAt, *obs.UnreachableSince, site.ObservatoryPollInterval+time.Second)
+	require.False(t, obs.UnreachableSince.Before(cutAt), "not before the cut")
+	require.NotNil(t, obs.LastSeen)
+	require.True(t, obs.LastSeen.Before(*obs.UnreachableSince))
+	require.NotNil(t, obs.Status, "the last status is kept")
+	require.Equal(t, "observatory", obs.Status.Site)
+	require.True(t, obs.Status.MeasuredAt.Before(cutAt.Add(time.Second)), "and is the one from before the cut")
+	t.Logf("main site: observatory unreachable since %s (cut at %s)", obs.UnreachableSince.Format("15:04:05.000"), cutAt.UTC().Format("15:04:05.000"))
+
 	ts.RestoreWAN(t)
 	t.Logf("%s: WAN restored", time.Since(begin).Round(time.Millisecond))
 
@@ -229,6 +263,10 @@ func TestSecondarySiteWANCut(t *testing.T) {
 	metrics = string(rawGet(t, siteURL+"/metrics", ""))
 	require.Contains(t, metrics, "obsops_main_db_reachable 1")
 	require.True(t, strings.Contains(metrics, "obsops_main_db_unreachable_seconds 0"), "reset once reachable")
+	require.Eventually(t, func() bool { obs = observatory(); return obs.Reachable && obs.Status.MainDBReachable },
+		2*site.ObservatoryPollInterval+time.Second, 100*time.Millisecond, "the observatory reachable from the main again: %+v", obs)
+	require.Nil(t, obs.UnreachableSince)
+	require.True(t, obs.LastSeen.After(cutAt))
 
 	// The worst WAN: traffic silently dropped, connections left open. Writes still answer the 503
 	// within 2 s (OPS_MAIN_DB_TIMEOUT, 1.5 s, on the first; at once after), never hang.

@@ -4,7 +4,10 @@
 // starts there with OPS_SITE_TYPE=secondary, OPS_DATABASE_URL = the replica and
 // OPS_MAIN_DATABASE_URL = the primary through the WAN). Everything the secondary sends to the
 // main site — the replica's WAL streaming and every service's main pool — crosses one TCP proxy,
-// the WAN (in-process toxiproxy), which a test cuts and restores.
+// the WAN (in-process toxiproxy), which a test cuts and restores. The WAN also carries the one
+// call the main site makes to the secondary: its site service's poll of the observatory's
+// /buffer-stats (OPS_OBSERVATORY_STATUS_URL, a second proxy, ToObservatory, to the address the
+// secondary's site service will listen on), cut and restored with the rest.
 //
 //	s := twosites.Start(t, twosites.Options{MainSkip: ..., MainEnv: ..., SecondaryEnv: ...})
 //	s.StartSecondary(t, "authtoken", nil) / s.StartSecondaryRole(t, "ingest", "worker", nil)
@@ -49,12 +52,15 @@ type Options struct {
 
 // Sites is a running two-site topology.
 type Sites struct {
-	Main       *testenv.Suite       // the main site: the suite on the private primary
-	WAN        *toxiproxy.Proxy     // between the secondary and the primary
-	Replica    *sql.DB              // the test's database on the secondary's replica
-	ReplicaURL string               // its URL: the secondary's OPS_DATABASE_URL
-	MainViaWAN string               // the test's database on the primary, through the WAN
-	Redis      *testenv.RedisServer // the secondary's own Redis
+	Main *testenv.Suite   // the main site: the suite on the private primary
+	WAN  *toxiproxy.Proxy // between the secondary and the primary
+	// ToObservatory is the WAN's other direction: the main site's site service to the
+	// secondary's (OPS_OBSERVATORY_STATUS_URL of the main suite).
+	ToObservatory *toxiproxy.Proxy
+	Replica       *sql.DB              // the test's database on the secondary's replica
+	ReplicaURL    string               // its URL: the secondary's OPS_DATABASE_URL
+	MainViaWAN    string               // the test's database on the primary, through the WAN
+	Redis         *testenv.RedisServer // the secondary's own Redis
 	// Env is the environment of a secondary-site process: the main suite's, with the site
 	// settings, databases and Redis of the secondary, and OPS_<SERVICE>_URL of the services
 	// started at the secondary so far.
@@ -62,6 +68,9 @@ type Sites struct {
 	URLs  map[string]string           // base URLs of the secondary's processes, by key
 	Procs map[string]*testenv.Process // the secondary's processes, by key
 	specs map[string]procSpec         // how each was started, for RestartSecondary
+	// siteAddr is where the secondary's site service listens (reserved at Start, as the main
+	// suite's OPS_OBSERVATORY_STATUS_URL leads there through ToObservatory).
+	siteAddr string
 	// ReplicaCluster is the replica's PostgreSQL cluster (stop, start, pause replay).
 	ReplicaCluster *Cluster
 	// Primary is the main site's PostgreSQL cluster.
@@ -78,22 +87,26 @@ func Start(t *testing.T, opts Options) *Sites {
 	}
 	primary := PrivatePostgres(t) // initdb defaults: wal_level=replica, replication trusted on 127.0.0.1
 	t.Setenv("OPS_TEST_DATABASE_URL", primary.URL)
-	vars := map[string]string{"OPS_RATE_LIMIT_PER_MINUTE": "0", "OPS_LOG_LEVEL": "warn"}
-	maps.Copy(vars, opts.MainEnv)
 	s := &Sites{
-		Main:    testenv.StartSuite(t, testenv.SuiteOptions{Env: vars, Skip: opts.MainSkip}),
-		Primary: primary,
-		URLs:    map[string]string{},
-		Procs:   map[string]*testenv.Process{},
-		specs:   map[string]procSpec{},
+		Primary:  primary,
+		URLs:     map[string]string{},
+		Procs:    map[string]*testenv.Process{},
+		specs:    map[string]procSpec{},
+		siteAddr: testenv.FreeAddr(t),
 	}
-
 	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
 	s.WAN = toxiproxy.NewProxy(srv, "wan", "127.0.0.1:0", "127.0.0.1:"+primary.Port)
-	if err := s.WAN.Start(); err != nil {
-		t.Fatalf("twosites: WAN: %v", err)
+	s.ToObservatory = toxiproxy.NewProxy(srv, "wan-observatory", "127.0.0.1:0", s.siteAddr)
+	for _, p := range []*toxiproxy.Proxy{s.WAN, s.ToObservatory} {
+		if err := p.Start(); err != nil {
+			t.Fatalf("twosites: WAN (%s): %v", p.Name, err)
+		}
+		t.Cleanup(p.Stop)
 	}
-	t.Cleanup(s.WAN.Stop)
+	vars := map[string]string{"OPS_RATE_LIMIT_PER_MINUTE": "0", "OPS_LOG_LEVEL": "warn",
+		"OPS_OBSERVATORY_STATUS_URL": "http://" + s.ToObservatory.Listen + "/buffer-stats"}
+	maps.Copy(vars, opts.MainEnv)
+	s.Main = testenv.StartSuite(t, testenv.SuiteOptions{Env: vars, Skip: opts.MainSkip})
 	_, wanPort, _ := strings.Cut(s.WAN.Listen, ":")
 
 	// The replica, cloned and streaming through the WAN.
@@ -127,6 +140,7 @@ func Start(t *testing.T, opts Options) *Sites {
 
 	s.Redis = testenv.Redis(t)
 	s.Env = maps.Clone(s.Main.Env)
+	delete(s.Env, "OPS_OBSERVATORY_STATUS_URL") // the main site's setting; a secondary refuses it
 	maps.Copy(s.Env, map[string]string{
 		"OPS_SITE_TYPE": "secondary", "OPS_SITE_NAME": "observatory",
 		"OPS_DATABASE_URL": s.ReplicaURL, "OPS_MAIN_DATABASE_URL": s.MainViaWAN,
@@ -182,6 +196,9 @@ func (s *Sites) RestartSecondary(t *testing.T, key string) string {
 func (s *Sites) start(t *testing.T, key string, spec procSpec) string {
 	t.Helper()
 	addr := testenv.FreeAddr(t)
+	if key == "site" {
+		addr = s.siteAddr // where the main site's poll arrives through the WAN
+	}
 	vars := maps.Clone(s.Env)
 	vars["OPS_"+strings.ToUpper(spec.name)+"_ADDR"] = addr
 	maps.Copy(vars, spec.extra)
@@ -192,14 +209,19 @@ func (s *Sites) start(t *testing.T, key string, spec procSpec) string {
 	return base
 }
 
-// CutWAN drops every connection through the WAN and refuses new ones.
-func (s *Sites) CutWAN() { s.WAN.Stop() }
+// CutWAN drops every connection through the WAN, both ways, and refuses new ones.
+func (s *Sites) CutWAN() {
+	s.WAN.Stop()
+	s.ToObservatory.Stop()
+}
 
-// RestoreWAN listens again on the same address.
+// RestoreWAN listens again on the same addresses.
 func (s *Sites) RestoreWAN(t *testing.T) {
 	t.Helper()
-	if err := s.WAN.Start(); err != nil {
-		t.Fatalf("twosites: restore the WAN: %v", err)
+	for _, p := range []*toxiproxy.Proxy{s.WAN, s.ToObservatory} {
+		if err := p.Start(); err != nil {
+			t.Fatalf("twosites: restore the WAN (%s): %v", p.Name, err)
+		}
 	}
 }
 

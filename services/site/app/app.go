@@ -23,6 +23,9 @@ import (
 type App struct {
 	Monitor *site.Monitor
 	Weather *weather.Store
+	// Observatory polls the observatory's /buffer-stats (main site, OPS_OBSERVATORY_STATUS_URL);
+	// nil when none is configured.
+	Observatory *site.Observatory
 
 	cfg *site.Config
 	svc *service.Service
@@ -44,6 +47,10 @@ func New(cfg *site.Config, svc *service.Service, version, commit string) (*App, 
 	}
 	monitor.Register(svc.Metrics)
 	store := &weather.Store{Read: pools.Read, Write: pools.Write}
+	var observatory *site.Observatory
+	if cfg.ObservatoryStatusURL != "" {
+		observatory = site.NewObservatory(cfg.ObservatoryStatusURL, svc.Log)
+	}
 	services := cfg.Upstreams.ByService()
 	delete(services, "site")
 	if cfg.Secondary() {
@@ -65,19 +72,23 @@ func New(cfg *site.Config, svc *service.Service, version, commit string) (*App, 
 			Monitor:    monitor,
 			Secondary:  cfg.Secondary(),
 		},
-		Monitor: monitor,
-		Weather: store,
+		Monitor:     monitor,
+		Weather:     store,
+		Observatory: observatory,
 	})
-	return &App{Monitor: monitor, Weather: store, cfg: cfg, svc: svc}, nil
+	return &App{Monitor: monitor, Weather: store, Observatory: observatory, cfg: cfg, svc: svc}, nil
 }
 
 // Run starts the monitor (the main link, replica lag and buffer probes) and, at the main site,
-// the weather pruning loop, serves until ctx ends, and stops them at shutdown once the HTTP
+// the weather pruning loop and the observatory's poll (when configured), serves until ctx ends, and stops them at shutdown once the HTTP
 // server has stopped.
 func (a *App) Run(ctx context.Context) error {
 	loops := []service.Loop{{Name: "monitor", Run: func(ctx context.Context) error { a.Monitor.Run(ctx); return nil }}}
 	if !a.cfg.Secondary() { // a secondary's database is a replica of the main's, pruned there
 		loops = append(loops, service.Loop{Name: "weather-prune", Run: a.pruneWeather})
+	}
+	if a.Observatory != nil {
+		loops = append(loops, service.Loop{Name: "observatory", Run: func(ctx context.Context) error { a.Observatory.Run(ctx); return nil }})
 	}
 	return a.svc.RunWithLoops(ctx, loops...)
 }

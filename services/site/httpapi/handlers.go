@@ -47,3 +47,12 @@ func (h *Handlers) getBufferStats(ctx context.Context, _ *struct{}) (*bufferStat
 	}
 	return &bufferStatsOutput{Body: *sample.Buffer}, nil
 }
+
+type observatoryOutput struct{ Body site.ObservatoryStatus }
+
+func (h *Handlers) getObservatory(_ context.Context, _ *struct{}) (*observatoryOutput, error) {
+	if h.Observatory == nil {
+		return nil, problem.NotFound.New("no observatory is watched from this site (OPS_OBSERVATORY_STATUS_URL is set at the main site only)")
+	}
+	return &observatoryOutput{Body: h.Observatory.Latest()}, nil
+}

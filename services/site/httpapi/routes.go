@@ -20,6 +20,9 @@ type Handlers struct {
 	Health  *site.Checker
 	Monitor *site.Monitor // the main link, replica and buffer, for /buffer-stats and the info's status
 	Weather *weather.Store
+	// Observatory is the observatory's status as polled from the main site; nil when none is
+	// configured (GET /api/site/observatory answers 404).
+	Observatory *site.Observatory
 }
 
 // Register adds every route of the site service: the reads anonymous (public monitoring), the
@@ -63,6 +66,14 @@ func Register(api huma.API, h *Handlers) {
 		Description: "State of the critical-write buffer (asynq queue `ingest`): pending, active, scheduled, retry, archived (dead letters), processed and failed totals, oldest pending age, " +
 			"replay rate and last replay, the main site's database reachable or not and since when, and at a secondary site the local replica's lag (received vs replayed WAL bytes, seconds, bytes behind the main).",
 	}), h.getBufferStats)
+	huma.Register(api, h.Auth.Op(huma.Operation{
+		OperationID: "get-site-observatory", Method: http.MethodGet, Path: "/api/site/observatory",
+		Summary: "The observatory's status, seen from the main site", Tags: []string{"Site information"}, Errors: []int{404},
+		Description: "At the main site, the observatory's (the secondary site's) `/buffer-stats` as this site last read it across the WAN " +
+			"(polled every 2 s from OPS_OBSERVATORY_STATUS_URL): `status` (kept while the observatory is unreachable), `reachable`, " +
+			"`checked_at` (the latest poll), `last_seen` (the last answer) and, while it does not answer, `unreachable_since`. " +
+			"404 when no observatory is configured (at a secondary site always). Anonymous.",
+	}), h.getObservatory)
 }
 
 // adminView lets an anonymous route tell an admin apart: when the request carries a credential

@@ -16,6 +16,15 @@ const statuses = ["PENDING", "IN_PROGRESS", "COMPLETED", "FAILED"];
 
 let firstRender = true; // performance.mark once per page load
 
+// Every painted update is marked "obsops:update-shown" (detail: seq, generated — the server's
+// generated_at —, received, painted, shown, as epoch ms, and superseded: updates that arrived
+// since the previous paint and were never drawn), so a test or an operator's devtools read the
+// age of what is on screen. At most markCap marks are kept: the next one clears them all first.
+const markName = "obsops:update-shown";
+const markCap = 3000;
+let marks = 0;
+const epochNow = () => performance.timeOrigin + performance.now();
+
 function setLive(state) {
   const el = document.getElementById("live");
   el.textContent = state;
@@ -38,13 +47,15 @@ export function render(main) {
   main.replaceChildren(h("h1", null, "Transfer overview"), funnel, pkgs, ops, stamp);
 
   let ws = null, closed = false, seq = 0, delay = 250, retry = null;
-  let pending = null, frame = 0, prev = null;
+  let pending = null, frame = 0, prev = null, received = 0, superseded = 0;
 
   function paint() {
     frame = 0;
     const m = pending;
     pending = null;
     if (!m) return;
+    const at = { seq: m.seq, generated: Date.parse(m.generated_at), received, superseded };
+    superseded = 0;
     for (const [k] of steps) {
       const v = m.funnel[k];
       cells[k].textContent = String(v);
@@ -64,6 +75,13 @@ export function render(main) {
       firstRender = false;
       performance.mark("obsops:funnel-rendered");
     }
+    at.painted = epochNow();
+    // the next frame's callback runs once the frame holding this update was produced
+    requestAnimationFrame(() => {
+      at.shown = epochNow();
+      if (++marks > markCap) { performance.clearMarks(markName); marks = 1; }
+      performance.mark(markName, { detail: at });
+    });
   }
 
   function connect() {
@@ -74,7 +92,9 @@ export function render(main) {
       if (m.type === "snapshot") { setLive("live"); delay = 250; }
       if (m.seq) seq = m.seq;
       if (m.type === "heartbeat" || !m.funnel) return;
+      if (pending) superseded++; // drawn over before it was shown: a dropped update
       pending = m; // the newest wins: one paint per frame, never a backlog
+      received = epochNow();
       if (!frame) frame = requestAnimationFrame(paint);
     };
     ws.onclose = () => {

@@ -169,3 +169,42 @@ func forecast(p Reading, v float64, issued time.Time) PWV {
 	at := p.Time
 	return PWV{Kind: KindForecast, PWVmm: &v, Source: p.Source, At: &at, IssuedAt: &issued}
 }
+
+// Breaks lists the times in (from, to) where At may change otherwise than linearly: every
+// measurement's time and its expiry (MaxMeasurementAge later) up to now, now itself, and every
+// forecast point after now. Between two consecutive breaks At keeps its kind and reading (a
+// measurement) or run (a forecast, linear between two points), so a search that evaluates At at
+// every break misses no change of a limit's verdict. Sorted, without repeats.
+func (s *Series) Breaks(from, to time.Time) []time.Time {
+	var out []time.Time
+	add := func(t time.Time) {
+		if t.After(from) && t.Before(to) {
+			out = append(out, t)
+		}
+	}
+	for _, m := range s.measurements {
+		if !m.Time.After(s.now) {
+			add(m.Time)
+			if e := m.Time.Add(MaxMeasurementAge); !e.After(s.now) {
+				add(e)
+			}
+		}
+	}
+	add(s.now)
+	for _, pts := range s.runs {
+		for _, p := range pts {
+			if p.Time.After(s.now) {
+				add(p.Time)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Before(out[j]) })
+	k := 0
+	for i, t := range out {
+		if i == 0 || !t.Equal(out[k-1]) {
+			out[k] = t
+			k++
+		}
+	}
+	return out[:k]
+}

@@ -329,8 +329,8 @@ func belowZero(q0, q1, q2 float64, out []span) int {
 func (y *Year) sampled(src *Source) []float64 {
 	u1 := y.u0 + float64(y.days)*86400
 	tr := newTrackOn(y.site, src, y.tab, y.obs)
-	c := newConstraints(y.site, nil)
-	first, events := scan(tr, &c, y.u0, u1, maxScanStep, nil)
+	c := newConstraints(y.site, nil, nil, nil, src, nil)
+	first, events := scan(tr, &c, y.u0, u1, maxScanStep, nil, nil)
 	wins, _ := windowsFrom(&c, first, events, y.u0, u1)
 	hours := make([]float64, y.days)
 	for _, w := range wins {

@@ -45,16 +45,17 @@ func TestHeatmapAgainstSampling(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := newConstraints(&site, nil)
 		var sumAbs float64
 		var cells int
 		for i := range srcs {
 			tr := newTrackOn(&site, &srcs[i], y.tab, y.obs)
+			c := newConstraints(&site, nil, nil, nil, &srcs[i], nil)
 			for d := range y.days {
 				var n, changes int
 				prev := false
 				for k := range 144 {
-					ok := c.ok(c.margins(tr.At(y.u0 + float64(d)*86400 + float64(k)*600)))
+					u := y.u0 + float64(d)*86400 + float64(k)*600
+					ok := c.ok(c.margins(u, tr.At(u)))
 					if ok {
 						n++
 					}

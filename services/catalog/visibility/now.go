@@ -22,8 +22,8 @@ type Position struct {
 // At computes a valid source's position at t with the full SOFA pipeline (Full).
 func At(site *Site, src *Source, t time.Time) Position {
 	alt, az, sunSep := Full(site, src, t)
-	c := newConstraints(site, nil)
-	ok := c.ok(c.margins(Point{Alt: alt * deg, Az: az * deg, SunSep: sunSep * deg}))
+	c := newConstraints(site, nil, nil, nil, src, nil)
+	ok := c.ok(c.margins(Unix(t), Point{Alt: alt * deg, Az: az * deg, SunSep: sunSep * deg}))
 	return Position{AltDeg: alt, AzDeg: math.Mod(az+360, 360), SunSepDeg: sunSep, Observable: ok}
 }
 

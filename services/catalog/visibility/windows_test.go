@@ -18,11 +18,11 @@ func mustTime(t *testing.T, s string) time.Time {
 
 // bruteObservable samples the fast track every 'step' seconds: the reference for window edges.
 func bruteObservable(site *Site, src *Source, u0, u1, step float64) (us []float64, ok []bool) {
-	c := newConstraints(site, nil)
 	tr := NewTrack(site, src, u0, u1)
+	c := newConstraints(site, nil, nil, nil, src, tr)
 	for u := u0; u <= u1; u += step {
 		us = append(us, u)
-		ok = append(ok, c.ok(c.margins(tr.At(u))))
+		ok = append(ok, c.ok(c.margins(u, tr.At(u))))
 	}
 	return us, ok
 }

@@ -203,7 +203,9 @@ func newNodes(u0, u1 float64, bodies ...int) *nodes {
 		t.n = append(t.n, makeNode(u, bodies, &v))
 	}
 	for _, np := range bodies {
-		t.has[bodyIndex(np)] = true
+		if np != 0 { // the Sun is in every node; slot 0 is the Moon's
+			t.has[bodyIndex(np)] = true
+		}
 	}
 	return t
 }

@@ -3,6 +3,7 @@
 
 Run from this directory:  python3 golden.py > golden.csv
                           python3 golden.py refraction > golden_refraction.csv
+                          python3 golden.py constraints > golden_constraints.csv
 Needs Debian's python3-astropy (5.2). Conventions, matching the engine's defaults:
   * IERS auto-download off; UT1 = UTC; polar motion zero (astropy's fallback is 0.035", 0.29");
   * no refraction (pressure 0), geometric altitude; azimuth from north through east;
@@ -93,9 +94,35 @@ def refraction():
                 out.write(f"{name},{ra},{dec},{t[i].isot}Z,{aa.alt.deg[i]:.9f},{aa.az.deg[i]:.9f}\n")
 
 
+def constraints():
+    """Obs-unit constraints' quantities for fixed stars: airmass (sec z, astropy's AltAz.secz, above
+    the horizon only), the topocentric angle to the Moon (both in the AltAz frame, as sun_sep_deg)
+    and the local mean sidereal time (Time.sidereal_time('mean'), IAU 2006, UT1 = UTC)."""
+    out = sys.stdout
+    out.write("name,ra_deg,dec_deg,utc,alt_deg,airmass,moon_sep_deg,lst_hours\n")
+    seed = 200
+    for name, ra, dec, pmra, pmdec, epoch in STARS:
+        if pmra or pmdec:
+            continue
+        t = times(seed, 25)
+        seed += 1
+        frame = altaz(t)
+        aa = SkyCoord(ra=ra * u.deg, dec=dec * u.deg, frame="icrs").transform_to(frame)
+        moon = get_body("moon", t, SITE).transform_to(frame)
+        sep = aa.separation(moon)
+        lst = t.sidereal_time("mean", longitude=SITE.lon)
+        secz = aa.secz
+        for i in range(len(t)):
+            am = f"{float(secz[i]):.9f}" if aa.alt.deg[i] > 0 else ""
+            out.write(f"{name},{ra},{dec},{t[i].isot}Z,{aa.alt.deg[i]:.9f},{am},{sep.deg[i]:.9f},{lst.hour[i]:.12f}\n")
+
+
 def main():
     if sys.argv[1:] == ["refraction"]:
         refraction()
+        return
+    if sys.argv[1:] == ["constraints"]:
+        constraints()
         return
     out = sys.stdout
     out.write("name,kind,ra_deg,dec_deg,pm_ra_mas_yr,pm_dec_mas_yr,epoch,body,utc,alt_deg,az_deg,sun_sep_deg\n")

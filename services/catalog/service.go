@@ -69,6 +69,13 @@ type Store interface {
 	AllSourceIDs(ctx context.Context) ([]int64, error)
 	// PrecalcJob reads a precalculation job.
 	PrecalcJob(ctx context.Context, id int64) (precalc.Job, error)
+
+	// ExecutedTime sums the committed, completed executions of obs units, by obs unit id (units
+	// without any are absent).
+	ExecutedTime(ctx context.Context, obsUnitIDs []int64) (map[int64]ExecutedTime, error)
+	// ActiveObsUnits reads every obs unit of the programs with status active, with its program
+	// and its source as the engine needs it, by obs unit id.
+	ActiveObsUnits(ctx context.Context) ([]ActiveObsUnit, error)
 }
 
 // Resolver resolves names (or coordinate strings) to positions, one answer per input in input

@@ -384,6 +384,27 @@ func (e PWVKind) Valid() bool {
 	}
 }
 
+// Defines values for PWVSpanBasis.
+const (
+	PWVSpanBasisForecast    PWVSpanBasis = "forecast"
+	PWVSpanBasisMeasurement PWVSpanBasis = "measurement"
+	PWVSpanBasisUnknown     PWVSpanBasis = "unknown"
+)
+
+// Valid indicates whether the value is a known member of the PWVSpanBasis enum.
+func (e PWVSpanBasis) Valid() bool {
+	switch e {
+	case PWVSpanBasisForecast:
+		return true
+	case PWVSpanBasisMeasurement:
+		return true
+	case PWVSpanBasisUnknown:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for PackageViewBufferStatus.
 const (
 	PackageViewBufferStatusBuffered   PackageViewBufferStatus = "buffered"
@@ -995,7 +1016,12 @@ func (e UserUpdateBodyRoles) Valid() bool {
 
 // Defines values for WindowEndReason.
 const (
+	WindowEndReasonAirmassLimit       WindowEndReason = "airmass_limit"
 	WindowEndReasonEntersSunAvoidance WindowEndReason = "enters_sun_avoidance"
+	WindowEndReasonLstRangeEnd        WindowEndReason = "lst_range_end"
+	WindowEndReasonMoonTooClose       WindowEndReason = "moon_too_close"
+	WindowEndReasonOutsideTimeWindow  WindowEndReason = "outside_time_window"
+	WindowEndReasonPwvAboveLimit      WindowEndReason = "pwv_above_limit"
 	WindowEndReasonRangeEnd           WindowEndReason = "range_end"
 	WindowEndReasonRisesAboveLimit    WindowEndReason = "rises_above_limit"
 	WindowEndReasonSetsBelowLimit     WindowEndReason = "sets_below_limit"
@@ -1004,7 +1030,17 @@ const (
 // Valid indicates whether the value is a known member of the WindowEndReason enum.
 func (e WindowEndReason) Valid() bool {
 	switch e {
+	case WindowEndReasonAirmassLimit:
+		return true
 	case WindowEndReasonEntersSunAvoidance:
+		return true
+	case WindowEndReasonLstRangeEnd:
+		return true
+	case WindowEndReasonMoonTooClose:
+		return true
+	case WindowEndReasonOutsideTimeWindow:
+		return true
+	case WindowEndReasonPwvAboveLimit:
 		return true
 	case WindowEndReasonRangeEnd:
 		return true
@@ -1019,7 +1055,12 @@ func (e WindowEndReason) Valid() bool {
 
 // Defines values for WindowStartReason.
 const (
+	WindowStartReasonAirmassLimit       WindowStartReason = "airmass_limit"
 	WindowStartReasonLeavesSunAvoidance WindowStartReason = "leaves_sun_avoidance"
+	WindowStartReasonLstRangeStart      WindowStartReason = "lst_range_start"
+	WindowStartReasonMoonTooClose       WindowStartReason = "moon_too_close"
+	WindowStartReasonOutsideTimeWindow  WindowStartReason = "outside_time_window"
+	WindowStartReasonPwvAboveLimit      WindowStartReason = "pwv_above_limit"
 	WindowStartReasonRangeStart         WindowStartReason = "range_start"
 	WindowStartReasonRisesAboveLimit    WindowStartReason = "rises_above_limit"
 	WindowStartReasonSetsBelowLimit     WindowStartReason = "sets_below_limit"
@@ -1028,13 +1069,38 @@ const (
 // Valid indicates whether the value is a known member of the WindowStartReason enum.
 func (e WindowStartReason) Valid() bool {
 	switch e {
+	case WindowStartReasonAirmassLimit:
+		return true
 	case WindowStartReasonLeavesSunAvoidance:
+		return true
+	case WindowStartReasonLstRangeStart:
+		return true
+	case WindowStartReasonMoonTooClose:
+		return true
+	case WindowStartReasonOutsideTimeWindow:
+		return true
+	case WindowStartReasonPwvAboveLimit:
 		return true
 	case WindowStartReasonRangeStart:
 		return true
 	case WindowStartReasonRisesAboveLimit:
 		return true
 	case WindowStartReasonSetsBelowLimit:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WindowUnknownConstraints.
+const (
+	MaxPwvMm WindowUnknownConstraints = "max_pwv_mm"
+)
+
+// Valid indicates whether the value is a known member of the WindowUnknownConstraints enum.
+func (e WindowUnknownConstraints) Valid() bool {
+	switch e {
+	case MaxPwvMm:
 		return true
 	default:
 		return false
@@ -2243,6 +2309,19 @@ type KindBindings struct {
 // KindBindingsKind What the account is: instrument (writes its modules' records in ingest), mover (transfer agent API, its locations' operations), weather (no bindings).
 type KindBindingsKind string
 
+// LSTRange defines model for LSTRange.
+type LSTRange struct {
+	// EndHours LST hours [0, 24) where it ends; less than start_hours: across LST midnight.
+	//
+	// Example: 2
+	EndHours float64 `json:"end_hours"`
+
+	// StartHours LST hours [0, 24) where the range begins.
+	//
+	// Example: 22
+	StartHours float64 `json:"start_hours"`
+}
+
 // LegacyReset defines model for LegacyReset.
 type LegacyReset struct {
 	DryRun bool `json:"dry_run"`
@@ -2388,14 +2467,38 @@ type NewToken struct {
 
 // ObsUnit defines model for ObsUnit.
 type ObsUnit struct {
-	DurationS          float64  `json:"duration_s"`
-	Id                 int64    `json:"id"`
-	InstrumentModuleId int64    `json:"instrument_module_id"`
-	MinElevationDeg    *float64 `json:"min_elevation_deg"`
-	Name               string   `json:"name"`
-	Priority           *int64   `json:"priority"`
-	SourceId           int64    `json:"source_id"`
-	SourceName         string   `json:"source_name"`
+	DurationS          float64   `json:"duration_s"`
+	Id                 int64     `json:"id"`
+	InstrumentModuleId int64     `json:"instrument_module_id"`
+	LstRange           *LSTRange `json:"lst_range,omitempty"`
+
+	// MaxAirmass Airmass (sec z) at most this: 1–40.
+	//
+	// Example: 2
+	MaxAirmass *float64 `json:"max_airmass,omitempty"`
+
+	// MaxPwvMm Precipitable water vapour at most this, mm: measured for the past and now, the latest forecast for the future; without data the visibility reports it unknown.
+	//
+	// Example: 1.5
+	MaxPwvMm        *float64 `json:"max_pwv_mm,omitempty"`
+	MinElevationDeg *float64 `json:"min_elevation_deg"`
+
+	// MinMoonSeparationDeg Angle to the Moon (topocentric) at least this, degrees.
+	//
+	// Example: 30
+	MinMoonSeparationDeg *float64 `json:"min_moon_separation_deg,omitempty"`
+
+	// MinSunSeparationDeg Angle to the Sun at least this, degrees: replaces the site's Sun avoidance (OPS_SITE_SUN_AVOIDANCE_DEG) for this unit; 0: none.
+	//
+	// Example: 60
+	MinSunSeparationDeg *float64 `json:"min_sun_separation_deg,omitempty"`
+	Name                string   `json:"name"`
+	Priority            *int64   `json:"priority"`
+	SourceId            int64    `json:"source_id"`
+	SourceName          string   `json:"source_name"`
+
+	// TimeWindows Only within these UTC intervals: start before end, sorted, neither overlapping nor touching.
+	TimeWindows *[]Interval `json:"time_windows,omitempty"`
 }
 
 // ObsUnitSpec defines model for ObsUnitSpec.
@@ -2404,13 +2507,39 @@ type ObsUnitSpec struct {
 	DurationS float64 `json:"duration_s"`
 
 	// InstrumentModuleId Example: 14
-	InstrumentModuleId int64    `json:"instrument_module_id"`
-	MinElevationDeg    *float64 `json:"min_elevation_deg,omitempty"`
+	InstrumentModuleId int64     `json:"instrument_module_id"`
+	LstRange           *LSTRange `json:"lst_range,omitempty"`
+
+	// MaxAirmass Airmass (sec z) at most this: 1–40.
+	//
+	// Example: 2
+	MaxAirmass *float64 `json:"max_airmass,omitempty"`
+
+	// MaxPwvMm Precipitable water vapour at most this, mm: measured for the past and now, the latest forecast for the future; without data the visibility reports it unknown.
+	//
+	// Example: 1.5
+	MaxPwvMm *float64 `json:"max_pwv_mm,omitempty"`
+
+	// MinElevationDeg Replaces the site's lower elevation limit (OPS_SITE_MIN_ELEVATION_DEG) for this unit.
+	MinElevationDeg *float64 `json:"min_elevation_deg,omitempty"`
+
+	// MinMoonSeparationDeg Angle to the Moon (topocentric) at least this, degrees.
+	//
+	// Example: 30
+	MinMoonSeparationDeg *float64 `json:"min_moon_separation_deg,omitempty"`
+
+	// MinSunSeparationDeg Angle to the Sun at least this, degrees: replaces the site's Sun avoidance (OPS_SITE_SUN_AVOIDANCE_DEG) for this unit; 0: none.
+	//
+	// Example: 60
+	MinSunSeparationDeg *float64 `json:"min_sun_separation_deg,omitempty"`
 
 	// Name Example: deep-1
 	Name     string `json:"name"`
 	Priority *int64 `json:"priority,omitempty"`
 	SourceId int64  `json:"source_id"`
+
+	// TimeWindows Only within these UTC intervals: start before end, sorted, neither overlapping nor touching.
+	TimeWindows *[]Interval `json:"time_windows,omitempty"`
 }
 
 // Operation defines model for Operation.
@@ -2508,6 +2637,17 @@ type PWV struct {
 
 // PWVKind defines model for PWV.Kind.
 type PWVKind string
+
+// PWVSpan defines model for PWVSpan.
+type PWVSpan struct {
+	// Basis measurement: the radiometer (past and now); forecast: the newest run issued by now; unknown: no reading, the limit was not checked.
+	Basis PWVSpanBasis `json:"basis"`
+	End   time.Time    `json:"end"`
+	Start time.Time    `json:"start"`
+}
+
+// PWVSpanBasis measurement: the radiometer (past and now); forecast: the newest run issued by now; unknown: no reading, the limit was not checked.
+type PWVSpanBasis string
 
 // PackageRequest defines model for PackageRequest.
 type PackageRequest struct {
@@ -3321,15 +3461,39 @@ type SourceDetailsKind string
 
 // SourceObsUnitRef defines model for SourceObsUnitRef.
 type SourceObsUnitRef struct {
-	DurationS          float64    `json:"duration_s"`
-	Id                 int64      `json:"id"`
-	InstrumentModuleId int64      `json:"instrument_module_id"`
-	MinElevationDeg    *float64   `json:"min_elevation_deg"`
-	Name               string     `json:"name"`
-	Priority           *int64     `json:"priority"`
-	Program            ProgramRef `json:"program"`
-	SourceId           int64      `json:"source_id"`
-	SourceName         string     `json:"source_name"`
+	DurationS          float64   `json:"duration_s"`
+	Id                 int64     `json:"id"`
+	InstrumentModuleId int64     `json:"instrument_module_id"`
+	LstRange           *LSTRange `json:"lst_range,omitempty"`
+
+	// MaxAirmass Airmass (sec z) at most this: 1–40.
+	//
+	// Example: 2
+	MaxAirmass *float64 `json:"max_airmass,omitempty"`
+
+	// MaxPwvMm Precipitable water vapour at most this, mm: measured for the past and now, the latest forecast for the future; without data the visibility reports it unknown.
+	//
+	// Example: 1.5
+	MaxPwvMm        *float64 `json:"max_pwv_mm,omitempty"`
+	MinElevationDeg *float64 `json:"min_elevation_deg"`
+
+	// MinMoonSeparationDeg Angle to the Moon (topocentric) at least this, degrees.
+	//
+	// Example: 30
+	MinMoonSeparationDeg *float64 `json:"min_moon_separation_deg,omitempty"`
+
+	// MinSunSeparationDeg Angle to the Sun at least this, degrees: replaces the site's Sun avoidance (OPS_SITE_SUN_AVOIDANCE_DEG) for this unit; 0: none.
+	//
+	// Example: 60
+	MinSunSeparationDeg *float64   `json:"min_sun_separation_deg,omitempty"`
+	Name                string     `json:"name"`
+	Priority            *int64     `json:"priority"`
+	Program             ProgramRef `json:"program"`
+	SourceId            int64      `json:"source_id"`
+	SourceName          string     `json:"source_name"`
+
+	// TimeWindows Only within these UTC intervals: start before end, sorted, neither overlapping nor touching.
+	TimeWindows *[]Interval `json:"time_windows,omitempty"`
 }
 
 // SourceSpec defines model for SourceSpec.
@@ -3663,6 +3827,37 @@ type UserUpdateBody struct {
 // UserUpdateBodyRoles A role.
 type UserUpdateBodyRoles string
 
+// VisibilityObsUnit defines model for VisibilityObsUnit.
+type VisibilityObsUnit struct {
+	Id       int64     `json:"id"`
+	LstRange *LSTRange `json:"lst_range,omitempty"`
+
+	// MaxAirmass Airmass (sec z) at most this: 1–40.
+	//
+	// Example: 2
+	MaxAirmass *float64 `json:"max_airmass,omitempty"`
+
+	// MaxPwvMm Precipitable water vapour at most this, mm: measured for the past and now, the latest forecast for the future; without data the visibility reports it unknown.
+	//
+	// Example: 1.5
+	MaxPwvMm        *float64 `json:"max_pwv_mm,omitempty"`
+	MinElevationDeg *float64 `json:"min_elevation_deg"`
+
+	// MinMoonSeparationDeg Angle to the Moon (topocentric) at least this, degrees.
+	//
+	// Example: 30
+	MinMoonSeparationDeg *float64 `json:"min_moon_separation_deg,omitempty"`
+
+	// MinSunSeparationDeg Angle to the Sun at least this, degrees: replaces the site's Sun avoidance (OPS_SITE_SUN_AVOIDANCE_DEG) for this unit; 0: none.
+	//
+	// Example: 60
+	MinSunSeparationDeg *float64 `json:"min_sun_separation_deg,omitempty"`
+	Name                string   `json:"name"`
+
+	// TimeWindows Only within these UTC intervals: start before end, sorted, neither overlapping nor touching.
+	TimeWindows *[]Interval `json:"time_windows,omitempty"`
+}
+
 // VisibilityResponse defines model for VisibilityResponse.
 type VisibilityResponse struct {
 	End             time.Time `json:"end"`
@@ -3671,7 +3866,11 @@ type VisibilityResponse struct {
 	MaxElevationDeg float64   `json:"max_elevation_deg"`
 
 	// MinElevationDeg The lower elevation limit applied.
-	MinElevationDeg float64 `json:"min_elevation_deg"`
+	MinElevationDeg float64            `json:"min_elevation_deg"`
+	ObsUnit         *VisibilityObsUnit `json:"obs_unit,omitempty"`
+
+	// PwvAsOf With a PWV limit: the instant dividing measured PWV (at or before) from forecast PWV (after).
+	PwvAsOf *time.Time `json:"pwv_as_of,omitempty"`
 
 	// Refraction Whether altitudes include refraction (OPS_SITE_REFRACTION).
 	Refraction bool `json:"refraction"`
@@ -3688,8 +3887,10 @@ type VisibilityResponse struct {
 	StepS      int64      `json:"step_s"`
 
 	// SunAvoidance Periods in which the source is closer to the Sun than the avoidance radius.
-	SunAvoidance    *[]Interval `json:"sun_avoidance"`
-	SunAvoidanceDeg float64     `json:"sun_avoidance_deg"`
+	SunAvoidance *[]Interval `json:"sun_avoidance"`
+
+	// SunAvoidanceDeg The Sun avoidance applied: the obs unit's min_sun_separation_deg, else the site's.
+	SunAvoidanceDeg float64 `json:"sun_avoidance_deg"`
 
 	// Transit Next upper culmination after start.
 	Transit *time.Time `json:"transit"`
@@ -3720,17 +3921,30 @@ type WeatherWritten struct {
 
 // Window defines model for Window.
 type Window struct {
-	End         time.Time         `json:"end"`
-	EndReason   WindowEndReason   `json:"end_reason"`
-	Start       time.Time         `json:"start"`
+	End time.Time `json:"end"`
+
+	// EndReason Why the window ends: the constraint that limits from then (range_end: the asked range's end).
+	EndReason WindowEndReason `json:"end_reason"`
+
+	// Pwv With an obs unit's max_pwv_mm: the PWV's basis over the window, part by part.
+	Pwv   *[]PWVSpan `json:"pwv,omitempty"`
+	Start time.Time  `json:"start"`
+
+	// StartReason Why the window starts: the constraint that limited until then (range_start: the asked range's start).
 	StartReason WindowStartReason `json:"start_reason"`
+
+	// UnknownConstraints Constraints not checked over some part of the window for want of data (max_pwv_mm: no PWV reading; see pwv).
+	UnknownConstraints *[]WindowUnknownConstraints `json:"unknown_constraints,omitempty"`
 }
 
-// WindowEndReason defines model for Window.EndReason.
+// WindowEndReason Why the window ends: the constraint that limits from then (range_end: the asked range's end).
 type WindowEndReason string
 
-// WindowStartReason defines model for Window.StartReason.
+// WindowStartReason Why the window starts: the constraint that limited until then (range_start: the asked range's start).
 type WindowStartReason string
+
+// WindowUnknownConstraints defines model for Window.UnknownConstraints.
+type WindowUnknownConstraints string
 
 // SiteDeadLetter defines model for site_DeadLetter.
 type SiteDeadLetter struct {
@@ -4215,8 +4429,11 @@ type GetVisibilityParams struct {
 	// StepS Seconds between samples (at most the longest range, 1100 days).
 	StepS *int64 `form:"step_s,omitempty" json:"step_s,omitempty"`
 
-	// MinElevationDeg Lower elevation limit instead of the site's (an obs unit's own limit).
+	// MinElevationDeg Lower elevation limit instead of the site's (and instead of the obs unit's).
 	MinElevationDeg *float64 `form:"min_elevation_deg,omitempty" json:"min_elevation_deg,omitempty"`
+
+	// ObsUnitId An obs unit of this source: its constraints (min_elevation_deg, max_airmass, min_moon_separation_deg, min_sun_separation_deg, max_pwv_mm, lst_range, time_windows) apply on top of the site's.
+	ObsUnitId *int64 `form:"obs_unit_id,omitempty" json:"obs_unit_id,omitempty"`
 
 	// Format svg, png: the altitude plot (as Accept: image/svg+xml, image/png); csv: the samples as CSV (as Accept: text/csv).
 	Format *GetVisibilityParamsFormat `form:"format,omitempty" json:"format,omitempty"`
@@ -12666,6 +12883,18 @@ func NewGetVisibilityRequest(server string, sourceId int64, params *GetVisibilit
 		if params.MinElevationDeg != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "min_elevation_deg", *params.MinElevationDeg, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "number", Format: "double"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ObsUnitId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "obs_unit_id", *params.ObsUnitId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {

@@ -13,3 +13,4 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON visibility_jobs TO obsops_catalog;
 GRANT USAGE, SELECT ON SEQUENCE sources_id_seq, source_aliases_id_seq, observing_programs_id_seq, obs_units_id_seq, visibility_jobs_id_seq TO obsops_catalog;
 -- Reads of other services' tables:
 GRANT SELECT ON executed_obs_units TO obsops_catalog; -- ingest's: an obs unit's executions (progress, deletes)
+GRANT SELECT ON site_weather TO obsops_catalog; -- the site's: obs units' PWV limits (visibility, pkg/weather Store.Load)

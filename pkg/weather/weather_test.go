@@ -89,3 +89,33 @@ func TestReadingValidation(t *testing.T) {
 	r := ok()
 	require.NoError(t, r.Validate("x"))
 }
+
+// TestBreaks: the times where At may change otherwise than linearly, and only those: between two
+// consecutive breaks At keeps its kind and reading or run (checked minute by minute).
+func TestBreaks(t *testing.T) {
+	now := tp("2026-10-15T12:00:00Z")
+	issued, future := ptr(tp("2026-10-15T06:00:00Z")), ptr(tp("2026-10-15T13:00:00Z"))
+	rs := []weather.Reading{
+		{Kind: "measurement", Time: tp("2026-10-15T09:00:00Z"), PWVmm: 0.5, Source: "radiometer"},
+		{Kind: "measurement", Time: tp("2026-10-15T11:50:00Z"), PWVmm: 0.9, Source: "radiometer"},
+		{Kind: "measurement", Time: tp("2026-10-15T12:10:00Z"), PWVmm: 0.9, Source: "radiometer"}, // after now: not used
+		{Kind: "forecast", Time: tp("2026-10-15T12:00:00Z"), PWVmm: 1, Source: "model", IssuedAt: issued},
+		{Kind: "forecast", Time: tp("2026-10-15T14:00:00Z"), PWVmm: 2, Source: "model", IssuedAt: issued},
+		{Kind: "forecast", Time: tp("2026-10-15T15:00:00Z"), PWVmm: 9, Source: "model", IssuedAt: future},
+	}
+	s := weather.NewSeries(rs, now)
+	from, to := tp("2026-10-15T08:00:00Z"), tp("2026-10-15T16:00:00Z")
+	want := []time.Time{tp("2026-10-15T09:00:00Z"), tp("2026-10-15T09:30:00Z"), tp("2026-10-15T11:50:00Z"), now, tp("2026-10-15T14:00:00Z")}
+	require.Equal(t, want, s.Breaks(from, to))
+	require.Equal(t, want[1:3], s.Breaks(tp("2026-10-15T09:00:00Z"), now), "open at both ends")
+	// between breaks: same kind and same reading (measurement) or the same pair of points (forecast)
+	bounds := append(append([]time.Time{from}, want...), to)
+	for i := 0; i+1 < len(bounds); i++ {
+		first := s.At(bounds[i].Add(time.Second))
+		for tm := bounds[i].Add(time.Second); tm.Before(bounds[i+1]); tm = tm.Add(time.Minute) {
+			got := s.At(tm)
+			require.Equal(t, first.Kind, got.Kind, "at %s", tm)
+			require.Equal(t, first.At, got.At, "at %s", tm)
+		}
+	}
+}

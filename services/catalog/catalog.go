@@ -161,6 +161,7 @@ type ObsUnit struct {
 	DurationS          float64  `json:"duration_s"`
 	MinElevationDeg    *float64 `json:"min_elevation_deg"`
 	Priority           *int     `json:"priority"`
+	ObsUnitConstraints
 }
 
 // ProgramSpec is what a caller writes to create or replace a program.
@@ -205,8 +206,9 @@ type ObsUnitSpec struct {
 	SourceID           int64    `json:"source_id" minimum:"1"`
 	InstrumentModuleID int      `json:"instrument_module_id" minimum:"1" example:"14"`
 	DurationS          float64  `json:"duration_s" exclusiveMinimum:"0" maximum:"864000" example:"3600"`
-	MinElevationDeg    *float64 `json:"min_elevation_deg,omitempty" minimum:"0" maximum:"90"`
+	MinElevationDeg    *float64 `json:"min_elevation_deg,omitempty" minimum:"0" maximum:"90" doc:"Replaces the site's lower elevation limit (OPS_SITE_MIN_ELEVATION_DEG) for this unit."`
 	Priority           *int     `json:"priority,omitempty" minimum:"-1000" maximum:"1000"`
+	ObsUnitConstraints
 }
 
 // Normalize trims and checks a program body beyond its schema: short-name characters, no
@@ -255,6 +257,12 @@ func (p *ProgramSpec) Normalize() error {
 			return problem.Field("body."+f, fmt.Sprintf("repeats the name of obs_units[%d]", j), u.Name)
 		}
 		seen[u.Name] = i
+		if u.MinElevationDeg != nil && (math.IsNaN(*u.MinElevationDeg) || *u.MinElevationDeg < 0 || *u.MinElevationDeg > 90) {
+			return problem.Field(fmt.Sprintf("body.obs_units[%d].min_elevation_deg", i), "must be within [0, 90] degrees", u.MinElevationDeg)
+		}
+		if err := u.ObsUnitConstraints.Validate(fmt.Sprintf("body.obs_units[%d]", i)); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -57,7 +57,7 @@ func (p ProgramPatch) Apply(cur Program) (ProgramSpec, error) {
 	units := make([]ObsUnitSpec, len(cur.ObsUnits))
 	for i, u := range cur.ObsUnits {
 		units[i] = ObsUnitSpec{Name: u.Name, SourceID: u.SourceID, InstrumentModuleID: u.InstrumentModuleID,
-			DurationS: u.DurationS, MinElevationDeg: u.MinElevationDeg, Priority: u.Priority}
+			DurationS: u.DurationS, MinElevationDeg: u.MinElevationDeg, Priority: u.Priority, ObsUnitConstraints: u.ObsUnitConstraints}
 	}
 	base := ProgramSpec{ShortName: cur.ShortName, Title: cur.Title, PI: cur.PI, PIUsername: cur.PIUsername,
 		Members: cur.Members, Description: cur.Description, Status: cur.Status, AllocatedHours: cur.AllocatedHours, ObsUnits: units}

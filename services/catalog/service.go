@@ -7,6 +7,7 @@ import (
 
 	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/pkg/problem"
+	"github.com/obsops/obsops/pkg/weather"
 	"github.com/obsops/obsops/services/catalog/resolve"
 	"github.com/obsops/obsops/services/catalog/visibility"
 	"github.com/obsops/obsops/services/catalog/visibility/precalc"
@@ -34,6 +35,8 @@ type Store interface {
 	// calling guard with their ids before it commits; an *ExecutionsConflictError when executions
 	// reference them.
 	DeleteProgram(ctx context.Context, id int64, check func(cur Program) error, guard DeleteGuard) error
+	// ObsUnit returns one obs unit (an error wrapping problem.ErrNotFound if unknown).
+	ObsUnit(ctx context.Context, id int64) (ObsUnit, error)
 	// ExecutionsOf lists the committed executions of obs units (at most 100).
 	ExecutionsOf(ctx context.Context, obsUnitIDs []int64) ([]ExecutionRef, error)
 
@@ -78,6 +81,11 @@ type Store interface {
 	ActiveObsUnits(ctx context.Context) ([]ActiveObsUnit, error)
 }
 
+// WeatherLoader loads the PWV series over a range as of now (weather.Store).
+type WeatherLoader interface {
+	Load(ctx context.Context, from, to, now time.Time) (*weather.Series, error)
+}
+
 // Resolver resolves names (or coordinate strings) to positions, one answer per input in input
 // order (resolve.Resolver).
 type Resolver interface {
@@ -112,8 +120,11 @@ type Service struct {
 	// Executions asks ingest about buffered executions before obs units are deleted
 	// (deletes.go); nil: obs units cannot be deleted (503).
 	Executions Executions
-	Now        func() time.Time // the clock of the chip's alt/az (time.Now when nil)
-	Log        *slog.Logger
+	// Weather reads the site's PWV series for obs units' PWV limits (weather.Store on the
+	// site_weather table, read-only); nil: the PWV is unknown.
+	Weather WeatherLoader
+	Now     func() time.Time // the clock of the chip's alt/az and of the PWV's past and future (time.Now when nil)
+	Log     *slog.Logger
 }
 
 func (s *Service) now() time.Time {

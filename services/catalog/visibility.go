@@ -10,6 +10,7 @@ import (
 
 	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/pkg/problem"
+	"github.com/obsops/obsops/pkg/weather"
 	"github.com/obsops/obsops/services/catalog/visibility"
 	"github.com/obsops/obsops/services/catalog/visibility/precalc"
 )
@@ -27,7 +28,8 @@ type VisibilityQuery struct {
 	SourceID        int64
 	Start, End      string   // RFC 3339; empty: now (to the second), and start + 24 h
 	StepS           int64    // seconds between samples
-	MinElevationDeg *float64 // a lower elevation limit instead of the site's
+	MinElevationDeg *float64 // a lower elevation limit instead of the site's (and the obs unit's)
+	ObsUnitID       int64    // an obs unit of the source whose constraints apply (0: none)
 }
 
 // SourceVisibility is the visibility of a source over a range.
@@ -35,7 +37,17 @@ type SourceVisibility struct {
 	Source     precalc.Source
 	Start, End time.Time
 	Result     *visibility.Result
+	// ObsUnit is the obs unit whose constraints were applied (nil: the site's only).
+	ObsUnit *ObsUnit
+	// SunAvoidanceDeg is the Sun avoidance applied: the obs unit's min_sun_separation_deg or the site's.
+	SunAvoidanceDeg float64
+	// WeatherAsOf is the instant dividing measured from forecast PWV (with a PWV limit).
+	WeatherAsOf *time.Time
 }
+
+// WeatherSpan is how far either side of now a PWV limit reads the weather series: older
+// measurements are not consulted and later forecasts do not exist; beyond it the PWV is unknown.
+const WeatherSpan = weather.MaxRange
 
 func parseTime(field, s string) (time.Time, error) {
 	t, err := time.Parse(time.RFC3339Nano, s)
@@ -82,8 +94,62 @@ func (s *Service) SourceVisibility(ctx context.Context, q VisibilityQuery) (Sour
 	if err := src.Source.Validate(); err != nil {
 		return SourceVisibility{}, &kindedError{problem.Invalid, "this source's coordinates cannot be computed: " + err.Error()}
 	}
-	res := visibility.Compute(s.Site, &src.Source, visibility.Request{Start: start, End: end, Step: step, MinElevationDeg: q.MinElevationDeg})
-	return SourceVisibility{Source: src, Start: start, End: end, Result: res}, nil
+	req := visibility.Request{Start: start, End: end, Step: step, MinElevationDeg: q.MinElevationDeg}
+	out := SourceVisibility{Source: src, Start: start, End: end, SunAvoidanceDeg: s.Site.SunAvoidanceDeg}
+	if q.ObsUnitID != 0 {
+		u, err := s.Store.ObsUnit(ctx, q.ObsUnitID)
+		if errors.Is(err, problem.ErrNotFound) {
+			return SourceVisibility{}, problem.Field("query.obs_unit_id", "no obs unit with this id", q.ObsUnitID)
+		}
+		if err != nil {
+			return SourceVisibility{}, err
+		}
+		if u.SourceID != q.SourceID {
+			return SourceVisibility{}, problem.Field("query.obs_unit_id", fmt.Sprintf("this obs unit observes source %d, not %d", u.SourceID, q.SourceID), q.ObsUnitID)
+		}
+		out.ObsUnit = &u
+		req.Constraints = u.Constraints()
+		if u.MinSunSeparationDeg != nil {
+			out.SunAvoidanceDeg = *u.MinSunSeparationDeg
+		}
+		if u.MaxPWVmm != nil {
+			now := s.now()
+			out.WeatherAsOf = &now
+			if req.Weather, err = s.loadWeather(ctx, start, end, now); err != nil {
+				return SourceVisibility{}, err
+			}
+		}
+	}
+	out.Result = visibility.Compute(s.Site, &src.Source, req)
+	return out, nil
+}
+
+// loadWeather reads the PWV series over [start, end] clipped to WeatherSpan around now (an empty
+// series when nothing of the range is within it, or without a weather store).
+func (s *Service) loadWeather(ctx context.Context, start, end, now time.Time) (*weather.Series, error) {
+	from, to := maxTime(start, now.Add(-WeatherSpan)), minTime(end, now.Add(WeatherSpan))
+	if s.Weather == nil || to.Before(from) {
+		return weather.NewSeries(nil, now), nil
+	}
+	wx, err := s.Weather.Load(ctx, from, to, now)
+	if err != nil {
+		return nil, err
+	}
+	return wx, nil
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // HeatmapQuery asks for a year's heatmap of a program's sources or of a list of source ids

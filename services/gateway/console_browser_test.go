@@ -494,7 +494,8 @@ func TestConsoleInBrowser(t *testing.T) {
 			ID int64 `json:"id"`
 		}
 		cs.api(t, "POST", "/observing_program/", cs.JWT(t, "alice"), map[string]any{"short_name": "CONSOLE-EDIT", "title": "Before", "pi": "A. Alice",
-			"status": "active", "obs_units": []map[string]any{{"name": "edit-u1", "source_id": cs.orion, "instrument_module_id": 31, "duration_s": 3600}}}, 201).JSON(t, &created)
+			"status": "active", "obs_units": []map[string]any{{"name": "edit-u1", "source_id": cs.orion, "instrument_module_id": 31, "duration_s": 3600,
+				"max_airmass": 2, "lst_range": map[string]any{"start_hours": 22, "end_hours": 2}}}}, 201).JSON(t, &created)
 		alice.goTo(t, fmt.Sprintf("#/programs/%d", created.ID), "#obs-units")
 		get(t, alice, 10*time.Second, chromedp.Poll[bool](`(document.querySelector("h1").textContent === "CONSOLE-EDIT: Before" && !!document.getElementById("edit-program-button")) || null`))
 		alice.run(t, 20*time.Second,
@@ -508,6 +509,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		require.Equal(t, "saved", saved)
 		units := get(t, alice, 5*time.Second, chromedp.Text(chromedp.CSS("#obs-units")))
 		require.Contains(t, units, "2.00 h")
+		require.Contains(t, units, "airmass ≤ 2, LST 22–2 h", "the form keeps the constraints it does not edit")
 		// an empty title is a problem naming the field, marked invalid
 		alice.run(t, 20*time.Second,
 			chromedp.Click(chromedp.CSS(`#edit-program-button`)),

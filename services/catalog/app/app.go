@@ -13,6 +13,7 @@ import (
 	"github.com/obsops/obsops/pkg/config"
 	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/pkg/service"
+	"github.com/obsops/obsops/pkg/weather"
 	"github.com/obsops/obsops/services/catalog"
 	"github.com/obsops/obsops/services/catalog/httpapi"
 	"github.com/obsops/obsops/services/catalog/ingestclient"
@@ -59,6 +60,7 @@ func New(cfg *catalog.Config, vcfg *visibility.Config, svc *service.Service) (*A
 	site := &visibility.Site{Site: cfg.Site}
 	heatmaps := precalc.New(store, site, svc.Redis, *vcfg, svc.Log, svc.Metrics)
 	a := &App{svc: svc, Catalog: &catalog.Service{Store: store, Resolver: resolver, Site: site, Heatmaps: heatmaps, Log: svc.Log,
+		Weather:    &weather.Store{Read: pools.Read}, // the site service's series, read only (grants/catalog.sql)
 		Executions: ingestclient.NewSites(cfg.InternalSecret, append([]string{cfg.IngestURL}, cfg.FenceIngestURLs...)...)}}
 	if vcfg.Worker {
 		// The precalculation worker (asynq queue "visibility") in this process.

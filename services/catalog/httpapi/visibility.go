@@ -49,7 +49,8 @@ type visibilityInput struct {
 	Start           string  `query:"start" doc:"RFC 3339 (fractional seconds kept exactly); default now."`
 	End             string  `query:"end" doc:"RFC 3339; default start + 24 h."`
 	StepS           int64   `query:"step_s" minimum:"1" maximum:"95040000" default:"600" doc:"Seconds between samples (at most the longest range, 1100 days)."`
-	MinElevationDeg float64 `query:"min_elevation_deg" minimum:"0" maximum:"90" doc:"Lower elevation limit instead of the site's (an obs unit's own limit)."`
+	MinElevationDeg float64 `query:"min_elevation_deg" minimum:"0" maximum:"90" doc:"Lower elevation limit instead of the site's (and instead of the obs unit's)."`
+	ObsUnitID       int64   `query:"obs_unit_id" minimum:"1" doc:"An obs unit of this source: its constraints (min_elevation_deg, max_airmass, min_moon_separation_deg, min_sun_separation_deg, max_pwv_mm, lst_range, time_windows) apply on top of the site's."`
 	Format          string  `query:"format" enum:"json,svg,png,csv" doc:"svg, png: the altitude plot (as Accept: image/svg+xml, image/png); csv: the samples as CSV (as Accept: text/csv)."`
 	Accept          string  `header:"Accept"`
 	minElSet        bool
@@ -59,7 +60,7 @@ type visibilityInput struct {
 func (in *visibilityInput) Resolve(ctx huma.Context) []error {
 	u := ctx.URL()
 	in.minElSet = u.Query().Has("min_elevation_deg")
-	return unknownParams(ctx, "start", "end", "step_s", "min_elevation_deg", "format")
+	return unknownParams(ctx, "start", "end", "step_s", "min_elevation_deg", "obs_unit_id", "format")
 }
 
 // VisibilityResponse is the visibility of a source over a range.
@@ -71,8 +72,10 @@ type VisibilityResponse struct {
 	StepS           int64                 `json:"step_s"`
 	MinElevationDeg float64               `json:"min_elevation_deg" doc:"The lower elevation limit applied."`
 	MaxElevationDeg float64               `json:"max_elevation_deg"`
-	SunAvoidanceDeg float64               `json:"sun_avoidance_deg"`
+	SunAvoidanceDeg float64               `json:"sun_avoidance_deg" doc:"The Sun avoidance applied: the obs unit's min_sun_separation_deg, else the site's."`
 	Refraction      bool                  `json:"refraction" doc:"Whether altitudes include refraction (OPS_SITE_REFRACTION)."`
+	ObsUnit         *VisibilityObsUnit    `json:"obs_unit,omitempty" doc:"The obs unit whose constraints were applied (obs_unit_id)."`
+	PWVAsOf         *time.Time            `json:"pwv_as_of,omitempty" doc:"With a PWV limit: the instant dividing measured PWV (at or before) from forecast PWV (after)."`
 	Samples         []visibility.Sample   `json:"samples"`
 	Windows         []visibility.Window   `json:"windows"`
 	SunAvoidance    []visibility.Interval `json:"sun_avoidance" doc:"Periods in which the source is closer to the Sun than the avoidance radius."`
@@ -81,6 +84,14 @@ type VisibilityResponse struct {
 	Transit         *time.Time            `json:"transit" doc:"Next upper culmination after start."`
 	MaxAltDeg       float64               `json:"max_alt_deg"`
 	HoursObservable float64               `json:"hours_observable"`
+}
+
+// VisibilityObsUnit is the obs unit whose constraints a visibility applied.
+type VisibilityObsUnit struct {
+	ID              int64    `json:"id"`
+	Name            string   `json:"name"`
+	MinElevationDeg *float64 `json:"min_elevation_deg"`
+	catalog.ObsUnitConstraints
 }
 
 // csvOutput answers a table as CSV.
@@ -111,7 +122,7 @@ func visibilityResponses(api huma.API) map[string]*huma.Response {
 }
 
 func (h *Handlers) sourceVisibility(ctx context.Context, in *visibilityInput) (*rawOutput, error) {
-	q := catalog.VisibilityQuery{SourceID: in.SourceID, Start: in.Start, End: in.End, StepS: in.StepS}
+	q := catalog.VisibilityQuery{SourceID: in.SourceID, Start: in.Start, End: in.End, StepS: in.StepS, ObsUnitID: in.ObsUnitID}
 	if in.minElSet {
 		q.MinElevationDeg = &in.MinElevationDeg
 	}
@@ -140,14 +151,17 @@ func (h *Handlers) sourceVisibility(ctx context.Context, in *visibilityInput) (*
 	}
 	if in.Format == "svg" || in.Format == "" && wantsSVG(in.Accept) {
 		sub := fmt.Sprintf("%s – %s UTC · limit %g° · Sun avoidance %g° · %.2f h observable",
-			v.Start.Format("2006-01-02 15:04"), v.End.Format("2006-01-02 15:04"), res.MinElevationDeg, site.SunAvoidanceDeg, res.HoursObservable)
+			v.Start.Format("2006-01-02 15:04"), v.End.Format("2006-01-02 15:04"), res.MinElevationDeg, v.SunAvoidanceDeg, res.HoursObservable)
 		return &rawOutput{ContentType: "image/svg+xml", Body: render.Plot(render.PlotInput{
 			Title: fmt.Sprintf("%s (source %d) from %s", src.Name, src.ID, siteName(site)), Subtitle: sub, Result: res, Start: v.Start, End: v.End})}, nil
 	}
 	body := VisibilityResponse{SourceID: src.ID, SourceName: src.Name, Start: v.Start, End: v.End, StepS: in.StepS,
-		MinElevationDeg: res.MinElevationDeg, MaxElevationDeg: site.MaxElevationDeg, SunAvoidanceDeg: site.SunAvoidanceDeg,
-		Refraction: site.Refraction, Samples: res.Samples, Windows: res.Windows, SunAvoidance: res.SunAvoidance,
+		MinElevationDeg: res.MinElevationDeg, MaxElevationDeg: site.MaxElevationDeg, SunAvoidanceDeg: v.SunAvoidanceDeg,
+		Refraction: site.Refraction, PWVAsOf: v.WeatherAsOf, Samples: res.Samples, Windows: res.Windows, SunAvoidance: res.SunAvoidance,
 		Rise: res.Rise, Set: res.Set, Transit: res.Transit, MaxAltDeg: res.MaxAltDeg, HoursObservable: res.HoursObservable}
+	if u := v.ObsUnit; u != nil {
+		body.ObsUnit = &VisibilityObsUnit{ID: u.ID, Name: u.Name, MinElevationDeg: u.MinElevationDeg, ObsUnitConstraints: u.ObsUnitConstraints}
+	}
 	if body.Windows == nil {
 		body.Windows = []visibility.Window{}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/obsops/obsops/pkg/database"
 	"github.com/obsops/obsops/pkg/problem"
 	"github.com/obsops/obsops/services/catalog"
+	"github.com/obsops/obsops/services/catalog/visibility"
 )
 
 type programRow struct {
@@ -41,23 +42,45 @@ func (r programRow) program() catalog.Program {
 const programColumns = `p.id, p.short_name, p.title, p.pi, p.pi_username, p.description, p.status, p.allocated_hours, p.created_by, p.created_at, p.updated_at`
 
 type obsUnitRow struct {
-	ID                 int64    `db:"id"`
-	ProgramID          int64    `db:"program_id"`
-	Name               string   `db:"name"`
-	SourceID           int64    `db:"source_id"`
-	SourceName         string   `db:"source_name"`
-	InstrumentModuleID int      `db:"instrument_module_id"`
-	DurationS          float64  `db:"duration_s"`
-	MinElevationDeg    *float64 `db:"min_elevation_deg"`
-	Priority           *int     `db:"priority"`
+	ID                   int64    `db:"id"`
+	ProgramID            int64    `db:"program_id"`
+	Name                 string   `db:"name"`
+	SourceID             int64    `db:"source_id"`
+	SourceName           string   `db:"source_name"`
+	InstrumentModuleID   int      `db:"instrument_module_id"`
+	DurationS            float64  `db:"duration_s"`
+	MinElevationDeg      *float64 `db:"min_elevation_deg"`
+	Priority             *int     `db:"priority"`
+	MaxAirmass           *float64 `db:"max_airmass"`
+	MinMoonSeparationDeg *float64 `db:"min_moon_separation_deg"`
+	MinSunSeparationDeg  *float64 `db:"min_sun_separation_deg"`
+	MaxPWVmm             *float64 `db:"max_pwv_mm"`
+	LSTStartHours        *float64 `db:"lst_start_hours"`
+	LSTEndHours          *float64 `db:"lst_end_hours"`
+	TimeWindows          []byte   `db:"time_windows"` // JSON [{start, end}] (obsUnitColumns)
 }
 
 func (r obsUnitRow) unit() catalog.ObsUnit {
-	return catalog.ObsUnit{ID: r.ID, Name: r.Name, SourceID: r.SourceID, SourceName: r.SourceName,
-		InstrumentModuleID: r.InstrumentModuleID, DurationS: r.DurationS, MinElevationDeg: r.MinElevationDeg, Priority: r.Priority}
+	u := catalog.ObsUnit{ID: r.ID, Name: r.Name, SourceID: r.SourceID, SourceName: r.SourceName,
+		InstrumentModuleID: r.InstrumentModuleID, DurationS: r.DurationS, MinElevationDeg: r.MinElevationDeg, Priority: r.Priority,
+		ObsUnitConstraints: catalog.ObsUnitConstraints{MaxAirmass: r.MaxAirmass, MinMoonSeparationDeg: r.MinMoonSeparationDeg,
+			MinSunSeparationDeg: r.MinSunSeparationDeg, MaxPWVmm: r.MaxPWVmm}}
+	if r.LSTStartHours != nil && r.LSTEndHours != nil {
+		u.LSTRange = &visibility.LSTRange{StartHours: *r.LSTStartHours, EndHours: *r.LSTEndHours}
+	}
+	if len(r.TimeWindows) > 0 {
+		// written by the database from a checked column: cannot fail but by a bug, which shows as no windows
+		_ = json.Unmarshal(r.TimeWindows, &u.TimeWindows)
+		for i := range u.TimeWindows {
+			u.TimeWindows[i].Start, u.TimeWindows[i].End = u.TimeWindows[i].Start.UTC(), u.TimeWindows[i].End.UTC()
+		}
+	}
+	return u
 }
 
-const obsUnitColumns = `u.id, u.program_id, u.name, u.source_id, s.name AS source_name, u.instrument_module_id, u.duration_s, u.min_elevation_deg, u.priority`
+const obsUnitColumns = `u.id, u.program_id, u.name, u.source_id, s.name AS source_name, u.instrument_module_id, u.duration_s, u.min_elevation_deg, u.priority,
+	u.max_airmass, u.min_moon_separation_deg, u.min_sun_separation_deg, u.max_pwv_mm, u.lst_start_hours, u.lst_end_hours,
+	(SELECT jsonb_agg(jsonb_build_object('start', lower(w), 'end', upper(w)) ORDER BY lower(w)) FROM unnest(u.time_windows) w) AS time_windows`
 
 // programFilter is the WHERE clause of a program list ($1 status, $2 PI, $3 name pattern), shared
 // by the page query and the past-the-end count so the two can never disagree.
@@ -420,17 +443,41 @@ func upsertUnits(ctx context.Context, tx *sqlx.Tx, programID int64, units []cata
 		return err
 	}
 	_, err = tx.ExecContext(ctx, `
-		INSERT INTO obs_units (program_id, name, source_id, instrument_module_id, duration_s, min_elevation_deg, priority)
-		SELECT $1, x.name, x.source_id, x.instrument_module_id, x.duration_s, x.min_elevation_deg, x.priority
+		INSERT INTO obs_units (program_id, name, source_id, instrument_module_id, duration_s, min_elevation_deg, priority,
+			max_airmass, min_moon_separation_deg, min_sun_separation_deg, max_pwv_mm, lst_start_hours, lst_end_hours, time_windows)
+		SELECT $1, x.name, x.source_id, x.instrument_module_id, x.duration_s, x.min_elevation_deg, x.priority,
+			x.max_airmass, x.min_moon_separation_deg, x.min_sun_separation_deg, x.max_pwv_mm,
+			(x.lst_range->>'start_hours')::double precision, (x.lst_range->>'end_hours')::double precision,
+			(SELECT range_agg(tstzrange((w->>'start')::timestamptz, (w->>'end')::timestamptz)) FROM jsonb_array_elements(x.time_windows) w)
 		FROM ROWS FROM (jsonb_to_recordset($2::jsonb) AS (name text, source_id bigint, instrument_module_id integer,
-			duration_s double precision, min_elevation_deg double precision, priority integer))
-			WITH ORDINALITY AS x(name, source_id, instrument_module_id, duration_s, min_elevation_deg, priority, ord)
+			duration_s double precision, min_elevation_deg double precision, priority integer,
+			max_airmass double precision, min_moon_separation_deg double precision, min_sun_separation_deg double precision,
+			max_pwv_mm double precision, lst_range jsonb, time_windows jsonb))
+			WITH ORDINALITY AS x(name, source_id, instrument_module_id, duration_s, min_elevation_deg, priority,
+				max_airmass, min_moon_separation_deg, min_sun_separation_deg, max_pwv_mm, lst_range, time_windows, ord)
 		ORDER BY x.ord
 		ON CONFLICT (program_id, name) DO UPDATE SET source_id = EXCLUDED.source_id,
 			instrument_module_id = EXCLUDED.instrument_module_id, duration_s = EXCLUDED.duration_s,
-			min_elevation_deg = EXCLUDED.min_elevation_deg, priority = EXCLUDED.priority`, programID, string(b))
+			min_elevation_deg = EXCLUDED.min_elevation_deg, priority = EXCLUDED.priority,
+			max_airmass = EXCLUDED.max_airmass, min_moon_separation_deg = EXCLUDED.min_moon_separation_deg,
+			min_sun_separation_deg = EXCLUDED.min_sun_separation_deg, max_pwv_mm = EXCLUDED.max_pwv_mm,
+			lst_start_hours = EXCLUDED.lst_start_hours, lst_end_hours = EXCLUDED.lst_end_hours,
+			time_windows = EXCLUDED.time_windows`, programID, string(b))
 	if code, _ := pqCode(err); code == foreignKeyViolation {
 		return &catalog.ConflictError{Location: "body.obs_units", Message: "a source or instrument module of the obs units was deleted meanwhile; retry"}
 	}
 	return err
+}
+
+// ObsUnit returns one obs unit, or an error wrapping problem.ErrNotFound.
+func (s *Store) ObsUnit(ctx context.Context, id int64) (catalog.ObsUnit, error) {
+	var r obsUnitRow
+	err := s.DB.GetContext(ctx, &r, `SELECT `+obsUnitColumns+` FROM obs_units u JOIN sources s ON s.id = u.source_id WHERE u.id = $1`, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return catalog.ObsUnit{}, fmt.Errorf("no obs unit with id %d: %w", id, problem.ErrNotFound)
+	}
+	if err != nil {
+		return catalog.ObsUnit{}, err
+	}
+	return r.unit(), nil
 }

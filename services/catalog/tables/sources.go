@@ -3,6 +3,7 @@ package tables
 import (
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/obsops/obsops/services/catalog"
 	"github.com/obsops/obsops/services/catalog/visibility"
@@ -74,13 +75,29 @@ func Program(p catalog.Program, sources map[int64]catalog.Source) Table {
 		{Name: "duration_s", Datatype: "double", Unit: "s", UCD: "time.duration;obs.exposure"},
 		{Name: "min_elevation_deg", Datatype: "double", Unit: "deg", UCD: "pos.az.alt;stat.min"},
 		{Name: "priority", Datatype: "int", UCD: "meta.number", Description: "lower values first"},
+		{Name: "max_airmass", Datatype: "double", UCD: "obs.airMass;stat.max"},
+		{Name: "min_moon_separation_deg", Datatype: "double", Unit: "deg", UCD: "pos.angDistance;stat.min", Description: "angle to the Moon at least"},
+		{Name: "min_sun_separation_deg", Datatype: "double", Unit: "deg", UCD: "pos.angDistance;stat.min", Description: "angle to the Sun at least (instead of the site's)"},
+		{Name: "max_pwv_mm", Datatype: "double", Unit: "mm", Description: "precipitable water vapour at most"},
+		{Name: "lst_start_hours", Datatype: "double", Unit: "h", UCD: "time.start", Description: "LST range start"},
+		{Name: "lst_end_hours", Datatype: "double", Unit: "h", UCD: "time.end", Description: "LST range end (before start: across midnight)"},
+		{Name: "time_windows", Datatype: "char", UCD: "time.interval", Description: "UTC windows, ISO 8601 start/end, separated by spaces"},
 		{Name: "source_id", Datatype: "long", UCD: "meta.id"},
 	}
 	t := Table{Name: p.ShortName, Description: p.Title, Columns: append(unit, sourceColumns[1:len(sourceColumns)-2]...)}
 	for _, u := range p.ObsUnits {
 		row := []string{strconv.FormatInt(p.ID, 10), p.ShortName, strconv.FormatInt(u.ID, 10), u.Name,
 			strconv.Itoa(u.InstrumentModuleID), Float(&u.DurationS), Float(u.MinElevationDeg), Int(u.Priority),
+			Float(u.MaxAirmass), Float(u.MinMoonSeparationDeg), Float(u.MinSunSeparationDeg), Float(u.MaxPWVmm), "", "", "",
 			strconv.FormatInt(u.SourceID, 10)}
+		if r := u.LSTRange; r != nil {
+			row[12], row[13] = Float(&r.StartHours), Float(&r.EndHours)
+		}
+		ws := make([]string, len(u.TimeWindows))
+		for i, w := range u.TimeWindows {
+			ws[i] = w.Start.Format(time.RFC3339Nano) + "/" + w.End.Format(time.RFC3339Nano)
+		}
+		row[14] = strings.Join(ws, " ")
 		src, ok := sources[u.SourceID]
 		if !ok {
 			src = catalog.Source{Name: u.SourceName}

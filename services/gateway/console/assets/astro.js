@@ -74,6 +74,7 @@ async function renderProgram(main, id) {
       { label: "Module", value: (u) => String(u.instrument_module_id) },
       { label: "Duration", value: (u) => (u.duration_s / 3600).toFixed(2) + " h" },
       { label: "Min. elevation", value: (u) => u.min_elevation_deg == null ? "site" : u.min_elevation_deg + "°" },
+      { label: "Constraints", value: constraintsText },
     ], p.obs_units || [], { id: "obs-units" }),
     mayEdit(p) ? editProgramForm(p) : null,
     h("h2", null, `Hours observable per day in ${year}`), heat);
@@ -189,6 +190,22 @@ function mayEdit(p) {
   return api.isAdmin() || p.pi_username === m.user.username || (p.members || []).includes(m.user.username);
 }
 
+// The obs unit's constraints besides the minimum elevation (GET /visibility/{id}?obs_unit_id=
+// applies them). The Edit form does not edit them but keeps them: a save must not drop them.
+const constraintFields = ["max_airmass", "min_moon_separation_deg", "min_sun_separation_deg", "max_pwv_mm", "lst_range", "time_windows"];
+
+// constraintsText summarises a unit's constraints ("–" for none).
+function constraintsText(u) {
+  const parts = [];
+  if (u.max_airmass != null) parts.push("airmass ≤ " + u.max_airmass);
+  if (u.min_moon_separation_deg != null) parts.push("Moon ≥ " + u.min_moon_separation_deg + "°");
+  if (u.min_sun_separation_deg != null) parts.push("Sun ≥ " + u.min_sun_separation_deg + "°");
+  if (u.max_pwv_mm != null) parts.push("PWV ≤ " + u.max_pwv_mm + " mm");
+  if (u.lst_range) parts.push("LST " + u.lst_range.start_hours + "–" + u.lst_range.end_hours + " h");
+  if (u.time_windows && u.time_windows.length) parts.push(u.time_windows.length + " time window" + (u.time_windows.length > 1 ? "s" : ""));
+  return parts.length ? parts.join(", ") : "–";
+}
+
 // unitRow is one editable obs unit of the Edit form.
 function unitRow(u) {
   const tr = h("tr", { class: "unit" },
@@ -200,6 +217,7 @@ function unitRow(u) {
     h("td", null, h("input", { name: "unit_priority", type: "number", value: u.priority == null ? "" : u.priority })),
     h("td", null, h("button", { type: "button", class: "remove-unit" }, "Remove")));
   tr.querySelector(".remove-unit").addEventListener("click", () => tr.remove());
+  tr.kept = Object.fromEntries(constraintFields.filter((f) => u[f] != null).map((f) => [f, u[f]]));
   return tr;
 }
 
@@ -231,7 +249,7 @@ function editProgramForm(p) {
     const body = {
       obs_units: [...units.querySelectorAll("tr.unit")].map((tr) => {
         const v = (n) => tr.querySelector(`[name="${n}"]`).value;
-        return { name: v("unit_name"), source_id: num(v("unit_source_id")), instrument_module_id: num(v("unit_module")),
+        return { ...tr.kept, name: v("unit_name"), source_id: num(v("unit_source_id")), instrument_module_id: num(v("unit_module")),
           duration_s: num(v("unit_duration_s")), min_elevation_deg: num(v("unit_min_elevation_deg")), priority: num(v("unit_priority")) };
       }),
     };

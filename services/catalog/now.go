@@ -194,7 +194,7 @@ func (s *Service) VisibilityNow(ctx context.Context, q NowQuery) (NowRanking, er
 		if u.Source.Validate() != nil {
 			continue // a source the engine cannot compute (none in a valid catalogue): not ranked
 		}
-		engine = append(engine, visibility.NowUnit{Source: u.Source, Constraints: unitConstraints(&u.Unit)})
+		engine = append(engine, visibility.NowUnit{Source: u.Source, Constraints: u.Unit.Constraints()})
 		kept = append(kept, u)
 	}
 	states := visibility.NowAll(s.Site, engine, wx, at, NowHorizon)
@@ -224,6 +224,18 @@ func (s *Service) VisibilityNow(ctx context.Context, q NowQuery) (NowRanking, er
 	}
 	return NowRanking{At: at, HorizonHours: NowHorizon.Hours(), Total: len(items), Limit: limit, Rule: NowRule,
 		Items: items[:min(limit, len(items))]}, nil
+}
+
+// weatherFor is the PWV series the units' PWV limits read over the horizon from at, as of now
+// (measured before now, forecast after, as GET /visibility/{id}?obs_unit_id=); nil when no unit
+// has a PWV limit.
+func (s *Service) weatherFor(ctx context.Context, units []ActiveObsUnit, at time.Time) (*weather.Series, error) {
+	for i := range units {
+		if units[i].Unit.MaxPWVmm != nil {
+			return s.loadWeather(ctx, at, at.Add(NowHorizon), s.now())
+		}
+	}
+	return nil, nil
 }
 
 func orEmpty(s []string) []string {

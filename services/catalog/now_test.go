@@ -18,6 +18,8 @@ type nowItem struct {
 	Priority              *int       `json:"priority"`
 	Observable            bool       `json:"observable"`
 	NotObservableBecause  []string   `json:"not_observable_because"`
+	UnknownConstraints    []string   `json:"unknown_constraints"`
+	NextReason            string     `json:"next_reason"`
 	ObservableUntil       *time.Time `json:"observable_until"`
 	ObservableForS        *float64   `json:"observable_for_s"`
 	UntilReason           string     `json:"until_reason"`
@@ -67,10 +69,14 @@ type nowRanking struct {
 //	A transit    TRANSIT, priority 2, 3600 s
 //	A north      NORTH,   priority 1, 3600 s            not observable (min_elevation_deg), never within 24 h
 //	A done       WEST,    priority 1, 1800 s, executed 1800 s: nothing remaining
+//	A lst        TRANSIT, priority 1, lst_range 12 h → 14 h: not observable now (LST 9.08 h); observable
+//	             from LST 12 h: (12 − 9.0798)/1.0027 = 2.9122 h → 05:54:44 (TRANSIT is then at hour angle
+//	             2.9 h, above 20°)
 //	B zenith     TRANSIT, priority 1, own min_elevation_deg 80
 //	B east-a     EAST,    priority 2, 7200 s, executed 3600 s (and a failed execution, not counted)
 //	B east-b     EAST,    priority 2, 7200 s
 //	B east-none  EAST,    no priority
+//	B wet        EAST,    priority 3, max_pwv_mm 1: no PWV reading then (unknown: counts as met)
 //	C transit    TRANSIT, priority 1 (draft program)
 //
 // The rule: observable with time remaining first; priority, lower first, none last; the window
@@ -81,9 +87,12 @@ type nowRanking struct {
 //  3. A transit    priority 2, until 08:07
 //  4. B east-a     priority 2, until 12:07, 3600 s remaining
 //  5. B east-b     priority 2, until 12:07, 7200 s remaining
-//  6. B east-none  no priority
-//  7. A done       observable but nothing remaining: with the unobservable; priority 1, 0 s left
-//  8. A north      not observable, priority 1, 3600 s left
+//  6. B wet        priority 3
+//  7. B east-none  no priority
+//  8. A lst        not observable, priority 1, observable from 05:55
+//  9. A done       observable but nothing remaining: with the unobservable; priority 1, never
+//     observable "next" (it is now), 0 s left
+//  10. A north     not observable, priority 1, never within 24 h, 3600 s left
 func TestNowRanking(t *testing.T) {
 	e := startEnv(t, nil)
 	src := func(name string, ra, dec float64) int64 {
@@ -99,6 +108,10 @@ func TestNowRanking(t *testing.T) {
 	}
 	zenith := u("zenith", transit, 1, 3600)
 	zenith["min_elevation_deg"] = 80.0
+	lst := u("lst", transit, 1, 3600)
+	lst["lst_range"] = map[string]any{"start_hours": 12, "end_hours": 14}
+	wet := u("wet", east, 3, 3600)
+	wet["max_pwv_mm"] = 1.0
 	create := func(body map[string]any) program {
 		r := e.call(t, http.MethodPost, e.gw("/observing_program/"), e.observer, body)
 		require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
@@ -106,8 +119,8 @@ func TestNowRanking(t *testing.T) {
 		r.JSON(t, &p)
 		return p
 	}
-	a := create(e.programBody("NOW-A", u("west", west, 2, 3600), u("transit", transit, 2, 3600), u("north", north, 1, 3600), u("done", west, 1, 1800)))
-	bBody := e.programBody("NOW-B", zenith, u("east-a", east, 2, 7200), u("east-b", east, 2, 7200), u("east-none", east, nil, 7200))
+	a := create(e.programBody("NOW-A", u("west", west, 2, 3600), u("transit", transit, 2, 3600), u("north", north, 1, 3600), u("done", west, 1, 1800), lst))
+	bBody := e.programBody("NOW-B", zenith, u("east-a", east, 2, 7200), u("east-b", east, 2, 7200), u("east-none", east, nil, 7200), wet)
 	delete(bBody, "allocated_hours")
 	b := create(bBody)
 	cBody := e.programBody("NOW-C", u("transit", transit, 1, 3600))
@@ -129,12 +142,12 @@ func TestNowRanking(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	var got nowRanking
 	r.JSON(t, &got)
-	require.Equal(t, 8, got.Total, "the draft program's unit is not ranked: %s", r.Body)
+	require.Equal(t, 10, got.Total, "the draft program's unit is not ranked: %s", r.Body)
 	var order []string
 	for _, it := range got.Items {
 		order = append(order, it.ProgramShortName[len("NOW-"):]+" "+it.ObsUnitName)
 	}
-	require.Equal(t, []string{"B zenith", "A west", "A transit", "B east-a", "B east-b", "B east-none", "A done", "A north"}, order)
+	require.Equal(t, []string{"B zenith", "A west", "A transit", "B east-a", "B east-b", "B wet", "B east-none", "A lst", "A done", "A north"}, order)
 
 	at := time.Date(2026, 3, 1, 3, 0, 0, 0, time.UTC)
 	hand := func(hms string) time.Time {
@@ -142,7 +155,7 @@ func TestNowRanking(t *testing.T) {
 		require.NoError(t, err)
 		return at.Truncate(24 * time.Hour).Add(time.Duration(tm.Hour())*time.Hour + time.Duration(tm.Minute())*time.Minute + time.Duration(tm.Second())*time.Second)
 	}
-	for i, until := range []string{"03:43:21", "04:08:09", "08:07:30", "12:06:50", "12:06:50", "12:06:50"} {
+	for i, until := range []string{"03:43:21", "04:08:09", "08:07:30", "12:06:50", "12:06:50", "12:06:50", "12:06:50"} {
 		it := got.Items[i]
 		t.Logf("%-12s hand %s, engine %s", order[i], until, it.ObservableUntil.Format("15:04:05"))
 		require.True(t, it.Observable, "%+v", it)
@@ -152,9 +165,18 @@ func TestNowRanking(t *testing.T) {
 		require.Equal(t, "sets_below_limit", it.UntilReason)
 		require.InDelta(t, it.ObservableUntil.Sub(at).Seconds(), *it.ObservableForS, 1e-6)
 		require.Nil(t, it.NextObservable)
-		require.Nil(t, it.PWVMarginMM, "no PWV limit")
+		require.Nil(t, it.PWVMarginMM, "no PWV limit, or no reading")
 	}
-	done, nrth := got.Items[6], got.Items[7]
+	require.Equal(t, []string{"max_pwv_mm"}, got.Items[5].UnknownConstraints, "B wet: no PWV reading on that night")
+	lstItem := got.Items[7]
+	require.False(t, lstItem.Observable)
+	require.Equal(t, []string{"lst_range"}, lstItem.NotObservableBecause)
+	require.Nil(t, lstItem.ObservableUntil)
+	require.NotNil(t, lstItem.NextObservable)
+	t.Logf("A lst        hand 05:54:44, engine %s", lstItem.NextObservable.Format("15:04:05"))
+	require.WithinDuration(t, hand("05:54:44"), *lstItem.NextObservable, 30*time.Second, "the LST needs no precession")
+	require.Equal(t, "lst_range_start", lstItem.NextReason)
+	done, nrth := got.Items[8], got.Items[9]
 	require.True(t, done.Observable)
 	require.Zero(t, done.RemainingS)
 	require.Equal(t, 1800.0, done.ExecutedS)
@@ -179,7 +201,7 @@ func TestNowRanking(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	var two nowRanking
 	r.JSON(t, &two)
-	require.Equal(t, 8, two.Total)
+	require.Equal(t, 10, two.Total)
 	require.Len(t, two.Items, 2)
 	require.Equal(t, got.Items[:2], two.Items)
 
@@ -188,12 +210,24 @@ func TestNowRanking(t *testing.T) {
 	requireProblem(t, e.call(t, http.MethodGet, e.gw("/visibility/now?limit=0"), e.viewer, nil), http.StatusUnprocessableEntity, "query.limit")
 	requireProblem(t, e.call(t, http.MethodGet, e.gw("/visibility/now?at=2200-01-01T00:00:00Z"), e.viewer, nil), http.StatusUnprocessableEntity, "query.at")
 	requireProblem(t, e.call(t, http.MethodGet, e.gw("/visibility/now?limt=3"), e.viewer, nil), http.StatusUnprocessableEntity, "query.limt")
-	// default: now, 50 items at most
+	// default: now, 50 items at most; with a PWV reading 5 minutes old (0.7 mm), B wet's margin is
+	// 1 − 0.7 mm
+	_, err := e.db.Exec(`INSERT INTO site_weather (kind, at, pwv_mm, source) VALUES ('measurement', now() - interval '5 minutes', 0.7, 'radiometer')`)
+	require.NoError(t, err)
 	r = e.call(t, http.MethodGet, e.gw("/visibility/now"), e.viewer, nil)
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	var def nowRanking
 	r.JSON(t, &def)
 	require.Equal(t, 50, def.Limit)
 	require.WithinDuration(t, time.Now(), def.At, time.Minute)
-	require.Equal(t, 8, def.Total)
+	require.Equal(t, 10, def.Total)
+	var wetNow *nowItem
+	for i := range def.Items {
+		if def.Items[i].ObsUnitName == "wet" {
+			wetNow = &def.Items[i]
+		}
+	}
+	require.NotNil(t, wetNow)
+	require.NotNil(t, wetNow.PWVMarginMM, "%+v", wetNow)
+	require.InDelta(t, 0.3, *wetNow.PWVMarginMM, 1e-9)
 }

@@ -80,7 +80,9 @@ const (
 	nowMinStep = 120.0
 )
 
-func marginRates(src *Source) [nMargins]float64 {
+// marginRates are the bounds for a source's margins; 0 for the margins its constraints do not use
+// (held constant, they never limit a step).
+func marginRates(src *Source, c *constraints) [nMargins]float64 {
 	r := [nMargins]float64{mLow: altRate, mHigh: altRate, mSun: altRate, mAirmass: altRate, mMoon: altRate + moonRateBody,
 		mLST: lstRate, mTime: 1, mPWV: 0}
 	switch src.Kind {
@@ -88,6 +90,12 @@ func marginRates(src *Source) [nMargins]float64 {
 		r[mSun], r[mMoon] = sunRateFixed, moonRateFixed
 	case KindSolarSystem:
 		r[mSun], r[mMoon] = sunRateBody, moonRateBody
+	}
+	for k, used := range [nMargins]bool{mLow: true, mHigh: c.useHi, mSun: c.useSun, mAirmass: c.useAirmass, mMoon: c.useMoon,
+		mLST: c.useLST, mTime: c.useTime, mPWV: c.usePWV} {
+		if !used {
+			r[k] = 0
+		}
 	}
 	return r
 }
@@ -113,13 +121,20 @@ func NowAll(site *Site, units []NowUnit, wx *weather.Series, t time.Time, horizo
 	u1 := u0 + horizon.Seconds()
 	in := newInstant(site, t)
 	moonAlt, moonAz, _ := in.position(&Source{Kind: KindSolarSystem, Body: "moon"})
+	seen := map[int]bool{}
 	var bodies []int
+	add := func(np int) {
+		if !seen[np] {
+			seen[np] = true
+			bodies = append(bodies, np)
+		}
+	}
 	for i := range units {
 		if units[i].Source.Kind == KindSolarSystem {
-			bodies = append(bodies, planets[units[i].Source.Body])
+			add(planets[units[i].Source.Body])
 		}
 		if oc := units[i].Constraints; oc != nil && oc.MinMoonSeparationDeg != nil {
-			bodies = append(bodies, -1) // the Moon's track, shared (newConstraints only reads the table then)
+			add(-1) // the Moon's track, shared (newConstraints only reads the table then)
 		}
 	}
 	tab := newNodes(u0, u1, bodies...)
@@ -145,7 +160,7 @@ func nowState(site *Site, in *instant, moon [2]float64, tab *nodes, obs *observe
 	p := Point{Alt: alt * deg, Az: az * deg, SunSep: sunSep * deg}
 	m := c.marginsWith(u0, p, c.moonSep(p, moon[0], moon[1]))
 	st := stateFrom(&c, m, alt, az, sunSep, u0)
-	rates := marginRates(src)
+	rates := marginRates(src, &c)
 	breaks := c.breaks(site, u0, u1)
 	if st.Observable {
 		u, reason := nextEnd(tr, &c, rates, breaks, m, u0, u1)
@@ -208,7 +223,11 @@ func nextEnd(tr *Track, c *constraints, rates [nMargins]float64, breaks []float6
 	for u < u1 {
 		step := math.Inf(1)
 		for k := range m {
-			step = math.Min(step, safeStep(m[k], rates[k]))
+			if d, ok := altCrossing(tr, c, k, u); ok {
+				step = math.Min(step, d)
+			} else {
+				step = math.Min(step, safeStep(m[k], rates[k]))
+			}
 		}
 		un := stepTo(u, step, u1, breaks)
 		mn := c.margins(un, tr.At(un))
@@ -240,6 +259,10 @@ func nextStart(tr *Track, c *constraints, rates [nMargins]float64, breaks []floa
 			case k == mPWV:
 				step = math.Max(step, pwvRecovery(c, u, u1, breaks))
 			default:
+				if d, ok := altCrossing(tr, c, k, u); ok {
+					step = math.Max(step, d)
+					continue
+				}
 				step = math.Max(step, safeStep(m[k], rates[k]))
 			}
 		}
@@ -259,6 +282,60 @@ func nextStart(tr *Track, c *constraints, rates [nMargins]float64, breaks []floa
 		u, m = un, mn
 	}
 	return 0, "", false
+}
+
+// altSlack is how much earlier than predicted an altitude crossing is looked for (s): the
+// prediction holds the apparent place of date fixed and ignores diurnal aberration (both well
+// under a second of time), and approximates refraction.
+const altSlack = 60.0
+
+// altCrossing predicts, for a fixed source, how long (s) until altitude margin k (the lower limit,
+// the upper limit or the airmass limit) next changes sign after u, less altSlack: the direction of
+// date at u turning with the Earth at the sidereal rate crosses altitude L at the hour angles ±H,
+// cos H = (sin L − sin φ sin δ) / (cos φ cos δ) — setting (or coming back below the upper limit) at
+// +H, rising at −H. ok is false for other margins and sources: their safe steps apply. The
+// prediction only sets the step: the edge is still found by the margin's sign and root-found.
+func altCrossing(tr *Track, c *constraints, k int, u float64) (float64, bool) {
+	if tr.src.Kind != KindFixed {
+		return 0, false
+	}
+	var lim float64
+	switch {
+	case k == mLow:
+		lim = c.lo
+	case k == mHigh && c.useHi:
+		lim = c.hi
+	case k == mAirmass && c.useAirmass:
+		lim = c.airmassAlt
+	default:
+		return 0, false
+	}
+	o := tr.obs
+	if (o.refa != 0 || o.refb != 0) && lim < math.Pi/2 { // the geometric altitude observed at lim
+		tz := math.Tan(math.Pi/2 - math.Max(lim, 3*deg))
+		lim -= o.refa*tz + o.refb*tz*tz*tz
+	}
+	i, f := tr.tab.at(u)
+	var p [3]float64
+	for j := range 3 {
+		p[j] = (1-f)*tr.cirs[i][j] + f*tr.cirs[i+1][j]
+	}
+	norm(&p)
+	sd, cd := p[2], math.Hypot(p[0], p[1])
+	den := o.cphi * cd
+	if den < 1e-12 {
+		return math.Inf(1), true // at a pole: the altitude does not change
+	}
+	x := (math.Sin(lim) - o.sphi*sd) / den
+	if x <= -1 || x >= 1 {
+		return math.Inf(1), true // always above or always below: this margin never changes sign
+	}
+	H := math.Acos(x)
+	h := era(u) + o.elong - math.Atan2(p[1], p[0])
+	// the lower limits change sign at +H going down and at −H coming up; the upper limit the
+	// other way round: the next of the two crossings either way
+	next := math.Min(math.Mod(math.Mod(H-h, 2*math.Pi)+2*math.Pi, 2*math.Pi), math.Mod(math.Mod(-H-h, 2*math.Pi)+2*math.Pi, 2*math.Pi))
+	return math.Max(0, next/eraRate-altSlack), true
 }
 
 // pwvRecovery is how long a failing PWV margin at u stays failing at least: between two breaks

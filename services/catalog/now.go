@@ -27,7 +27,7 @@ import (
 //  4. the least remaining time first (finish what is nearly done);
 //  5. obs unit id.
 //
-// To change it, edit rankLess (and its test, TestNowRanking, and docs/planning.md): the rule is
+// To change it, edit rankOrder (and its test, TestNowRanking, and docs/planning.md): the rule is
 // that one function, over NowItem's fields.
 
 // Limits of GET /visibility/now.
@@ -97,8 +97,9 @@ type NowRanking struct {
 const NowRule = "observable now with time remaining first; then priority (lower first, none last); then the window that ends " +
 	"soonest (observable) or starts soonest (not observable); then the least remaining time; then obs unit id"
 
-// rankLess is the ranking rule (see the package comment above): whether a ranks before b.
-func rankLess(a, b *NowItem) int {
+// rankOrder is the ranking rule (see the comment at the top of this file): negative when a ranks
+// before b, positive when after.
+func rankOrder(a, b *NowItem) int {
 	worth := func(x *NowItem) bool { return x.Observable && x.RemainingS > 0 }
 	if wa, wb := worth(a), worth(b); wa != wb {
 		if wa {
@@ -106,7 +107,7 @@ func rankLess(a, b *NowItem) int {
 		}
 		return 1
 	}
-	if c := cmpNullable(a.Priority, b.Priority); c != 0 {
+	if c := cmpNilLast(a.Priority, b.Priority, cmp.Compare[int]); c != 0 {
 		return c
 	}
 	edge := func(x *NowItem) *time.Time {
@@ -115,7 +116,7 @@ func rankLess(a, b *NowItem) int {
 		}
 		return x.NextObservable
 	}
-	if c := cmpTime(edge(a), edge(b)); c != 0 {
+	if c := cmpNilLast(edge(a), edge(b), time.Time.Compare); c != 0 {
 		return c
 	}
 	if c := cmp.Compare(a.RemainingS, b.RemainingS); c != 0 {
@@ -124,8 +125,8 @@ func rankLess(a, b *NowItem) int {
 	return cmp.Compare(a.ObsUnitID, b.ObsUnitID)
 }
 
-// cmpNullable orders values ascending with nil last.
-func cmpNullable(a, b *int) int {
+// cmpNilLast orders values by c, with nil last.
+func cmpNilLast[T any](a, b *T, c func(x, y T) int) int {
 	switch {
 	case a == nil && b == nil:
 		return 0
@@ -134,20 +135,7 @@ func cmpNullable(a, b *int) int {
 	case b == nil:
 		return -1
 	}
-	return cmp.Compare(*a, *b)
-}
-
-// cmpTime orders times ascending with nil last.
-func cmpTime(a, b *time.Time) int {
-	switch {
-	case a == nil && b == nil:
-		return 0
-	case a == nil:
-		return 1
-	case b == nil:
-		return -1
-	}
-	return a.Compare(*b)
+	return c(*a, *b)
 }
 
 // VisibilityNow ranks every obs unit of the active programs at q.At (default now).
@@ -218,7 +206,7 @@ func (s *Service) VisibilityNow(ctx context.Context, q NowQuery) (NowRanking, er
 		}
 		items[i] = it
 	}
-	slices.SortFunc(items, func(a, b NowItem) int { return rankLess(&a, &b) })
+	slices.SortFunc(items, func(a, b NowItem) int { return rankOrder(&a, &b) })
 	for i := range items {
 		items[i].Rank = i + 1
 	}

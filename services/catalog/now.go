@@ -44,6 +44,7 @@ type ActiveObsUnit struct {
 	ProgramShortName string
 	AllocatedHours   *float64
 	Source           visibility.Source
+	Executed         ExecutedTime
 }
 
 // NowQuery asks for the ranking at At (RFC 3339; empty: now), the first Limit items.
@@ -161,14 +162,6 @@ func (s *Service) VisibilityNow(ctx context.Context, q NowQuery) (NowRanking, er
 	if err != nil {
 		return NowRanking{}, err
 	}
-	ids := make([]int64, len(units))
-	for i := range units {
-		ids[i] = units[i].Unit.ID
-	}
-	done, err := s.Store.ExecutedTime(ctx, ids)
-	if err != nil {
-		return NowRanking{}, err
-	}
 	wx, err := s.weatherFor(ctx, units, at)
 	if err != nil {
 		return NowRanking{}, err
@@ -178,7 +171,7 @@ func (s *Service) VisibilityNow(ctx context.Context, q NowQuery) (NowRanking, er
 	kept := make([]*ActiveObsUnit, 0, len(units))
 	for i := range units {
 		u := &units[i]
-		programS[u.ProgramID] += done[u.Unit.ID].Seconds
+		programS[u.ProgramID] += u.Executed.Seconds
 		if u.Source.Validate() != nil {
 			continue // a source the engine cannot compute (none in a valid catalogue): not ranked
 		}
@@ -189,7 +182,7 @@ func (s *Service) VisibilityNow(ctx context.Context, q NowQuery) (NowRanking, er
 	items := make([]NowItem, len(kept))
 	for i, u := range kept {
 		st := &states[i]
-		ut := unitTime(u.Unit.DurationS, done[u.Unit.ID])
+		ut := unitTime(u.Unit.DurationS, u.Executed)
 		pt := programTime(u.AllocatedHours, programS[u.ProgramID])
 		it := NowItem{ObsUnitID: u.Unit.ID, ObsUnitName: u.Unit.Name, ProgramID: u.ProgramID, ProgramShortName: u.ProgramShortName,
 			SourceID: u.Unit.SourceID, SourceName: u.Unit.SourceName, Priority: u.Unit.Priority,

@@ -76,8 +76,8 @@ type Store interface {
 	// ExecutedTime sums the committed, completed executions of obs units, by obs unit id (units
 	// without any are absent).
 	ExecutedTime(ctx context.Context, obsUnitIDs []int64) (map[int64]ExecutedTime, error)
-	// ActiveObsUnits reads every obs unit of the programs with status active, with its program
-	// and its source as the engine needs it, by obs unit id.
+	// ActiveObsUnits reads every obs unit of the active programs with its program, its source as
+	// the engine needs it and its executed time, by obs unit id.
 	ActiveObsUnits(ctx context.Context) ([]ActiveObsUnit, error)
 }
 

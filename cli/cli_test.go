@@ -400,6 +400,27 @@ func (e *cliEnv) testSources(t *testing.T) {
 	require.Contains(t, e.ok(t, nil, "visibility", "CLI Orion", "--night", "2026-12-01"), "MAX_ALT_DEG")
 	e.fails(t, 2, nil, []string{"visibility", "CLI Orion", "--night", "1 Dec"}, "--night")
 	e.fails(t, 1, nil, []string{"visibility", "No Such Source", "--night", "2026-12-01"}, "no source")
+	// an obs unit's constraints: the windows say which one limits
+	var found struct {
+		Items []struct {
+			ID int64 `json:"id"`
+		} `json:"items"`
+	}
+	testenv.Call(t, http.DefaultClient, http.MethodGet, e.st.GatewayURL+"/sources/?q=CLI%20Orion", e.jwt, nil).JSON(t, &found)
+	require.Len(t, found.Items, 1)
+	r = testenv.Call(t, http.DefaultClient, http.MethodPost, e.st.GatewayURL+"/observing_program/", e.jwt, map[string]any{
+		"short_name": "CLI-VIS", "title": "Constraints", "pi": "P. I.", "obs_units": []map[string]any{
+			{"name": "orion-am", "source_id": found.Items[0].ID, "instrument_module_id": 31, "duration_s": 600, "max_airmass": 1.5}}})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	var prog struct {
+		ObsUnits []struct {
+			ID int64 `json:"id"`
+		} `json:"obs_units"`
+	}
+	r.JSON(t, &prog)
+	out = e.ok(t, nil, "visibility", "CLI Orion", "--night", "2026-12-01", "--obs-unit", fmt.Sprint(prog.ObsUnits[0].ID))
+	require.Contains(t, out, "START_REASON")
+	require.Contains(t, out, "airmass_limit")
 
 	// Pictures to files: the night's plot and a heatmap, each what its extension says.
 	dir := t.TempDir()

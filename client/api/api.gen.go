@@ -4516,6 +4516,9 @@ type GetVisibilityPlotParams struct {
 	// MinElevationDeg Lower elevation limit instead of the site's.
 	MinElevationDeg *float64 `form:"min_elevation_deg,omitempty" json:"min_elevation_deg,omitempty"`
 
+	// ObsUnitId An obs unit of one of the sources: its constraints shape that source's windows (as GET /visibility/{source_id}?obs_unit_id=).
+	ObsUnitId *int64 `form:"obs_unit_id,omitempty" json:"obs_unit_id,omitempty"`
+
 	// Format svg (default) or png; or Accept: image/png.
 	Format *GetVisibilityPlotParamsFormat `form:"format,omitempty" json:"format,omitempty"`
 	Accept *string                        `json:"Accept,omitempty"`
@@ -12885,6 +12888,18 @@ func NewGetVisibilityPlotRequest(server string, params *GetVisibilityPlotParams)
 		if params.MinElevationDeg != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "min_elevation_deg", *params.MinElevationDeg, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "number", Format: "double"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ObsUnitId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "obs_unit_id", *params.ObsUnitId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {

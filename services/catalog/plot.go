@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/obsops/obsops/pkg/problem"
+	"github.com/obsops/obsops/pkg/weather"
 	"github.com/obsops/obsops/services/catalog/visibility"
 	"github.com/obsops/obsops/services/catalog/visibility/precalc"
 )
@@ -20,12 +21,21 @@ const (
 )
 
 // PlotQuery asks for the altitude plot of 1-MaxPlotSources sources over a range (default: the
-// 24 h from now), optionally with an obs unit's lower elevation limit.
+// 24 h from now), optionally with a lower elevation limit, and an obs unit whose constraints apply
+// to its source's windows (the source must be on the plot).
 type PlotQuery struct {
 	SourceIDs       []int64
 	Start, End      string
 	StepS           int64
 	MinElevationDeg *float64
+	ObsUnitID       int64
+}
+
+// PlotUnit is an obs unit's constraints applied to its source on a plot (with the weather series
+// for a PWV limit).
+type PlotUnit struct {
+	ObsUnit *ObsUnit
+	Weather *weather.Series
 }
 
 // PlotSource is one source of a plot with its visibility on the plot's grid.
@@ -41,6 +51,8 @@ type PlotData struct {
 	Step       time.Duration
 	Sources    []PlotSource
 	Sky        []visibility.SkySample
+	// ObsUnit is the obs unit whose constraints shaped its source's windows (nil: none).
+	ObsUnit *ObsUnit
 }
 
 // Plot computes the data of an altitude plot: one read for every source, the engine's fast
@@ -97,17 +109,33 @@ func (s *Service) Plot(ctx context.Context, q PlotQuery) (PlotData, error) {
 	if len(missing) > 0 {
 		return PlotData{}, fmt.Errorf("no source with id %v: %w", missing, problem.ErrNotFound)
 	}
-	return ComputePlot(s.Site, srcs, start, end, step, q.MinElevationDeg)
+	var unit *PlotUnit
+	if q.ObsUnitID != 0 {
+		u, wx, _, err := s.unitConstraints(ctx, q.ObsUnitID, start, end)
+		if err != nil {
+			return PlotData{}, err
+		}
+		if !seen[u.SourceID] {
+			return PlotData{}, problem.Field("query.obs_unit_id", fmt.Sprintf("this obs unit observes source %d, which is not on the plot (add source_id=%d)", u.SourceID, u.SourceID), q.ObsUnitID)
+		}
+		unit = &PlotUnit{ObsUnit: u, Weather: wx}
+	}
+	return ComputePlot(s.Site, srcs, start, end, step, q.MinElevationDeg, unit)
 }
 
-// ComputePlot computes a plot's data for sources already read (the bench calls it directly).
-func ComputePlot(site *visibility.Site, srcs []precalc.Source, start, end time.Time, step time.Duration, minEl *float64) (PlotData, error) {
+// ComputePlot computes a plot's data for sources already read (the bench calls it directly); unit
+// (optional) applies an obs unit's constraints to its source.
+func ComputePlot(site *visibility.Site, srcs []precalc.Source, start, end time.Time, step time.Duration, minEl *float64, unit *PlotUnit) (PlotData, error) {
 	d := PlotData{Start: start, End: end, Step: step}
 	for _, src := range srcs {
 		if err := src.Source.Validate(); err != nil {
 			return PlotData{}, &kindedError{problem.Invalid, fmt.Sprintf("source %d's coordinates cannot be computed: %v", src.ID, err)}
 		}
-		res := visibility.Compute(site, &src.Source, visibility.Request{Start: start, End: end, Step: step, MinElevationDeg: minEl})
+		req := visibility.Request{Start: start, End: end, Step: step, MinElevationDeg: minEl}
+		if unit != nil && unit.ObsUnit.SourceID == src.ID {
+			req.Constraints, req.Weather, d.ObsUnit = unit.ObsUnit.Constraints(), unit.Weather, unit.ObsUnit
+		}
+		res := visibility.Compute(site, &src.Source, req)
 		d.Sources = append(d.Sources, PlotSource{Source: src, Result: res})
 	}
 	d.Sky = visibility.Sky(site, start, end, step)

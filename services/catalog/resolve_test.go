@@ -251,6 +251,9 @@ func testSeedDemo(t *testing.T, e *env) {
 	e.call(t, http.MethodGet, e.gw("/observing_program/?q=CHAI"), e.viewer, nil).JSON(t, &progs)
 	require.Equal(t, 1, progs.Total)
 	require.Len(t, progs.Items[0].ObsUnits, 3)
+	var pwv float64
+	require.NoError(t, e.db.QueryRow(`SELECT max_pwv_mm FROM obs_units WHERE name = 'orionkl-hfa'`).Scan(&pwv))
+	require.Equal(t, 0.8, pwv, "the demo's constraints")
 	var n int
 	require.NoError(t, e.db.QueryRow(`SELECT count(*) FROM sources WHERE coord_origin = 'demo'`).Scan(&n))
 	require.Equal(t, 6, n)

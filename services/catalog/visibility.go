@@ -97,31 +97,43 @@ func (s *Service) SourceVisibility(ctx context.Context, q VisibilityQuery) (Sour
 	req := visibility.Request{Start: start, End: end, Step: step, MinElevationDeg: q.MinElevationDeg}
 	out := SourceVisibility{Source: src, Start: start, End: end, SunAvoidanceDeg: s.Site.SunAvoidanceDeg}
 	if q.ObsUnitID != 0 {
-		u, err := s.Store.ObsUnit(ctx, q.ObsUnitID)
-		if errors.Is(err, problem.ErrNotFound) {
-			return SourceVisibility{}, problem.Field("query.obs_unit_id", "no obs unit with this id", q.ObsUnitID)
-		}
+		u, wx, now, err := s.unitConstraints(ctx, q.ObsUnitID, start, end)
 		if err != nil {
 			return SourceVisibility{}, err
 		}
 		if u.SourceID != q.SourceID {
 			return SourceVisibility{}, problem.Field("query.obs_unit_id", fmt.Sprintf("this obs unit observes source %d, not %d", u.SourceID, q.SourceID), q.ObsUnitID)
 		}
-		out.ObsUnit = &u
-		req.Constraints = u.Constraints()
+		out.ObsUnit, out.WeatherAsOf = u, now
+		req.Constraints, req.Weather = u.Constraints(), wx
 		if u.MinSunSeparationDeg != nil {
 			out.SunAvoidanceDeg = *u.MinSunSeparationDeg
-		}
-		if u.MaxPWVmm != nil {
-			now := s.now()
-			out.WeatherAsOf = &now
-			if req.Weather, err = s.loadWeather(ctx, start, end, now); err != nil {
-				return SourceVisibility{}, err
-			}
 		}
 	}
 	out.Result = visibility.Compute(s.Site, &src.Source, req)
 	return out, nil
+}
+
+// unitConstraints reads the obs unit (query.obs_unit_id) whose constraints a visibility over
+// [start, end] applies, and, when it has a PWV limit, the weather series with the instant
+// dividing measured from forecast PWV.
+func (s *Service) unitConstraints(ctx context.Context, id int64, start, end time.Time) (*ObsUnit, *weather.Series, *time.Time, error) {
+	u, err := s.Store.ObsUnit(ctx, id)
+	if errors.Is(err, problem.ErrNotFound) {
+		return nil, nil, nil, problem.Field("query.obs_unit_id", "no obs unit with this id", id)
+	}
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if u.MaxPWVmm == nil {
+		return &u, nil, nil, nil
+	}
+	now := s.now()
+	wx, err := s.loadWeather(ctx, start, end, now)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return &u, wx, &now, nil
 }
 
 // loadWeather reads the PWV series over [start, end] clipped to WeatherSpan around now (an empty

@@ -386,15 +386,15 @@ func (a *App) sourceID(ctx context.Context, c *client.Client, tok, s string) (in
 
 func (a *App) visibilityCommand() *cobra.Command {
 	var night, plot string
-	var step int64
+	var step, unit int64
 	var minEl float64
 	cmd := &cobra.Command{
-		Use:   "visibility SOURCE --night DATE [--plot out.svg|out.png]",
+		Use:   "visibility SOURCE --night DATE [--obs-unit ID] [--plot out.svg|out.png]",
 		Short: "Altitude of a source over one night at the site (samples; --output csv for a table)",
 		Long: "SOURCE is a source id or its exact name. The night of DATE runs from DATE 20:00 UTC to DATE+1 12:00 UTC\n" +
 			"(evening to morning at the FYST site, UTC-3).",
 		Example: "  obsops visibility \"Orion KL\" --night 2026-12-01\n  obsops visibility 12 --night 2026-12-01 --output csv > orion.csv\n" +
-			"  obsops visibility \"Orion KL\" --night 2026-12-01 --plot orion.png",
+			"  obsops visibility \"Orion KL\" --night 2026-12-01 --plot orion.png\n  obsops visibility 12 --night 2026-12-01 --obs-unit 7",
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			d, err := time.Parse("2006-01-02", night)
@@ -418,6 +418,9 @@ func (a *App) visibilityCommand() *cobra.Command {
 			if cmd.Flags().Changed("min-elevation") {
 				p.MinElevationDeg = &minEl
 			}
+			if unit != 0 {
+				p.ObsUnitId = &unit
+			}
 			if plot != "" {
 				format, err := fileFormat(plot, "svg", "png")
 				if err != nil {
@@ -440,6 +443,12 @@ func (a *App) visibilityCommand() *cobra.Command {
 					return err
 				}
 				fmt.Fprintln(a.Stdout)
+				if unit != 0 { // the windows under the obs unit's constraints, with why each starts and ends
+					if err := a.show(resp.Body, view{rows: "windows", columns: []string{"start", "end", "start_reason", "end_reason", "unknown_constraints"}}); err != nil {
+						return err
+					}
+					fmt.Fprintln(a.Stdout)
+				}
 			}
 			if a.output == outJSON {
 				return a.show(resp.Body, view{})
@@ -450,6 +459,7 @@ func (a *App) visibilityCommand() *cobra.Command {
 	cmd.Flags().StringVar(&night, "night", "", "the night's date, YYYY-MM-DD (required)")
 	cmd.Flags().Int64Var(&step, "step", 0, "seconds between samples (default: the server's)")
 	cmd.Flags().Float64Var(&minEl, "min-elevation", 0, "minimum elevation in degrees (default: the server's)")
+	cmd.Flags().Int64Var(&unit, "obs-unit", 0, "apply this obs unit's constraints (airmass, Moon, PWV, LST range, time windows…); lists the windows")
 	cmd.Flags().StringVar(&plot, "plot", "", "write the night's altitude plot to this file (.svg or .png) instead of the samples")
 	_ = cmd.MarkFlagRequired("night")
 	return cmd

@@ -49,6 +49,16 @@ type demoProgram struct {
 	units []demoUnit
 }
 
+// demoConstraints are some demo units' observing constraints (decisions §41): the high-frequency
+// maps want dry air and a high source, the [CII] survey dry air.
+func demoConstraints() map[string]catalog.ObsUnitConstraints {
+	f := func(v float64) *float64 { return &v }
+	return map[string]catalog.ObsUnitConstraints{
+		"orionkl-hfa":   {MaxPWVmm: f(0.8), MaxAirmass: f(2)},
+		"ecdfs-eorspec": {MaxPWVmm: f(1.5), MinMoonSeparationDeg: f(20)},
+	}
+}
+
 func demoPrograms() []demoProgram {
 	return []demoProgram{
 		{catalog.ProgramSpec{ShortName: "EOR-ECDFS", Title: "EoR-Spec [CII] intensity mapping of E-CDFS", PI: "EoR-Spec team",
@@ -113,7 +123,7 @@ func SeedDemo(ctx context.Context, store *postgres.Store) (SeedResult, error) {
 			}
 			prio := u.priority
 			spec.ObsUnits = append(spec.ObsUnits, catalog.ObsUnitSpec{Name: u.name, SourceID: id, InstrumentModuleID: u.module,
-				DurationS: u.duration, MinElevationDeg: u.minEl, Priority: &prio})
+				DurationS: u.duration, MinElevationDeg: u.minEl, Priority: &prio, ObsUnitConstraints: demoConstraints()[u.name]})
 		}
 		_, err := svc.CreateProgram(ctx, by, spec)
 		var conflict *catalog.ConflictError

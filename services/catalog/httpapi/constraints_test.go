@@ -213,6 +213,11 @@ func TestObsUnitConstraints(t *testing.T) {
 		require.Equal(t, "outside_time_window", v.Windows[0].EndReason)
 		require.Len(t, v.Windows, 2, "the time window's LST range of 11 May")
 
+		// the query's min_elevation_deg still overrides the unit's
+		var over constrainedVis
+		require.Equal(t, 200, e.get(t, fmt.Sprintf("/visibility/%d?start=2026-05-11T00:00:00Z&end=2026-05-12T00:00:00Z&obs_unit_id=%d&min_elevation_deg=12", hyi, allID), &over).status)
+		require.Equal(t, 12.0, over.MinElevationDeg)
+
 		// without the unit: the site's limits only
 		var plain constrainedVis
 		require.Equal(t, 200, e.get(t, fmt.Sprintf("/visibility/%d?start=2026-05-10T00:00:00Z&end=2026-05-12T00:00:00Z&step_s=600", hyi), &plain).status)
@@ -222,6 +227,22 @@ func TestObsUnitConstraints(t *testing.T) {
 
 		requireProblem(t, e.get(t, fmt.Sprintf("/visibility/%d?obs_unit_id=%d", other, allID), nil), 422, "query.obs_unit_id")
 		requireProblem(t, e.get(t, fmt.Sprintf("/visibility/%d?obs_unit_id=999999", hyi), nil), 422, "query.obs_unit_id")
+		// the night plot shades the unit's windows: its source's label says so, and the image differs
+		plot := func(q string) reply {
+			return e.do(t, http.MethodGet, e.base, "/visibility/plot?start=2026-05-11T00:00:00Z&end=2026-05-12T00:00:00Z&format=svg"+q, e.user, "", nil)
+		}
+		with, without := plot(fmt.Sprintf("&source_id=%d&source_id=%d&obs_unit_id=%d", other, hyi, allID)), plot(fmt.Sprintf("&source_id=%d&source_id=%d", other, hyi))
+		require.Equal(t, 200, with.status, string(with.body))
+		require.Contains(t, string(with.body), "obs unit all")
+		require.Contains(t, string(with.body), `data-reasons="lst_range_start lst_range_end"`)
+		require.NotContains(t, string(without.body), "obs unit all")
+		require.NotContains(t, string(without.body), "lst_range_start")
+		requireProblem(t, plot(fmt.Sprintf("&source_id=%d&obs_unit_id=%d", other, allID)), 422, "query.obs_unit_id")
+		svg := e.do(t, http.MethodGet, e.base, fmt.Sprintf("/visibility/%d?start=2026-05-11T00:00:00Z&end=2026-05-12T00:00:00Z&format=svg&obs_unit_id=%d", hyi, allID), e.user, "", nil)
+		require.Equal(t, 200, svg.status, string(svg.body))
+		require.Contains(t, string(svg.body), "obs unit all")
+		require.Contains(t, string(svg.body), "lst_range_start")
+
 		var none constrainedVis
 		require.Equal(t, 200, e.get(t, fmt.Sprintf("/visibility/%d?obs_unit_id=%d", hyi, noneID), &none).status)
 		require.Nil(t, none.PWVAsOf, "no PWV limit: no weather read")

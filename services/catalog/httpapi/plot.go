@@ -20,6 +20,7 @@ type plotInput struct {
 	End             string  `query:"end" doc:"RFC 3339; default start + 24 h; at most 72 h after start."`
 	StepS           int64   `query:"step_s" minimum:"60" maximum:"3600" doc:"Seconds between the curves' samples (default 300)."`
 	MinElevationDeg float64 `query:"min_elevation_deg" minimum:"0" maximum:"90" doc:"Lower elevation limit instead of the site's."`
+	ObsUnitID       int64   `query:"obs_unit_id" minimum:"1" doc:"An obs unit of one of the sources: its constraints shape that source's windows (as GET /visibility/{source_id}?obs_unit_id=)."`
 	Format          string  `query:"format" enum:"svg,png" doc:"svg (default) or png; or Accept: image/png."`
 	Accept          string  `header:"Accept"`
 	minElSet        bool
@@ -29,7 +30,7 @@ type plotInput struct {
 func (in *plotInput) Resolve(ctx huma.Context) []error {
 	u := ctx.URL()
 	in.minElSet = u.Query().Has("min_elevation_deg")
-	return unknownParams(ctx, "source_id", "start", "end", "step_s", "min_elevation_deg", "format")
+	return unknownParams(ctx, "source_id", "start", "end", "step_s", "min_elevation_deg", "obs_unit_id", "format")
 }
 
 func plotResponses() map[string]*huma.Response {
@@ -41,7 +42,7 @@ func plotResponses() map[string]*huma.Response {
 }
 
 func (h *Handlers) plot(ctx context.Context, in *plotInput) (*rawOutput, error) {
-	q := catalog.PlotQuery{SourceIDs: in.SourceIDs, Start: in.Start, End: in.End, StepS: in.StepS}
+	q := catalog.PlotQuery{SourceIDs: in.SourceIDs, Start: in.Start, End: in.End, StepS: in.StepS, ObsUnitID: in.ObsUnitID}
 	if in.minElSet {
 		q.MinElevationDeg = &in.MinElevationDeg
 	}
@@ -69,7 +70,11 @@ func nightPlot(site *visibility.Site, d catalog.PlotData, title string) *render.
 	p := &render.NightPlot{Title: title, Start: d.Start, End: d.End, Location: site.Location(), Sky: d.Sky,
 		MaxElevationDeg: site.MaxElevationDeg, MinElevationDeg: site.MinElevationDeg}
 	for _, s := range d.Sources {
-		p.Sources = append(p.Sources, render.NightSource{Label: fmt.Sprintf("%s (source %d)", s.Source.Name, s.Source.ID), Result: s.Result})
+		label := fmt.Sprintf("%s (source %d)", s.Source.Name, s.Source.ID)
+		if u := d.ObsUnit; u != nil && u.SourceID == s.Source.ID {
+			label = fmt.Sprintf("%s (source %d, unit %s)", s.Source.Name, s.Source.ID, u.Name)
+		}
+		p.Sources = append(p.Sources, render.NightSource{Label: label, Result: s.Result})
 		p.MinElevationDeg = s.Result.MinElevationDeg
 	}
 	alt := "geometric altitude"
@@ -77,5 +82,8 @@ func nightPlot(site *visibility.Site, d catalog.PlotData, title string) *render.
 		alt = "refracted altitude"
 	}
 	p.Subtitle = fmt.Sprintf("from %s · %s · Sun avoidance %g° · samples every %s", siteName(site), alt, site.SunAvoidanceDeg, d.Step)
+	if u := d.ObsUnit; u != nil {
+		p.Subtitle += fmt.Sprintf(" · obs unit %s's constraints on its source", u.Name)
+	}
 	return p
 }

@@ -138,8 +138,8 @@ func (h *Handlers) sourceVisibility(ctx context.Context, in *visibilityInput) (*
 	if (png || in.Format == "svg" || in.Format == "" && wantsSVG(in.Accept)) && v.End.Sub(v.Start) <= catalog.MaxPlotRange && v.End.After(v.Start) {
 		// up to 72 h: the night plot (local time, LST, airmass, twilight, Moon), as GET /visibility/plot
 		d := catalog.PlotData{Start: v.Start, End: v.End, Step: time.Duration(in.StepS) * time.Second,
-			Sources: []catalog.PlotSource{{Source: src, Result: res}},
-			Sky:     visibility.Sky(site, v.Start, v.End, time.Duration(in.StepS)*time.Second)}
+			Sources: []catalog.PlotSource{{Source: src, Result: res}}, ObsUnit: v.ObsUnit,
+			Sky: visibility.Sky(site, v.Start, v.End, time.Duration(in.StepS)*time.Second)}
 		p := nightPlot(site, d, fmt.Sprintf("Altitude of %s", src.Name))
 		if png {
 			return &rawOutput{ContentType: "image/png", Body: render.NightPNG(p)}, nil

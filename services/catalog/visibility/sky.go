@@ -47,14 +47,26 @@ func Sky(site *Site, start, end time.Time, step time.Duration) []SkySample {
 // LSTHours is the local mean sidereal time at the site in hours [0, 24) (GMST, IAU 2006, with
 // UT1 = UTC, plus the longitude).
 func LSTHours(site *Site, t time.Time) float64 {
-	u := Unix(t)
-	tt := (u + ttOffset(u)) / 86400
-	g := gofa.Gmst06(unixJD, u/86400, unixJD, tt) + site.LongitudeDeg*deg
-	h := math.Mod(g/(2*math.Pi)*24, 24)
-	if h < 0 {
-		h += 24
+	h := lst(Unix(t), site.LongitudeDeg*deg) / (2 * math.Pi) * 24
+	if h >= 24 {
+		h -= 24
 	}
 	return h
+}
+
+// lst is the local mean sidereal time (radians, [0, 2π)) at Unix time u and east longitude elong:
+// SOFA's Gmst06 — the Earth rotation angle plus the precession polynomial in TT — with TT − UTC
+// taken as 69.184 s (its true value in other years moves the polynomial by under 0.0001"), so no
+// leap-second lookup per call: the windows' LST margin evaluates it at every grid point.
+func lst(u, elong float64) float64 {
+	const j2000TT = 946727935.816 // 2000-01-01T12:00:00 TT in Unix seconds of UTC
+	t := (u + 69.184 - j2000TT) / 86400 / 36525
+	p := (0.014506 + (4612.156534+(1.3915817+(-0.00000044+(-0.000029956+(-0.0000000368)*t)*t)*t)*t)*t) * gofa.DAS2R
+	g := math.Mod(era(u)+p+elong, 2*math.Pi)
+	if g < 0 {
+		g += 2 * math.Pi
+	}
+	return g
 }
 
 // SeparationAltAzDeg is the angle between two directions given by altitude and azimuth

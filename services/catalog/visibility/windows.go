@@ -126,7 +126,7 @@ func (c *constraints) marginsWith(u float64, p Point, moonSep float64) [nMargins
 		m[mMoon] = moonSep - c.moon
 	}
 	if c.useLST {
-		m[mLST] = lstMargin(c.lst, LSTHours(c.site, FromUnix(u)))
+		m[mLST] = lstMargin(c.lst, lst(u, c.site.LongitudeDeg*deg)/(2*math.Pi)*24)
 	}
 	if c.useTime {
 		m[mTime] = timeMargin(c.windows, u)

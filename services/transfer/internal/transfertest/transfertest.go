@@ -76,6 +76,15 @@ const (
 // bytes.
 func Report(t testing.TB, db *sqlx.DB, op transfer.Operation) (int64, string) {
 	t.Helper()
+	size, sum, err := Registered(context.Background(), db, op)
+	if err != nil {
+		t.Fatalf("registration of operation %d: %v", op.ID, err)
+	}
+	return size, sum
+}
+
+// Registered is Report without a testing.TB, for movers running in goroutines.
+func Registered(ctx context.Context, db *sqlx.DB, op transfer.Operation) (int64, string, error) {
 	var reg struct {
 		Sum   *string `db:"checksum"`
 		Bytes *int64  `db:"bytes"`
@@ -83,17 +92,17 @@ func Report(t testing.TB, db *sqlx.DB, op transfer.Operation) (int64, string) {
 	var err error
 	switch transfer.VerifiedAgainst(op.Kind) {
 	case "package":
-		err = db.Get(&reg, `SELECT checksum, size_bytes AS bytes FROM raw_data_packages WHERE id = $1`, *op.RawDataPackageID)
+		err = db.GetContext(ctx, &reg, `SELECT checksum, size_bytes AS bytes FROM raw_data_packages WHERE id = $1`, *op.RawDataPackageID)
 	case "dtp":
-		err = db.Get(&reg, `SELECT checksum, built_size_bytes AS bytes FROM data_transfer_packages WHERE id = $1`, *op.DataTransferPackageID)
+		err = db.GetContext(ctx, &reg, `SELECT checksum, built_size_bytes AS bytes FROM data_transfer_packages WHERE id = $1`, *op.DataTransferPackageID)
 	}
 	if err != nil {
-		t.Fatalf("registration of operation %d: %v", op.ID, err)
+		return 0, "", err
 	}
 	if reg.Sum == nil || reg.Bytes == nil {
-		return 100, DTPChecksum
+		return 100, DTPChecksum, nil
 	}
-	return *reg.Bytes, *reg.Sum
+	return *reg.Bytes, *reg.Sum, nil
 }
 
 // AddPackages inserts n raw data packages of size bytes with the given status ("complete":

@@ -2573,7 +2573,10 @@ type ObsUnit struct {
 	// Example: 60
 	MinSunSeparationDeg *float64 `json:"min_sun_separation_deg,omitempty"`
 	Name                string   `json:"name"`
-	Priority            *int64   `json:"priority"`
+
+	// PendingS Seconds of completed executions ingest acknowledged and still holds in its buffer: counted in executed_s once committed (normally within seconds). Absent when ingest could not be asked. Only in GET /observing_program/{id}.
+	PendingS *float64 `json:"pending_s,omitempty"`
+	Priority *int64   `json:"priority"`
 
 	// RemainingS duration_s minus executed_s, never below 0. Only in GET /observing_program/{id}.
 	RemainingS *float64 `json:"remaining_s,omitempty"`
@@ -2969,6 +2972,9 @@ type Program struct {
 	// Members Co-investigators (usernames): they may change the program's obs units and sources.
 	Members  *[]string  `json:"members"`
 	ObsUnits *[]ObsUnit `json:"obs_units"`
+
+	// PendingHours Hours of completed executions still in ingest's buffer (the sum of pending_s), not yet in executed_hours. Absent when ingest could not be asked. Only in GET /observing_program/{id}.
+	PendingHours *float64 `json:"pending_hours,omitempty"`
 
 	// Pi The principal investigator's name as displayed.
 	Pi string `json:"pi"`
@@ -3579,10 +3585,13 @@ type SourceObsUnitRef struct {
 	// MinSunSeparationDeg Angle to the Sun at least this, degrees: replaces the site's Sun avoidance (OPS_SITE_SUN_AVOIDANCE_DEG) for this unit; 0: none.
 	//
 	// Example: 60
-	MinSunSeparationDeg *float64   `json:"min_sun_separation_deg,omitempty"`
-	Name                string     `json:"name"`
-	Priority            *int64     `json:"priority"`
-	Program             ProgramRef `json:"program"`
+	MinSunSeparationDeg *float64 `json:"min_sun_separation_deg,omitempty"`
+	Name                string   `json:"name"`
+
+	// PendingS Seconds of completed executions ingest acknowledged and still holds in its buffer: counted in executed_s once committed (normally within seconds). Absent when ingest could not be asked. Only in GET /observing_program/{id}.
+	PendingS *float64   `json:"pending_s,omitempty"`
+	Priority *int64     `json:"priority"`
+	Program  ProgramRef `json:"program"`
 
 	// RemainingS duration_s minus executed_s, never below 0. Only in GET /observing_program/{id}.
 	RemainingS *float64 `json:"remaining_s,omitempty"`

@@ -120,6 +120,9 @@ type Service struct {
 	// Executions asks ingest about buffered executions before obs units are deleted
 	// (deletes.go); nil: obs units cannot be deleted (503).
 	Executions Executions
+	// Pending asks ingest for acknowledged executions not yet committed (accounting.go); nil:
+	// programs are answered without pending time.
+	Pending PendingExecutions
 	// Weather reads the site's PWV series for obs units' PWV limits (weather.Store on the
 	// site_weather table, read-only); nil: the PWV is unknown.
 	Weather WeatherLoader

@@ -2465,9 +2465,89 @@ type NewToken struct {
 	UserId int64 `json:"user_id"`
 }
 
+// NowItem defines model for NowItem.
+type NowItem struct {
+	AltDeg    float64 `json:"alt_deg"`
+	AzDeg     float64 `json:"az_deg"`
+	DurationS float64 `json:"duration_s"`
+
+	// ExecutedS Seconds of its completed executions committed by ingest.
+	ExecutedS float64 `json:"executed_s"`
+
+	// NextObservable Not observable: when its next window starts within the horizon (null: none within 24 h).
+	NextObservable *time.Time `json:"next_observable"`
+
+	// NextReason The constraint whose end starts that window (a window start reason).
+	NextReason *string `json:"next_reason,omitempty"`
+
+	// NotObservableBecause The constraints not met at the time (obs-unit field names: min_elevation_deg, max_elevation_deg (the site's), min_sun_separation_deg (the unit's or the site's Sun avoidance), max_airmass, min_moon_separation_deg, lst_range, time_windows, max_pwv_mm); empty when observable.
+	NotObservableBecause *[]string `json:"not_observable_because"`
+	ObsUnitId            int64     `json:"obs_unit_id"`
+	ObsUnitName          string    `json:"obs_unit_name"`
+
+	// Observable Every constraint of the site and the obs unit is met at the time (a PWV limit without data counts as met, see unknown_constraints).
+	Observable bool `json:"observable"`
+
+	// ObservableForS Seconds from the time to observable_until.
+	ObservableForS *float64 `json:"observable_for_s"`
+
+	// ObservableUntil Observable: when its window ends (at most the horizon, 24 h ahead; until_reason range_end then); null when not observable.
+	ObservableUntil *time.Time `json:"observable_until"`
+
+	// Priority Lower values first; null ranks after every value.
+	Priority              *int64   `json:"priority"`
+	ProgramAllocatedHours *float64 `json:"program_allocated_hours"`
+	ProgramExecutedHours  float64  `json:"program_executed_hours"`
+	ProgramId             int64    `json:"program_id"`
+
+	// ProgramRemainingHours program_allocated_hours minus program_executed_hours; null without an allocation.
+	ProgramRemainingHours *float64 `json:"program_remaining_hours"`
+	ProgramShortName      string   `json:"program_short_name"`
+	Pwv                   *PWV     `json:"pwv,omitempty"`
+
+	// PwvMarginMm max_pwv_mm minus the PWV at the time (negative: too wet); null without a PWV limit or without a reading.
+	PwvMarginMm *float64 `json:"pwv_margin_mm"`
+
+	// Rank 1 is the unit to observe first.
+	Rank int64 `json:"rank"`
+
+	// RemainingS duration_s minus executed_s, never below 0.
+	RemainingS float64 `json:"remaining_s"`
+	SourceId   int64   `json:"source_id"`
+	SourceName string  `json:"source_name"`
+	SunSepDeg  float64 `json:"sun_sep_deg"`
+
+	// UnknownConstraints Constraints that could not be checked at the time (max_pwv_mm without a PWV reading).
+	UnknownConstraints *[]string `json:"unknown_constraints"`
+
+	// UntilReason The constraint that ends the window (a window end reason of GET /visibility/{source_id}; range_end: it lasts at least to the horizon).
+	UntilReason *string `json:"until_reason,omitempty"`
+}
+
+// NowRanking defines model for NowRanking.
+type NowRanking struct {
+	At time.Time `json:"at"`
+
+	// HorizonHours How far ahead window ends and starts are searched.
+	HorizonHours float64    `json:"horizon_hours"`
+	Items        *[]NowItem `json:"items"`
+	Limit        int64      `json:"limit"`
+
+	// Rule The ranking rule in words (docs/planning.md).
+	Rule string `json:"rule"`
+
+	// Total Obs units of active programs (all ranked; items holds the first limit).
+	Total int64 `json:"total"`
+}
+
 // ObsUnit defines model for ObsUnit.
 type ObsUnit struct {
-	DurationS          float64   `json:"duration_s"`
+	// CompletedExecutions How many completed executions executed_s sums. Only in GET /observing_program/{id}.
+	CompletedExecutions *int64  `json:"completed_executions,omitempty"`
+	DurationS           float64 `json:"duration_s"`
+
+	// ExecutedS Seconds of its completed executions committed by ingest (a finish still in ingest's buffer counts once committed). Only in GET /observing_program/{id}.
+	ExecutedS          *float64  `json:"executed_s,omitempty"`
 	Id                 int64     `json:"id"`
 	InstrumentModuleId int64     `json:"instrument_module_id"`
 	LstRange           *LSTRange `json:"lst_range,omitempty"`
@@ -2493,9 +2573,15 @@ type ObsUnit struct {
 	// Example: 60
 	MinSunSeparationDeg *float64 `json:"min_sun_separation_deg,omitempty"`
 	Name                string   `json:"name"`
-	Priority            *int64   `json:"priority"`
-	SourceId            int64    `json:"source_id"`
-	SourceName          string   `json:"source_name"`
+
+	// PendingS Seconds of completed executions ingest acknowledged and still holds in its buffer: counted in executed_s once committed (normally within seconds). Absent when ingest could not be asked. Only in GET /observing_program/{id}.
+	PendingS *float64 `json:"pending_s,omitempty"`
+	Priority *int64   `json:"priority"`
+
+	// RemainingS duration_s minus executed_s, never below 0. Only in GET /observing_program/{id}.
+	RemainingS *float64 `json:"remaining_s,omitempty"`
+	SourceId   int64    `json:"source_id"`
+	SourceName string   `json:"source_name"`
 
 	// TimeWindows Only within these UTC intervals: start before end, sorted, neither overlapping nor touching.
 	TimeWindows *[]Interval `json:"time_windows,omitempty"`
@@ -2894,21 +2980,30 @@ type Program struct {
 	CreatedAt      time.Time `json:"created_at"`
 	CreatedBy      *string   `json:"created_by,omitempty"`
 	Description    string    `json:"description"`
-	Id             int64     `json:"id"`
+
+	// ExecutedHours Hours of its obs units' completed executions committed by ingest (the sum of their executed_s). Only in GET /observing_program/{id}.
+	ExecutedHours *float64 `json:"executed_hours,omitempty"`
+	Id            int64    `json:"id"`
 
 	// Members Co-investigators (usernames): they may change the program's obs units and sources.
 	Members  *[]string  `json:"members"`
 	ObsUnits *[]ObsUnit `json:"obs_units"`
 
+	// PendingHours Hours of completed executions still in ingest's buffer (the sum of pending_s), not yet in executed_hours. Absent when ingest could not be asked. Only in GET /observing_program/{id}.
+	PendingHours *float64 `json:"pending_hours,omitempty"`
+
 	// Pi The principal investigator's name as displayed.
 	Pi string `json:"pi"`
 
 	// PiUsername The PI's username: who may change and delete the program. Empty on a program no user created (seeded data): admins only.
-	PiUsername string        `json:"pi_username"`
-	ShortName  string        `json:"short_name"`
-	Status     ProgramStatus `json:"status"`
-	Title      string        `json:"title"`
-	UpdatedAt  time.Time     `json:"updated_at"`
+	PiUsername string `json:"pi_username"`
+
+	// RemainingHours allocated_hours minus executed_hours (negative: over its allocation); absent without allocated_hours. Only in GET /observing_program/{id}.
+	RemainingHours *float64      `json:"remaining_hours,omitempty"`
+	ShortName      string        `json:"short_name"`
+	Status         ProgramStatus `json:"status"`
+	Title          string        `json:"title"`
+	UpdatedAt      time.Time     `json:"updated_at"`
 }
 
 // ProgramStatus defines model for Program.Status.
@@ -3477,7 +3572,12 @@ type SourceDetailsKind string
 
 // SourceObsUnitRef defines model for SourceObsUnitRef.
 type SourceObsUnitRef struct {
-	DurationS          float64   `json:"duration_s"`
+	// CompletedExecutions How many completed executions executed_s sums. Only in GET /observing_program/{id}.
+	CompletedExecutions *int64  `json:"completed_executions,omitempty"`
+	DurationS           float64 `json:"duration_s"`
+
+	// ExecutedS Seconds of its completed executions committed by ingest (a finish still in ingest's buffer counts once committed). Only in GET /observing_program/{id}.
+	ExecutedS          *float64  `json:"executed_s,omitempty"`
 	Id                 int64     `json:"id"`
 	InstrumentModuleId int64     `json:"instrument_module_id"`
 	LstRange           *LSTRange `json:"lst_range,omitempty"`
@@ -3501,12 +3601,18 @@ type SourceObsUnitRef struct {
 	// MinSunSeparationDeg Angle to the Sun at least this, degrees: replaces the site's Sun avoidance (OPS_SITE_SUN_AVOIDANCE_DEG) for this unit; 0: none.
 	//
 	// Example: 60
-	MinSunSeparationDeg *float64   `json:"min_sun_separation_deg,omitempty"`
-	Name                string     `json:"name"`
-	Priority            *int64     `json:"priority"`
-	Program             ProgramRef `json:"program"`
-	SourceId            int64      `json:"source_id"`
-	SourceName          string     `json:"source_name"`
+	MinSunSeparationDeg *float64 `json:"min_sun_separation_deg,omitempty"`
+	Name                string   `json:"name"`
+
+	// PendingS Seconds of completed executions ingest acknowledged and still holds in its buffer: counted in executed_s once committed (normally within seconds). Absent when ingest could not be asked. Only in GET /observing_program/{id}.
+	PendingS *float64   `json:"pending_s,omitempty"`
+	Priority *int64     `json:"priority"`
+	Program  ProgramRef `json:"program"`
+
+	// RemainingS duration_s minus executed_s, never below 0. Only in GET /observing_program/{id}.
+	RemainingS *float64 `json:"remaining_s,omitempty"`
+	SourceId   int64    `json:"source_id"`
+	SourceName string   `json:"source_name"`
 
 	// TimeWindows Only within these UTC intervals: start before end, sorted, neither overlapping nor touching.
 	TimeWindows *[]Interval `json:"time_windows,omitempty"`
@@ -4408,6 +4514,15 @@ type GetVisibilityHeatmapParams struct {
 
 // GetVisibilityHeatmapParamsFormat defines parameters for GetVisibilityHeatmap.
 type GetVisibilityHeatmapParamsFormat string
+
+// GetVisibilityNowParams defines parameters for GetVisibilityNow.
+type GetVisibilityNowParams struct {
+	// At RFC 3339; default now (to the second).
+	At *string `form:"at,omitempty" json:"at,omitempty"`
+
+	// Limit How many of the ranked obs units to answer (total counts all).
+	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
+}
 
 // GetVisibilityPlotParams defines parameters for GetVisibilityPlot.
 type GetVisibilityPlotParams struct {
@@ -5742,6 +5857,15 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /visibility/heatmap (the `GetVisibilityHeatmap` operationId).
 	GetVisibilityHeatmap(ctx context.Context, params *GetVisibilityHeatmapParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetVisibilityNow What to observe now
+	//
+	// Every obs unit of the programs with status active at a time (at, default now), ranked: whether it is observable (the site's limits and the unit's constraints: elevation, Sun, airmass, Moon, LST range, time windows, PWV), until when and why its window ends, or why not (not_observable_because) and when it next is (within 24 h); its position, PWV margin, priority and remaining time (duration_s minus its completed, committed executions), and its program's executed and remaining hours. The rule: observable with time remaining first, then priority (lower first), then the window ending soonest (or starting soonest), then the least remaining time (docs/planning.md). limit: the first items (total counts all).
+	//
+	// Access: session JWT of any user, or API token with scope read:sources.
+	//
+	// Corresponds with GET /visibility/now (the `GetVisibilityNow` operationId).
+	GetVisibilityNow(ctx context.Context, params *GetVisibilityNowParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetVisibilityPlot Altitude plot of sources
 	//
@@ -8014,6 +8138,25 @@ func (c *Client) GetSourceDetails(ctx context.Context, id int64, reqEditors ...R
 // Corresponds with GET /visibility/heatmap (the `GetVisibilityHeatmap` operationId).
 func (c *Client) GetVisibilityHeatmap(ctx context.Context, params *GetVisibilityHeatmapParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetVisibilityHeatmapRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetVisibilityNow What to observe now
+//
+// Every obs unit of the programs with status active at a time (at, default now), ranked: whether it is observable (the site's limits and the unit's constraints: elevation, Sun, airmass, Moon, LST range, time windows, PWV), until when and why its window ends, or why not (not_observable_because) and when it next is (within 24 h); its position, PWV margin, priority and remaining time (duration_s minus its completed, committed executions), and its program's executed and remaining hours. The rule: observable with time remaining first, then priority (lower first), then the window ending soonest (or starting soonest), then the least remaining time (docs/planning.md). limit: the first items (total counts all).
+//
+// Access: session JWT of any user, or API token with scope read:sources.
+//
+// Corresponds with GET /visibility/now (the `GetVisibilityNow` operationId).
+func (c *Client) GetVisibilityNow(ctx context.Context, params *GetVisibilityNowParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetVisibilityNowRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -12676,6 +12819,72 @@ func NewGetVisibilityHeatmapRequest(server string, params *GetVisibilityHeatmapP
 	return req, nil
 }
 
+// NewGetVisibilityNowRequest constructs an http.Request for the GetVisibilityNow method
+func NewGetVisibilityNowRequest(server string, params *GetVisibilityNowParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/visibility/now")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.At != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "at", *params.At, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetVisibilityPlotRequest constructs an http.Request for the GetVisibilityPlot method
 func NewGetVisibilityPlotRequest(server string, params *GetVisibilityPlotParams) (*http.Request, error) {
 	var err error
@@ -14305,6 +14514,17 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /visibility/heatmap (the `GetVisibilityHeatmap` operationId).
 	GetVisibilityHeatmapWithResponse(ctx context.Context, params *GetVisibilityHeatmapParams, reqEditors ...RequestEditorFn) (*GetVisibilityHeatmapResponse, error)
+
+	// GetVisibilityNowWithResponse What to observe now
+	//
+	// Every obs unit of the programs with status active at a time (at, default now), ranked: whether it is observable (the site's limits and the unit's constraints: elevation, Sun, airmass, Moon, LST range, time windows, PWV), until when and why its window ends, or why not (not_observable_because) and when it next is (within 24 h); its position, PWV margin, priority and remaining time (duration_s minus its completed, committed executions), and its program's executed and remaining hours. The rule: observable with time remaining first, then priority (lower first), then the window ending soonest (or starting soonest), then the least remaining time (docs/planning.md). limit: the first items (total counts all).
+	//
+	// Access: session JWT of any user, or API token with scope read:sources.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /visibility/now (the `GetVisibilityNow` operationId).
+	GetVisibilityNowWithResponse(ctx context.Context, params *GetVisibilityNowParams, reqEditors ...RequestEditorFn) (*GetVisibilityNowResponse, error)
 
 	// GetVisibilityPlotWithResponse Altitude plot of sources
 	//
@@ -19670,6 +19890,75 @@ func (r GetVisibilityHeatmapResponse) ContentType() string {
 	return ""
 }
 
+type GetVisibilityNowResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *NowRanking
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetVisibilityNowResponse) GetJSON200() *NowRanking {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r GetVisibilityNowResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetVisibilityNowResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetVisibilityNowResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetVisibilityNowResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetVisibilityNowResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetVisibilityNowResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetVisibilityNowResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetVisibilityNowResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetVisibilityPlotResponse200Headers the declared response headers of an HTTP 200 response for GetVisibilityPlot
 type GetVisibilityPlotResponse200Headers struct {
 	ContentType *string
@@ -21873,6 +22162,23 @@ func (c *ClientWithResponses) GetVisibilityHeatmapWithResponse(ctx context.Conte
 		return nil, err
 	}
 	return ParseGetVisibilityHeatmapResponse(rsp)
+}
+
+// GetVisibilityNowWithResponse What to observe now
+//
+// Every obs unit of the programs with status active at a time (at, default now), ranked: whether it is observable (the site's limits and the unit's constraints: elevation, Sun, airmass, Moon, LST range, time windows, PWV), until when and why its window ends, or why not (not_observable_because) and when it next is (within 24 h); its position, PWV margin, priority and remaining time (duration_s minus its completed, committed executions), and its program's executed and remaining hours. The rule: observable with time remaining first, then priority (lower first), then the window ending soonest (or starting soonest), then the least remaining time (docs/planning.md). limit: the first items (total counts all).
+//
+// Access: session JWT of any user, or API token with scope read:sources.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /visibility/now (the `GetVisibilityNow` operationId).
+func (c *ClientWithResponses) GetVisibilityNowWithResponse(ctx context.Context, params *GetVisibilityNowParams, reqEditors ...RequestEditorFn) (*GetVisibilityNowResponse, error) {
+	rsp, err := c.GetVisibilityNow(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetVisibilityNowResponse(rsp)
 }
 
 // GetVisibilityPlotWithResponse Altitude plot of sources
@@ -26807,6 +27113,66 @@ func ParseGetVisibilityHeatmapResponse(rsp *http.Response) (*GetVisibilityHeatma
 			headers.ContentType = &value
 		}
 		response.Headers200 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetVisibilityNowResponse parses an HTTP response from a GetVisibilityNowWithResponse call
+func ParseGetVisibilityNowResponse(rsp *http.Response) (*GetVisibilityNowResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetVisibilityNowResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest NowRanking
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case rsp.StatusCode == 401:
+		break // No content-type
+
+	case rsp.StatusCode == 403:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	return response, nil

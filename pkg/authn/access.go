@@ -56,6 +56,7 @@ func Access() map[string]Rule {
 		"GET /visibility/{source_id}":           UserOrScopes("read:sources"),
 		"GET /visibility/heatmap":               UserOrScopes("read:sources"),
 		"GET /visibility/plot":                  UserOrScopes("read:sources"),
+		"GET /visibility/now":                   UserOrScopes("read:sources"),
 		"POST /visibility/precalculate":         admin,
 		"GET /visibility/precalculate/{job_id}": UserOrScopes("read:sources"),
 		"GET /instruments/":                     UserOrScopes("read:instruments"),

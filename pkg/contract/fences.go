@@ -36,3 +36,26 @@ type FencedExecution struct {
 type FenceAnswer struct {
 	Executions []FencedExecution `json:"executions"`
 }
+
+// ObsUnitPendingPath answers the executions of obs units that ingest has acknowledged but not yet
+// committed (PendingRequest → PendingAnswer): the catalog's time accounting reports them apart
+// from the committed ones (docs/decisions.md §42). A read: it fences nothing.
+const ObsUnitPendingPath = InternalPrefix + "/ingest/obs-unit-pending"
+
+// PendingRequest names the obs units whose buffered executions are asked for.
+type PendingRequest struct {
+	ObsUnitIDs []int64 `json:"obs_unit_ids" minItems:"1" maxItems:"500"`
+}
+
+// PendingUnit is one obs unit's completed executions still in ingest's buffer: their count and
+// summed end − start.
+type PendingUnit struct {
+	ObsUnitID  int64   `json:"obs_unit_id"`
+	Seconds    float64 `json:"seconds"`
+	Executions int     `json:"executions"`
+}
+
+// PendingAnswer lists the obs units with buffered completed executions (others are absent).
+type PendingAnswer struct {
+	Units []PendingUnit `json:"units"`
+}

@@ -147,10 +147,12 @@ type Program struct {
 	CreatedBy      string    `json:"created_by,omitempty"`
 	CreatedAt      time.Time `json:"created_at"`
 	UpdatedAt      time.Time `json:"updated_at"`
+	ProgramTime
 }
 
 // ObsUnit is one schedulable observation of a program: a source with an instrument module.
 type ObsUnit struct {
+	ObsUnitTime
 	ID                 int64    `json:"id"`
 	Name               string   `json:"name"`
 	SourceID           int64    `json:"source_id"`

@@ -13,9 +13,13 @@ func (s *Service) ListPrograms(ctx context.Context, q ProgramQuery) (Page[Progra
 	return s.Store.ListPrograms(ctx, q)
 }
 
-// GetProgram returns one program with its obs units.
+// GetProgram returns one program with its obs units and their time accounting (accounting.go).
 func (s *Service) GetProgram(ctx context.Context, id int64) (Program, error) {
-	return s.Store.GetProgram(ctx, id)
+	p, err := s.Store.GetProgram(ctx, id)
+	if err != nil {
+		return Program{}, err
+	}
+	return p, s.account(ctx, &p)
 }
 
 // CreateProgram checks and stores a new program with its obs units, created by the caller, who

@@ -72,6 +72,13 @@ type Store interface {
 	AllSourceIDs(ctx context.Context) ([]int64, error)
 	// PrecalcJob reads a precalculation job.
 	PrecalcJob(ctx context.Context, id int64) (precalc.Job, error)
+
+	// ExecutedTime sums the committed, completed executions of obs units, by obs unit id (units
+	// without any are absent).
+	ExecutedTime(ctx context.Context, obsUnitIDs []int64) (map[int64]ExecutedTime, error)
+	// ActiveObsUnits reads every obs unit of the active programs with its program, its source as
+	// the engine needs it and its executed time, by obs unit id.
+	ActiveObsUnits(ctx context.Context) ([]ActiveObsUnit, error)
 }
 
 // WeatherLoader loads the PWV series over a range as of now (weather.Store).
@@ -113,6 +120,9 @@ type Service struct {
 	// Executions asks ingest about buffered executions before obs units are deleted
 	// (deletes.go); nil: obs units cannot be deleted (503).
 	Executions Executions
+	// Pending asks ingest for acknowledged executions not yet committed (accounting.go); nil:
+	// programs are answered without pending time.
+	Pending PendingExecutions
 	// Weather reads the site's PWV series for obs units' PWV limits (weather.Store on the
 	// site_weather table, read-only); nil: the PWV is unknown.
 	Weather WeatherLoader

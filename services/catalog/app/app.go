@@ -59,9 +59,10 @@ func New(cfg *catalog.Config, vcfg *visibility.Config, svc *service.Service) (*A
 	}
 	site := &visibility.Site{Site: cfg.Site}
 	heatmaps := precalc.New(store, site, svc.Redis, *vcfg, svc.Log, svc.Metrics)
+	ingests := ingestclient.NewSites(cfg.InternalSecret, append([]string{cfg.IngestURL}, cfg.FenceIngestURLs...)...)
 	a := &App{svc: svc, Catalog: &catalog.Service{Store: store, Resolver: resolver, Site: site, Heatmaps: heatmaps, Log: svc.Log,
 		Weather:    &weather.Store{Read: pools.Read}, // the site service's series, read only (grants/catalog.sql)
-		Executions: ingestclient.NewSites(cfg.InternalSecret, append([]string{cfg.IngestURL}, cfg.FenceIngestURLs...)...)}}
+		Executions: ingests, Pending: ingests}}
 	if vcfg.Worker {
 		// The precalculation worker (asynq queue "visibility") in this process.
 		a.loops = append(a.loops, service.Loop{Name: "visibility worker", Run: func(ctx context.Context) error {

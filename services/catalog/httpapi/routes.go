@@ -191,6 +191,17 @@ func Register(api huma.API, h *Handlers) {
 		Responses: heatmapResponses(api),
 	})), h.heatmap)
 	huma.Register(api, h.Costs.Costly(api, h.op(huma.Operation{
+		OperationID: "get-visibility-now", Method: http.MethodGet, Path: "/visibility/now",
+		Summary: "What to observe now", Tags: visibilityTags, Errors: []int{422},
+		Description: "Every obs unit of the programs with status active at a time (at, default now), ranked: whether it is " +
+			"observable (the site's limits and the unit's constraints: elevation, Sun, airmass, Moon, LST range, time windows, " +
+			"PWV), until when and why its window ends, or why not (not_observable_because) and when it next is (within 24 h); " +
+			"its position, PWV margin, priority and remaining time (duration_s minus its completed, committed executions), " +
+			"and its program's executed and remaining hours. The rule: observable with time remaining first, then " +
+			"priority (lower first), then the window ending soonest (or starting soonest), then the least remaining time " +
+			"(docs/planning.md). limit: the first items (total counts all).",
+	})), h.visibilityNow)
+	huma.Register(api, h.Costs.Costly(api, h.op(huma.Operation{
 		OperationID: "get-visibility", Method: http.MethodGet, Path: "/visibility/{source_id}",
 		Summary: "Visibility of a source", Tags: visibilityTags, Errors: []int{404, 422},
 		Description: "Altitude (geometric unless OPS_SITE_REFRACTION), azimuth (from north through east), airmass (sec z, " +

@@ -32,7 +32,7 @@ var _ catalog.Executions = (*Client)(nil)
 
 // call posts req to path and decodes a 200 answer into out (nil: none expected). A 409 is
 // catalog.ErrFenceLost; anything else that is not a success is catalog.ErrIngestUnavailable.
-func (c *Client) call(ctx context.Context, path string, req contract.FenceRequest, out any) error {
+func (c *Client) call(ctx context.Context, path string, req any, out any) error {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return err
@@ -90,6 +90,25 @@ func (c *Client) Release(ctx context.Context, token string, obsUnitIDs []int64) 
 	return c.call(ctx, contract.ObsUnitReleasePath, contract.FenceRequest{Token: token, ObsUnitIDs: obsUnitIDs}, nil)
 }
 
+// Pending answers the obs units' completed executions that ingest acknowledged and still holds in
+// its buffer (catalog.PendingExecutions), asked in batches of at most 500 units.
+func (c *Client) Pending(ctx context.Context, obsUnitIDs []int64) (map[int64]catalog.ExecutedTime, error) {
+	out := map[int64]catalog.ExecutedTime{}
+	for i := 0; i < len(obsUnitIDs); i += 500 {
+		var a contract.PendingAnswer
+		if err := c.call(ctx, contract.ObsUnitPendingPath, contract.PendingRequest{ObsUnitIDs: obsUnitIDs[i:min(i+500, len(obsUnitIDs))]}, &a); err != nil {
+			return nil, err
+		}
+		for _, u := range a.Units {
+			x := out[u.ObsUnitID]
+			out[u.ObsUnitID] = catalog.ExecutedTime{Seconds: x.Seconds + u.Seconds, Completed: x.Completed + u.Executions}
+		}
+	}
+	return out, nil
+}
+
+var _ catalog.PendingExecutions = (*Client)(nil)
+
 // Sites is the ingest services of every site, each with its own buffer: obs units are fenced,
 // sealed and released at all of them (a start buffered at a secondary site references the obs
 // unit as much as one buffered here). Any one that cannot be asked makes the delete fail.
@@ -130,6 +149,25 @@ func (s Sites) Seal(ctx context.Context, token string, obsUnitIDs []int64) error
 	}
 	return nil
 }
+
+// Pending sums the pending executions held in every site's buffer; any site that cannot be asked
+// makes it fail (the accounting then leaves pending out rather than understate it).
+func (s Sites) Pending(ctx context.Context, obsUnitIDs []int64) (map[int64]catalog.ExecutedTime, error) {
+	out := map[int64]catalog.ExecutedTime{}
+	for _, c := range s {
+		p, err := c.Pending(ctx, obsUnitIDs)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", c.BaseURL, err)
+		}
+		for id, x := range p {
+			y := out[id]
+			out[id] = catalog.ExecutedTime{Seconds: x.Seconds + y.Seconds, Completed: x.Completed + y.Completed}
+		}
+	}
+	return out, nil
+}
+
+var _ catalog.PendingExecutions = Sites(nil)
 
 // Release releases the delete's fences and tombstones at every site it can reach.
 func (s Sites) Release(ctx context.Context, token string, obsUnitIDs []int64) error {

@@ -376,47 +376,68 @@ func (s *Source) unitICRS(u float64) [3]float64 {
 // Atciqz + Atioq): the reference the fast path is measured against, and the "naive" computation of
 // the benchmark. Angles in degrees.
 func Full(site *Site, src *Source, t time.Time) (altDeg, azDeg, sunSepDeg float64) {
-	u := Unix(t)
-	var astrom gofa.ASTROM
+	return newInstant(site, t).position(src)
+}
+
+// instant is the source-independent part of Full at one time (Apco13, the Earth's and the Sun's
+// positions): computed once, it gives any number of sources' positions with exactly Full's
+// arithmetic (the ranking of GET /visibility/now evaluates every obs unit at one instant).
+type instant struct {
+	u, tt2       float64
+	astrom       gofa.ASTROM
+	pvh, pvb     [2][3]float64
+	sunAz, sunZd float64
+	sunC         [3]float64
+}
+
+func newInstant(site *Site, t time.Time) *instant {
+	in := &instant{u: Unix(t)}
 	var eo float64
 	phpa, tc, rh, wl := 0.0, 0.0, 0.0, 0.0
 	if site.Refraction {
 		phpa, tc, rh, wl = site.pressure(), site.TemperatureC, site.RelativeHumidity, site.WavelengthUM
 	}
-	gofa.Apco13(unixJD, u/86400, 0, site.LongitudeDeg*deg, site.LatitudeDeg*deg, site.ElevationM, 0, 0, phpa, tc, rh, wl, &astrom, &eo)
-	tt2 := (u + ttOffset(u)) / 86400
-	var pvh, pvb [2][3]float64
-	gofa.Epv00(unixJD, tt2, &pvh, &pvb)
-	// topocentric astrometric directions: bodies relative to the observer (astrom.Eb is the site's
-	// barycentric position), stars as directions
-	rel := func(np int) [3]float64 {
-		g := bodyGeo(np, unixJD, tt2, &pvh, &pvb)
-		var p [3]float64
-		for i := range 3 {
-			p[i] = g[0][i] - (astrom.Eb[i] - pvb[0][i])
-		}
-		return p
+	gofa.Apco13(unixJD, in.u/86400, 0, site.LongitudeDeg*deg, site.LatitudeDeg*deg, site.ElevationM, 0, 0, phpa, tc, rh, wl, &in.astrom, &eo)
+	in.tt2 = (in.u + ttOffset(in.u)) / 86400
+	gofa.Epv00(unixJD, in.tt2, &in.pvh, &in.pvb)
+	in.sunAz, in.sunZd, in.sunC = in.obs(in.rel(0))
+	return in
+}
+
+// rel is a body's topocentric astrometric direction (relative to the observer: astrom.Eb is the
+// site's barycentric position).
+func (in *instant) rel(np int) [3]float64 {
+	g := bodyGeo(np, unixJD, in.tt2, &in.pvh, &in.pvb)
+	var p [3]float64
+	for i := range 3 {
+		p[i] = g[0][i] - (in.astrom.Eb[i] - in.pvb[0][i])
 	}
-	obs := func(p [3]float64) (az, zd float64, cirs [3]float64) {
-		var ri, di, hob, dob, rob float64
-		var ra, dec float64
-		gofa.C2s(p, &ra, &dec)
-		gofa.Atciqz(ra, dec, &astrom, &ri, &di)
-		gofa.S2c(ri, di, &cirs)
-		gofa.Atioq(ri, di, &astrom, &az, &zd, &hob, &dob, &rob)
-		return az, zd, cirs
-	}
-	sunAz, sunZd, sunC := obs(rel(0))
+	return p
+}
+
+// obs is the observed azimuth, zenith distance and CIRS direction of an astrometric direction.
+func (in *instant) obs(p [3]float64) (az, zd float64, cirs [3]float64) {
+	var ri, di, hob, dob, rob float64
+	var ra, dec float64
+	gofa.C2s(p, &ra, &dec)
+	gofa.Atciqz(ra, dec, &in.astrom, &ri, &di)
+	gofa.S2c(ri, di, &cirs)
+	gofa.Atioq(ri, di, &in.astrom, &az, &zd, &hob, &dob, &rob)
+	return az, zd, cirs
+}
+
+// position is Full's answer for one source (degrees).
+func (in *instant) position(src *Source) (altDeg, azDeg, sunSepDeg float64) {
 	switch src.Kind {
 	case KindSolarSystem:
-		az, zd, c := obs(rel(planets[src.Body]))
-		return 90 - zd/deg, az / deg, sep(c, sunC) / deg
+		az, zd, c := in.obs(in.rel(planets[src.Body]))
+		return 90 - zd/deg, az / deg, sep(c, in.sunC) / deg
 	case KindConstantElevation:
 		az := constAz(src)
-		return src.ElevationDeg, az / deg, arcSep(src, math.Pi/2-sunZd, sunAz) / deg
+		return src.ElevationDeg, az / deg, arcSep(src, math.Pi/2-in.sunZd, in.sunAz) / deg
 	default:
-		az, zd, c := obs(src.unitICRS(u))
-		return 90 - zd/deg, az / deg, sep(c, sunC) / deg
+		az, zd, c := in.obs(src.unitICRS(in.u))
+		return 90 - zd/deg, az / deg, sep(c, in.sunC) / deg
 	}
 }
 

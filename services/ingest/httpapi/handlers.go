@@ -163,6 +163,14 @@ func (h *Handlers) receipt(ctx context.Context, in *receiptInput) (*receiptOutpu
 
 // ---- internal: obs-unit fences ----
 
+func (h *Handlers) pendingObsUnits(ctx context.Context, in *struct{ Body contract.PendingRequest }) (*struct{ Body contract.PendingAnswer }, error) {
+	a, err := h.Service.PendingExecutions(ctx, authn.InternalTrusted(ctx), in.Body)
+	if err != nil {
+		return nil, err
+	}
+	return &struct{ Body contract.PendingAnswer }{a}, nil
+}
+
 type fenceInput struct {
 	Body contract.FenceRequest
 }

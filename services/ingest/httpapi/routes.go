@@ -132,6 +132,10 @@ func Register(api huma.API, h *Handlers) {
 		OperationID: "internal-release-obs-units", Method: http.MethodPost, Path: contract.ObsUnitReleasePath, Hidden: true,
 		DefaultStatus: http.StatusNoContent,
 	}), h.releaseObsUnits)
+	// Buffered completed executions for the catalog's time accounting (ingest/pending.go).
+	huma.Register(api, h.Auth.InternalOp(huma.Operation{
+		OperationID: "internal-pending-obs-units", Method: http.MethodPost, Path: contract.ObsUnitPendingPath, Hidden: true,
+	}), h.pendingObsUnits)
 }
 
 // docBody documents the JSON body of an operation that reads its body raw.

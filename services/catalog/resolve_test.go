@@ -117,6 +117,17 @@ func testResolve(t *testing.T, e *env) {
 	require.Equal(t, 2.6, created["pm_dec_mas_yr"])
 	require.Equal(t, 2000.0, created["epoch"])
 	require.Equal(t, "2012ApJ...744...23Z", created["coord_reference"])
+
+	// A bright star: d3-celestial's J2000.0 position with the Bright Star Catalogue's motion.
+	r = e.call(t, http.MethodPost, e.gw("/sources/"), e.observer, map[string]any{"name": "Arcturus", "resolve": true})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	created = nil
+	r.JSON(t, &created)
+	require.Equal(t, "Arcturus", created["name"])
+	require.Equal(t, -1093.0, created["pm_ra_mas_yr"])
+	require.Equal(t, -1998.0, created["pm_dec_mas_yr"])
+	require.Equal(t, 2000.0, created["epoch"])
+	require.Equal(t, "d3-celestial@0.7.35 HIP 69673, pm BSC5 HR 5340", created["coord_reference"])
 }
 
 // fakeSesame stands in for CDS Sesame: it knows a few names, answers "nothing found" for the

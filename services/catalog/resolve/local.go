@@ -38,6 +38,12 @@ var License string
 //go:embed data/openngc/README.md
 var OpenNGCNotice string
 
+// BSC5Notice is the attribution of the stars' proper motions (Yale Bright Star Catalogue, 5th
+// revised ed., public domain) and the description of the file they come from.
+//
+//go:embed data/bsc5/README.md
+var BSC5Notice string
+
 // Object is one entry of a catalogue.
 type Object struct {
 	Name       string
@@ -54,7 +60,8 @@ type Object struct {
 
 // Local is the offline catalogue: curated submillimetre targets (positions from the literature),
 // the NGC and IC catalogues with the Messier objects (OpenNGC), and bright stars (to magnitude
-// 6, d3-celestial), keyed by a normalised form of every name (Key).
+// 6, d3-celestial, with proper motions from the Bright Star Catalogue), keyed by a normalised
+// form of every name (Key).
 type Local struct {
 	objects []Object
 	byKey   map[string]int

@@ -47,6 +47,8 @@ REPLICA_PORT=${OPS_LOCAL_REPLICA_PORT:-$((PG_PORT + 1))}
 SEC_REDIS_PORT=${OPS_LOCAL_SECONDARY_REDIS_PORT:-$((REDIS_PORT + 1))}
 WAN_PORT=${OPS_LOCAL_WAN_PORT:-$((PG_PORT + 10))}
 WAN_API_PORT=${OPS_LOCAL_WAN_API_PORT:-58474}
+# The WAN's other direction: the main site's site service polls the observatory's /buffer-stats here.
+WAN_OBSERVATORY_PORT=${OPS_LOCAL_WAN_OBSERVATORY_PORT:-$((WAN_PORT + 1))}
 SERVICES=(authtoken transfer catalog ingest site gateway)
 # The services an observatory (the secondary site) runs: all but transfer, which only the data centre
 # runs (write_secondary_env points the secondary's OPS_TRANSFER_URL at nothing).
@@ -321,6 +323,11 @@ write_env() {
 		kv OPS_BOOTSTRAP_ADMINS "alice"
 		# A login from the web console comes back to it, the JWT in the URL fragment (docs/console.md).
 		kv OPS_UI_REDIRECT_URL "http://127.0.0.1:$HTTP_BASE/console/"
+		# With an observatory (make up-sites), the main's site page shows its /buffer-stats, polled
+		# through the WAN so that `make wan-down` makes it unreachable.
+		if [ "${WITH_OBSERVATORY:-}" = 1 ]; then
+			kv OPS_OBSERVATORY_STATUS_URL "http://127.0.0.1:$WAN_OBSERVATORY_PORT/buffer-stats"
+		fi
 		if [ -f "$STATE/extra.env" ]; then cat "$STATE/extra.env"; fi
 	} >"$STATE/env"
 }
@@ -515,7 +522,8 @@ wan_check() { wan_api GET /proxies/wan >/dev/null 2>&1 || die "the WAN is not ru
 # wan_start starts bin/wan (toxiproxy): 127.0.0.1:WAN_PORT → the main primary, API on WAN_API_PORT.
 # A WAN that runs is left as it is (cut or slow).
 wan_start() {
-	start_service "$STATE" wan -api "127.0.0.1:$WAN_API_PORT" -listen "127.0.0.1:$WAN_PORT" -upstream "127.0.0.1:$PG_PORT"
+	start_service "$STATE" wan -api "127.0.0.1:$WAN_API_PORT" -listen "127.0.0.1:$WAN_PORT" -upstream "127.0.0.1:$PG_PORT" \
+		-observatory-listen "127.0.0.1:$WAN_OBSERVATORY_PORT" -observatory-upstream "127.0.0.1:$SEC_HTTP_BASE"
 	for _ in $(seq 50); do wan_api GET /proxies/wan >/dev/null 2>&1 && return 0; sleep 0.1; done
 	die "the WAN did not start: see $STATE/logs/wan.log"
 }
@@ -530,12 +538,14 @@ wan_clear_toxics() {
 wan_down() {
 	wan_check
 	wan_api POST /proxies/wan '{"enabled":false}' >/dev/null
-	log "WAN cut: connections from the secondary to the main database dropped, new ones refused (make wan-up restores it)"
+	wan_api POST /proxies/wan-observatory '{"enabled":false}' >/dev/null 2>&1 || true
+	log "WAN cut: connections from the secondary to the main database and the main's poll of the observatory dropped, new ones refused (make wan-up restores it)"
 }
 
 wan_up() {
 	wan_check
 	wan_api POST /proxies/wan '{"enabled":true}' >/dev/null
+	wan_api POST /proxies/wan-observatory '{"enabled":true}' >/dev/null 2>&1 || true
 	wan_clear_toxics
 	log "WAN restored (no latency, no loss)"
 }
@@ -578,7 +588,8 @@ write_secondary_env() {
 	mkdir -p "$SEC"
 	{
 		# not a line naming the main's private keys (issue 24, point 8)
-		grep -Ev '^OPS_JWT_(SIGNING_KEY|PREVIOUS_KEYS)(_FILE)?=' "$STATE/env" || true
+		# nor the observatory's own status URL (the main's setting: a secondary refuses it)
+		grep -Ev '^OPS_JWT_(SIGNING_KEY|PREVIOUS_KEYS)(_FILE)?=|^OPS_OBSERVATORY_STATUS_URL=' "$STATE/env" || true
 		echo "# the secondary site (make up-sites): what differs from the main site"
 		kv OPS_SITE_TYPE secondary
 		kv OPS_JWT_SIGNING_KEY_FILE "$SEC/keys/jwt-signing.pem"
@@ -618,6 +629,8 @@ write_sites_env() {
 		kv OPS_WAN_PROXY wan
 		kv OPS_WAN_LISTEN_ADDR "127.0.0.1:$WAN_PORT"
 		kv OPS_WAN_UPSTREAM_ADDR "127.0.0.1:$PG_PORT"
+		kv OPS_WAN_OBSERVATORY_PROXY wan-observatory
+		kv OPS_WAN_OBSERVATORY_LISTEN_ADDR "127.0.0.1:$WAN_OBSERVATORY_PORT"
 	} >"$STATE/sites.env"
 }
 
@@ -627,7 +640,12 @@ up_sites() {
 	if [ -n "${OPS_DATABASE_URL:-}${OPS_REDIS_URL:-}" ]; then
 		die "make up-sites runs its own PostgreSQL and Redis for both sites: unset OPS_DATABASE_URL and OPS_REDIS_URL"
 	fi
-	up_main
+	WITH_OBSERVATORY=1 up_main
+	# A main site started by `make up` polls no observatory: restart its site service with the URL.
+	if [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "http://127.0.0.1:$HTTP_BASE/api/site/observatory")" = 404 ]; then
+		stop_one "$STATE" site
+		start_service "$STATE" site
+	fi
 	wan_start
 	replica_up
 	redis_up "$SEC" "$SEC_REDIS_PORT"
@@ -662,6 +680,18 @@ up_sites() {
 	  Logs           $SEC/logs/
 	  Environments   $SEC/env (the secondary's services), $STATE/sites.env (both sites and the WAN)
 	MSG
+}
+
+# stop_one DIR NAME stops one service of a site (SIGTERM, SIGKILL after 10 s).
+stop_one() {
+	local f="$1/pids/$2.pid" pid
+	[ -f "$f" ] || return 0
+	pid=$(cat "$f")
+	log "restarting $2 (pid $pid)"
+	kill -TERM "$pid" 2>/dev/null || true
+	for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+	if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid" 2>/dev/null || true; fi
+	rm -f "$f"
 }
 
 # stop_pids DIR stops every process with a pid file in DIR/pids (SIGTERM, SIGKILL after 10 s).

@@ -1,6 +1,8 @@
-// Command wan is the WAN of the local two-site stack (`make up-sites`): one TCP proxy, named
+// Command wan is the WAN of the local two-site stack (`make up-sites`): a TCP proxy, named
 // "wan", through which every connection from the secondary site to the main site's PostgreSQL
-// passes (the replica's WAL streaming, the ingest worker's replay, other services' writes). It is
+// passes (the replica's WAL streaming, the ingest worker's replay, other services' writes), and,
+// with -observatory-listen, one named "wan-observatory" the other way, through which the main
+// site's site service polls the observatory's /buffer-stats (OPS_OBSERVATORY_STATUS_URL). It is
 // toxiproxy (github.com/Shopify/toxiproxy/v2) used as a library, with toxiproxy's own HTTP API,
 // so `make wan-down` / `wan-up` / `wan-slow` and the fault tests control it the same way:
 //
@@ -32,20 +34,30 @@ func main() {
 	listen := flag.String("listen", "127.0.0.1:55442", "where the secondary site connects (the WAN's near end)")
 	upstream := flag.String("upstream", "127.0.0.1:55432", "the main site's PostgreSQL (the WAN's far end)")
 	name := flag.String("name", "wan", "the proxy's name in the API")
+	obsListen := flag.String("observatory-listen", "", "where the main site reaches the observatory's gateway (empty: no such proxy)")
+	obsUpstream := flag.String("observatory-upstream", "", "the observatory's gateway (the far end of -observatory-listen)")
 	flag.Parse()
-	if err := run(*api, *listen, *upstream, *name); err != nil {
+	proxies := []proxySpec{{*name, *listen, *upstream}}
+	if *obsListen != "" {
+		proxies = append(proxies, proxySpec{*name + "-observatory", *obsListen, *obsUpstream})
+	}
+	if err := run(*api, proxies); err != nil {
 		fmt.Fprintln(os.Stderr, "wan:", err)
 		os.Exit(1)
 	}
 }
 
-// run serves the proxy and the API until SIGTERM or SIGINT.
-func run(api, listen, upstream, name string) error {
+// proxySpec is one proxy of the WAN: its name in the API, where it listens, where it forwards.
+type proxySpec struct{ name, listen, upstream string }
+
+// run serves the proxies and the API until SIGTERM or SIGINT.
+func run(api string, proxies []proxySpec) error {
 	logger := zerolog.New(os.Stderr).With().Timestamp().Logger().Level(zerolog.InfoLevel)
 	server := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), logger)
-	proxy := toxiproxy.NewProxy(server, name, listen, upstream)
-	if err := server.Collection.Add(proxy, true); err != nil {
-		return fmt.Errorf("proxy %s → %s: %w", listen, upstream, err)
+	for _, p := range proxies {
+		if err := server.Collection.Add(toxiproxy.NewProxy(server, p.name, p.listen, p.upstream), true); err != nil {
+			return fmt.Errorf("proxy %s %s → %s: %w", p.name, p.listen, p.upstream, err)
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

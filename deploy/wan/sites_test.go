@@ -115,7 +115,7 @@ func newStack(t *testing.T) *stack {
 		}
 		s.ports = append(s.ports, p+1000)
 	}
-	s.ports = append(s.ports, pgBase, pgBase+1, pgBase+10, redisBase, redisBase+1, devidp, wanAPI)
+	s.ports = append(s.ports, pgBase, pgBase+1, pgBase+10, pgBase+11, redisBase, redisBase+1, devidp, wanAPI)
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		if k == "OPS_DATABASE_URL" || k == "OPS_REDIS_URL" || strings.HasPrefix(k, "OPS_LOCAL_") || k == "MAKEFLAGS" {
@@ -287,6 +287,28 @@ func TestUpSitesWANCut(t *testing.T) {
 	if call(t, http.MethodGet, secGW+"/api/site/info", "", nil, &info); info.SiteType != "secondary" {
 		t.Fatalf("the secondary's /api/site/info says site_type %q", info.SiteType)
 	}
+	// The main's site page sees the observatory through the WAN (OPS_OBSERVATORY_STATUS_URL):
+	// reachable while it is up, "unreachable since" while it is cut.
+	observatory := func(reachable bool) {
+		t.Helper()
+		type status struct {
+			Reachable        bool       `json:"reachable"`
+			UnreachableSince *time.Time `json:"unreachable_since"`
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			var st status // fresh: an answer leaves out unreachable_since once reachable
+			code := call(t, http.MethodGet, mainGW+"/api/site/observatory", "", nil, &st)
+			if code == http.StatusOK && st.Reachable == reachable && (reachable == (st.UnreachableSince == nil)) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the main's /api/site/observatory: %d, reachable %v (unreachable since %v), want reachable %v", code, st.Reachable, st.UnreachableSince, reachable)
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+	}
+	observatory(true)
 	psql := func(url, q string) string {
 		out, err := exec.Command(pgTool(t, "psql"), url, "-tAF", " ", "-c", q).CombinedOutput()
 		if err != nil {
@@ -376,6 +398,7 @@ func TestUpSitesWANCut(t *testing.T) {
 		c.Close()
 		t.Fatal("the cut WAN still accepts connections")
 	}
+	observatory(false)
 	cutAt := time.Now()
 	var cut []string
 	for i := 1; i <= 20; i++ {
@@ -403,6 +426,7 @@ func TestUpSitesWANCut(t *testing.T) {
 	upAt := time.Now()
 	atMain(cut, 60*time.Second)
 	t.Logf("all 20 at the main site %s after make wan-up", time.Since(upAt).Round(time.Millisecond))
+	observatory(true)
 
 	s.make("wan-slow")
 	call(t, http.MethodGet, v["OPS_WAN_API_URL"]+"/proxies/wan", "", nil, &proxy)

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strconv"
 	"sync"
 
 	"github.com/cespare/xxhash/v2"
@@ -28,6 +29,14 @@ import (
 
 // MaxRegisterBatch is the most files one bulk request of `ingest register` carries.
 const MaxRegisterBatch = 1000
+
+// DefaultRegisterInFlight is how many bulk requests `ingest register` has outstanding at once
+// unless --in-flight says: two keep the API busy while the command plans (fsync) and reads the
+// answer of the other, and keep the server's share of a small machine for the server.
+const DefaultRegisterInFlight = 2
+
+// MaxRegisterInFlight bounds --in-flight (and so the batches held in memory).
+const MaxRegisterInFlight = 16
 
 // registerFile is one file of a registration: what the bulk request carries for it.
 type registerFile struct {
@@ -60,7 +69,7 @@ type stateLine struct {
 type registration struct {
 	dir, execution, algorithm, pkg string
 	module                         int64
-	batch, workers                 int
+	batch, workers, inFlight       int
 	statePath                      string
 	progress                       bool
 	stderr                         io.Writer
@@ -74,16 +83,31 @@ type batchState struct {
 	txID  string
 	stat  string
 	done  bool
+	// resent: planned by an earlier run, sent again by this one.
+	resent bool
 }
 
 // fileID is a file's client-chosen id: a UUID (version 8, RFC 9562) made from the execution,
 // the module and the path, so the same file always gets the same id, even without a state file.
 func fileID(execution string, module int64, path string) string {
-	h := sha256.Sum256([]byte(fmt.Sprintf("obsops-register\x00%s\x00%d\x00%s", execution, module, path)))
+	in := make([]byte, 0, 64+len(execution)+len(path))
+	in = append(in, "obsops-register\x00"...)
+	in = append(in, execution...)
+	in = append(in, 0)
+	in = strconv.AppendInt(in, module, 10)
+	in = append(in, 0)
+	in = append(in, path...)
+	h := sha256.Sum256(in)
 	b := h[:16]
 	b[6] = (b[6] & 0x0f) | 0x80
 	b[8] = (b[8] & 0x3f) | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+	out := make([]byte, 0, 36)
+	out = hex.AppendEncode(out, b[0:4])
+	out = hex.AppendEncode(append(out, '-'), b[4:6])
+	out = hex.AppendEncode(append(out, '-'), b[6:8])
+	out = hex.AppendEncode(append(out, '-'), b[8:10])
+	out = hex.AppendEncode(append(out, '-'), b[10:16])
+	return string(out)
 }
 
 // batchKey is a batch's Idempotency-Key: made from its files' ids.
@@ -156,56 +180,86 @@ func (r *registration) readState() ([]*batchState, error) {
 	return order, sc.Err()
 }
 
-// stateWriter appends lines to the state file, each synced before the request it announces.
+// stateWriter appends lines to the state file. A batch's "planned" line is synced before the
+// batch is sent (write with sync); "done" lines are appended without a sync of their own and
+// reach the disk with the next sync (the next batch planned, or the end of the run): one fsync
+// per batch. A "done" line lost to a crash costs only a resend with the same key and body,
+// which the API answers with the original receipt.
 type stateWriter struct {
-	f *os.File
+	f   *os.File
+	buf []byte
 }
 
-func (w *stateWriter) write(l stateLine) error {
+// add appends l to what the next flush writes.
+func (w *stateWriter) add(l stateLine) error {
 	b, err := json.Marshal(l)
 	if err != nil {
 		return err
 	}
-	if _, err := w.f.Write(append(b, '\n')); err != nil {
-		return err
+	w.buf = append(append(w.buf, b...), '\n')
+	return nil
+}
+
+// flush writes what was added in one write, then syncs the file if sync.
+func (w *stateWriter) flush(sync bool) error {
+	if len(w.buf) > 0 {
+		if _, err := w.f.Write(w.buf); err != nil {
+			return err
+		}
+		w.buf = w.buf[:0]
+	}
+	if !sync {
+		return nil
 	}
 	return w.f.Sync()
 }
 
+// write appends l and syncs the file (with any lines added before it).
+func (w *stateWriter) write(l stateLine) error {
+	if err := w.add(l); err != nil {
+		return err
+	}
+	return w.flush(true)
+}
+
 // Checksummer computes the checksums of `ingest register`, one file at a time, reusing its read
 // buffer (io.Copy from an *os.File into a hash allocates 32 KiB per call, which dominates on
-// small files). One per goroutine; exported so TestBenchCLIRegister measures what the command uses.
-type Checksummer struct{ buf []byte }
+// small files) and, on Unix, reading with plain open/read/close (no poller registration, no
+// stat: the size is what was read), so a small file costs four system calls. One per goroutine;
+// exported so TestBenchCLIRegister measures what the command uses.
+type Checksummer struct {
+	buf  []byte
+	xxh  *xxhash.Digest
+	sha  hash.Hash
+	hexb []byte
+}
 
 // NewChecksummer returns a checksummer with a 64 KiB read buffer.
-func NewChecksummer() *Checksummer { return &Checksummer{buf: make([]byte, 64<<10)} }
+func NewChecksummer() *Checksummer {
+	return &Checksummer{buf: make([]byte, 64<<10), xxh: xxhash.New(), sha: sha256.New(), hexb: make([]byte, 0, 2*sha256.Size)}
+}
 
 // Sum computes "alg:hex" (alg xxh64 or sha256) of the file at path.
 func (c *Checksummer) Sum(path, alg string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	var h hash.Hash
+	sum, _, err := c.SumSize(path, alg)
+	return sum, err
+}
+
+// SumSize computes "alg:hex" (alg xxh64 or sha256) of the file at path and its size (the bytes
+// the checksum covers).
+func (c *Checksummer) SumSize(path, alg string) (string, int64, error) {
+	var h hash.Hash = c.xxh
 	if alg == "sha256" {
-		h = sha256.New()
-	} else {
-		h = xxhash.New()
+		h = c.sha
 	}
-	buf := c.buf
-	for {
-		n, err := f.Read(buf)
-		h.Write(buf[:n])
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return "", err
-		}
+	h.Reset()
+	size, err := readInto(path, c.buf, h)
+	if err != nil {
+		return "", 0, err
 	}
 	var sum [sha256.Size]byte
-	return alg + ":" + hex.EncodeToString(h.Sum(sum[:0])), nil
+	c.hexb = hex.AppendEncode(append(append(c.hexb[:0], alg...), ':'), h.Sum(sum[:0]))
+	return string(c.hexb), size, nil
 }
 
 // describe computes the entries of paths in parallel (workers goroutines), in order.
@@ -221,19 +275,14 @@ func (r *registration) describe(paths []string, bar *progressbar.ProgressBar) ([
 			sums := NewChecksummer()
 			for i := range next {
 				full := filepath.Join(r.dir, filepath.FromSlash(paths[i]))
-				st, err := os.Stat(full)
+				sum, size, err := sums.SumSize(full, r.algorithm)
 				if err != nil {
 					errs[i] = err
 					continue
 				}
-				sum, err := sums.Sum(full, r.algorithm)
-				if err != nil {
-					errs[i] = err
-					continue
-				}
-				out[i] = registerFile{ID: fileID(r.execution, r.module, paths[i]), Path: paths[i], Size: st.Size(), Checksum: sum}
+				out[i] = registerFile{ID: fileID(r.execution, r.module, paths[i]), Path: paths[i], Size: size, Checksum: sum}
 				if bar != nil {
-					_ = bar.Add64(st.Size())
+					_ = bar.Add64(size)
 				}
 			}
 		}()
@@ -333,19 +382,6 @@ func (r *registration) run(ctx context.Context, c *client.Client, tok string) ([
 	fmt.Fprintf(r.stderr, "%d files in %s: %d registered before, %d batches to resend, %d files to register\n",
 		len(paths), r.dir, doneFiles, resend, len(todo))
 
-	// Batches planned by an earlier run but never acknowledged: the same key and body again.
-	for _, b := range batches {
-		if b.done {
-			continue
-		}
-		if err := r.send(ctx, c, tok, b); err != nil {
-			return batches, err
-		}
-		if err := sw.write(stateLine{Done: &b.n, TxID: b.txID, Status: b.stat}); err != nil {
-			return batches, err
-		}
-	}
-
 	var bar *progressbar.ProgressBar
 	if r.progress && len(todo) > 0 {
 		var total int64
@@ -365,51 +401,136 @@ func (r *registration) run(ctx context.Context, c *client.Client, tok string) ([
 			progressbar.OptionOnCompletion(func() { fmt.Fprintln(r.stderr) }),
 		)
 	}
-	n := len(batches)
-	sent := 0
-	// The next batch is checksummed while the current one is sent (nothing of it is written
-	// before its turn, so a crash leaves the state file as a sequential run would).
+
+	// Up to r.inFlight bulk requests are outstanding at once while the next batch is planned and
+	// the one after it checksummed. A batch's "planned" line is synced before its request leaves
+	// (a crash from then on resends it, same key and body); its "done" line is appended when the
+	// answer comes and synced with the next batch's "planned" line (one fsync per batch). Memory:
+	// the batches in flight, the one planned and waiting for a slot, the one being checksummed.
+	type answer struct {
+		b   *batchState
+		err error
+	}
+	answers := make(chan answer, r.inFlight)
+	inFlight, sent := 0, 0
+	var sendErr error
+	take := func(a answer) error {
+		inFlight--
+		if a.err != nil {
+			sendErr = errors.Join(sendErr, a.err)
+			return nil
+		}
+		if bar != nil && !a.b.resent {
+			sent += len(a.b.files)
+			bar.Describe(fmt.Sprintf("%d/%d files", sent, len(todo)))
+		}
+		return sw.add(stateLine{Done: &a.b.n, TxID: a.b.txID, Status: a.b.stat})
+	}
+	// launch plans b (synced, unless an earlier run did) while the requests before it are still
+	// in flight, then sends it as soon as a slot is free. A batch planned but not sent because
+	// another failed is sent by the next run, like one whose answer was lost.
+	launch := func(b *batchState, plan bool) error {
+		for more := true; more && inFlight > 0; {
+			select {
+			case a := <-answers:
+				if err := take(a); err != nil {
+					return err
+				}
+			default:
+				more = false
+			}
+		}
+		if sendErr != nil {
+			return sendErr
+		}
+		if plan {
+			if err := sw.add(stateLine{Batch: &b.n, Key: b.key, Files: b.files}); err != nil {
+				return err
+			}
+		}
+		// The answers taken so far go out with this sync; a batch already planned needs none.
+		if err := sw.flush(plan); err != nil {
+			return err
+		}
+		for inFlight >= r.inFlight {
+			if err := take(<-answers); err != nil {
+				return err
+			}
+		}
+		if sendErr != nil {
+			return sendErr
+		}
+		inFlight++
+		go func() {
+			err := r.send(ctx, c, tok, b)
+			answers <- answer{b, err}
+		}()
+		return nil
+	}
+	// finish waits for the requests in flight and writes their answers, synced.
+	finish := func(err error) error {
+		for inFlight > 0 {
+			if e := take(<-answers); e != nil && err == nil {
+				err = e
+			}
+		}
+		if e := sw.flush(true); e != nil && err == nil {
+			err = e
+		}
+		if err == nil {
+			err = sendErr
+		}
+		return err
+	}
+
+	// Batches planned by an earlier run but never acknowledged: the same key and body again.
+	for _, b := range batches {
+		if b.done {
+			continue
+		}
+		b.resent = true
+		if err := launch(b, false); err != nil {
+			return batches, finish(err)
+		}
+	}
+
+	// The next batch is checksummed while the current ones are planned and sent (nothing of it
+	// is written before its turn, so a crash leaves the state file as a sequential run would).
 	type described struct {
 		files []registerFile
 		err   error
 	}
-	describeAhead := func(start int) chan described {
-		ch := make(chan described, 1)
-		if start >= len(todo) {
-			close(ch)
-			return ch
-		}
-		go func() {
+	stop := make(chan struct{})
+	defer close(stop)
+	ahead := make(chan described, 1)
+	go func() {
+		defer close(ahead)
+		for start := 0; start < len(todo); start += r.batch {
 			files, err := r.describe(todo[start:min(start+r.batch, len(todo))], bar)
-			ch <- described{files, err}
-		}()
-		return ch
-	}
-	ahead := describeAhead(0)
-	for start := 0; start < len(todo); start += r.batch {
-		d := <-ahead
-		ahead = describeAhead(start + r.batch)
-		files, err := d.files, d.err
-		if err != nil {
-			return batches, err
+			select {
+			case ahead <- described{files, err}:
+			case <-stop:
+				return
+			}
+			if err != nil {
+				return
+			}
 		}
-		b := &batchState{n: n, files: files, key: batchKey(files)}
+	}()
+	n := len(batches)
+	for d := range ahead {
+		if d.err != nil {
+			return batches, finish(d.err)
+		}
+		b := &batchState{n: n, files: d.files, key: batchKey(d.files)}
 		n++
-		// Planned (and synced) before it is sent: a crash from here on resends it, same key.
-		if err := sw.write(stateLine{Batch: &b.n, Key: b.key, Files: b.files}); err != nil {
-			return batches, err
+		if err := launch(b, true); err != nil {
+			return batches, finish(err)
 		}
 		batches = append(batches, b)
-		if err := r.send(ctx, c, tok, b); err != nil {
-			return batches, err
-		}
-		if err := sw.write(stateLine{Done: &b.n, TxID: b.txID, Status: b.stat}); err != nil {
-			return batches, err
-		}
-		sent += len(files)
-		if bar != nil {
-			bar.Describe(fmt.Sprintf("%d/%d files", sent, len(todo)))
-		}
+	}
+	if err := finish(nil); err != nil {
+		return batches, err
 	}
 	if bar != nil {
 		_ = bar.Finish()

@@ -1,0 +1,106 @@
+package cmd
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// TestFileIDIsStable pins the id scheme: state files and registrations made by earlier versions
+// name their files with these ids, so a change here would register files twice.
+func TestFileIDIsStable(t *testing.T) {
+	for _, c := range []struct {
+		exec   string
+		module int64
+		path   string
+		want   string
+	}{
+		{"01a2200b-59a6-7ca6-a675-9553d1f286bd", 11, "d00/f00001.dat", "ff4d2696-292e-813d-ae44-7aabf9709a34"},
+		{"01a2200b-59a6-7ca6-a675-9553d1f286bd", -3, "été/ü.fits", "fe9bc0b5-8f79-8f5c-8e98-21a42a79289d"},
+	} {
+		if got := fileID(c.exec, c.module, c.path); got != c.want {
+			t.Errorf("fileID(%s, %d, %s) = %s, want %s", c.exec, c.module, c.path, got, c.want)
+		}
+	}
+}
+
+// TestChecksummer: the digests and sizes of files of several lengths (empty, one read, several
+// reads of the buffer) are those of the hash packages over the same bytes, with one checksummer
+// reused across files and algorithms; a missing file is an error naming it.
+func TestChecksummer(t *testing.T) {
+	dir := t.TempDir()
+	c := NewChecksummer()
+	for _, n := range []int{0, 1, 1000, 64 << 10, 200<<10 + 7} {
+		body := []byte(strings.Repeat("obsops", n/6+1)[:n])
+		p := filepath.Join(dir, "f")
+		if err := os.WriteFile(p, body, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		shaSum := sha256.Sum256(body)
+		xxh := xxhash.Sum64(body)
+		for alg, want := range map[string]string{
+			"sha256": "sha256:" + hex.EncodeToString(shaSum[:]),
+			"xxh64":  "xxh64:" + hex.EncodeToString([]byte{byte(xxh >> 56), byte(xxh >> 48), byte(xxh >> 40), byte(xxh >> 32), byte(xxh >> 24), byte(xxh >> 16), byte(xxh >> 8), byte(xxh)}),
+		} {
+			sum, size, err := c.SumSize(p, alg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sum != want || size != int64(n) {
+				t.Errorf("%d bytes, %s: %s (%d bytes), want %s", n, alg, sum, size, want)
+			}
+		}
+	}
+	if _, _, err := c.SumSize(filepath.Join(dir, "missing"), "xxh64"); err == nil || !strings.Contains(err.Error(), "missing") {
+		t.Errorf("a missing file: %v", err)
+	}
+}
+
+// TestReadStateInFlight reads a state file as a run with two requests in flight leaves it when
+// killed: batches planned in order, their answers in any order, one batch never answered and a
+// last line cut short. The unanswered batch is to be resent with its key and files; the
+// answered ones are done, whatever the order of their lines.
+func TestReadStateInFlight(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "state.jsonl")
+	r := &registration{execution: "01a2200b-59a6-7ca6-a675-9553d1f286bd", module: 11, algorithm: "xxh64", statePath: state}
+	lines := []string{
+		`{"dir":"/data","execution":"01a2200b-59a6-7ca6-a675-9553d1f286bd","module":11,"checksum":"xxh64"}`,
+		`{"batch":0,"key":"register-a","files":[{"id":"i0","path":"a","size_bytes":1,"checksum":"xxh64:00"}]}`,
+		`{"batch":1,"key":"register-b","files":[{"id":"i1","path":"b","size_bytes":2,"checksum":"xxh64:01"}]}`,
+		`{"done":1,"transaction_id":"t1","status":"buffered"}`,
+		`{"batch":2,"key":"register-c","files":[{"id":"i2","path":"c","size_bytes":3,"checksum":"xxh64:02"}]}`,
+		`{"done":0,"transaction_id":"t0","status":"buffered"}`,
+		`{"batch":3,"key":"register-d","files":[{"id":"i3","pa`,
+	}
+	if err := os.WriteFile(state, []byte(strings.Join(lines, "\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	batches, err := r.readState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(batches) != 3 {
+		t.Fatalf("%d batches, want 3 (the cut line is no batch)", len(batches))
+	}
+	for i, want := range []struct {
+		done bool
+		tx   string
+		key  string
+		path string
+	}{{true, "t0", "register-a", "a"}, {true, "t1", "register-b", "b"}, {false, "", "register-c", "c"}} {
+		b := batches[i]
+		if b.n != i || b.done != want.done || b.txID != want.tx || b.key != want.key || len(b.files) != 1 || b.files[0].Path != want.path {
+			t.Errorf("batch %d: %+v, want %+v", i, *b, want)
+		}
+	}
+	// Another registration's state file is refused.
+	r.module = 12
+	if _, err := r.readState(); err == nil || !strings.Contains(err.Error(), "another registration") {
+		t.Errorf("another module's state: %v", err)
+	}
+}

@@ -7,8 +7,13 @@ import (
 	"os"
 )
 
+// fileReader reads whole files (os.Open, read until end of file).
+type fileReader struct{}
+
+func newFileReader() fileReader { return fileReader{} }
+
 // readInto writes the whole file at path into w through buf and returns its length.
-func readInto(path string, buf []byte, w io.Writer) (int64, error) {
+func (fileReader) readInto(path string, buf []byte, w io.Writer) (int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return 0, err
@@ -27,3 +32,6 @@ func readInto(path string, buf []byte, w io.Writer) (int64, error) {
 		}
 	}
 }
+
+// close does nothing: no directory is kept open.
+func (fileReader) close() {}

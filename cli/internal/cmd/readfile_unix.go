@@ -5,31 +5,48 @@ package cmd
 import (
 	"io"
 	"io/fs"
-	"syscall"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
 )
 
-// readInto writes the whole file at path into w through buf and returns its length: open, read
-// until end of file, close, and nothing else (os.Open would also try to register the descriptor
-// with the runtime's poller, one more system call per file, and the caller needs no stat).
-func readInto(path string, buf []byte, w io.Writer) (int64, error) {
-	var fd int
-	var err error
-	for {
-		fd, err = syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
-		if err != syscall.EINTR {
-			break
+// fileReader reads whole files with as few system calls as it can: the directory of the last
+// file stays open and the next file of the same directory is opened relative to it (openat: the
+// kernel resolves one name, not the whole path), then read until end of file and closed. Neither
+// the runtime's poller (os.Open tries to register every descriptor) nor a stat (the size is what
+// was read) is involved: a small file costs four system calls.
+type fileReader struct {
+	dir   string // the directory open as dirFD, with its trailing separator
+	dirFD int    // -1: none
+}
+
+func newFileReader() fileReader { return fileReader{dirFD: -1} }
+
+// readInto writes the whole file at path into w through buf and returns its length.
+func (r *fileReader) readInto(path string, buf []byte, w io.Writer) (int64, error) {
+	dir, base := filepath.Split(path)
+	at := unix.AT_FDCWD
+	if dir != "" && base != "" {
+		if dir != r.dir {
+			r.close()
+			fd, err := retryEINTR(func() (int, error) { return unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0) })
+			if err != nil {
+				return 0, &fs.PathError{Op: "open", Path: dir, Err: err}
+			}
+			r.dir, r.dirFD = dir, fd
 		}
+		at = r.dirFD
+	} else {
+		base = path
 	}
+	fd, err := retryEINTR(func() (int, error) { return unix.Openat(at, base, unix.O_RDONLY|unix.O_CLOEXEC, 0) })
 	if err != nil {
 		return 0, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
-	defer syscall.Close(fd)
+	defer unix.Close(fd)
 	var size int64
 	for {
-		n, err := syscall.Read(fd, buf)
-		if err == syscall.EINTR {
-			continue
-		}
+		n, err := retryEINTR(func() (int, error) { return unix.Read(fd, buf) })
 		if err != nil {
 			return 0, &fs.PathError{Op: "read", Path: path, Err: err}
 		}
@@ -38,5 +55,23 @@ func readInto(path string, buf []byte, w io.Writer) (int64, error) {
 		}
 		_, _ = w.Write(buf[:n])
 		size += int64(n)
+	}
+}
+
+// close closes the directory kept open.
+func (r *fileReader) close() {
+	if r.dirFD >= 0 {
+		_ = unix.Close(r.dirFD)
+	}
+	r.dir, r.dirFD = "", -1
+}
+
+// retryEINTR calls f again while it is interrupted by a signal.
+func retryEINTR(f func() (int, error)) (int, error) {
+	for {
+		n, err := f()
+		if err != unix.EINTR {
+			return n, err
+		}
 	}
 }

@@ -181,10 +181,10 @@ func (r *registration) readState() ([]*batchState, error) {
 }
 
 // stateWriter appends lines to the state file. A batch's "planned" line is synced before the
-// batch is sent (write with sync); "done" lines are appended without a sync of their own and
-// reach the disk with the next sync (the next batch planned, or the end of the run): one fsync
-// per batch. A "done" line lost to a crash costs only a resend with the same key and body,
-// which the API answers with the original receipt.
+// batch is sent; "done" lines are added without a sync of their own and reach the file with the
+// next "planned" lines (or at the end of the run), in one write and one sync: at most one fsync
+// per batch, fewer when several batches are planned together. A "done" line lost to a crash
+// costs only a resend with the same key and body, which the API answers with the original.
 type stateWriter struct {
 	f   *os.File
 	buf []byte
@@ -223,21 +223,26 @@ func (w *stateWriter) write(l stateLine) error {
 }
 
 // Checksummer computes the checksums of `ingest register`, one file at a time, reusing its read
-// buffer (io.Copy from an *os.File into a hash allocates 32 KiB per call, which dominates on
-// small files) and, on Unix, reading with plain open/read/close (no poller registration, no
-// stat: the size is what was read), so a small file costs four system calls. One per goroutine;
-// exported so TestBenchCLIRegister measures what the command uses.
+// buffer and hashes (io.Copy from an *os.File into a hash allocates 32 KiB per call, which
+// dominates on small files) and, on Unix, reading with openat/read/close relative to the
+// file's directory, kept open from one file to the next (see fileReader). One per goroutine;
+// Close releases it. Exported so TestBenchCLIRegister measures what the command uses.
 type Checksummer struct {
-	buf  []byte
-	xxh  *xxhash.Digest
-	sha  hash.Hash
-	hexb []byte
+	buf   []byte
+	xxh   *xxhash.Digest
+	sha   hash.Hash
+	hexb  []byte
+	files fileReader
 }
 
 // NewChecksummer returns a checksummer with a 64 KiB read buffer.
 func NewChecksummer() *Checksummer {
-	return &Checksummer{buf: make([]byte, 64<<10), xxh: xxhash.New(), sha: sha256.New(), hexb: make([]byte, 0, 2*sha256.Size)}
+	return &Checksummer{buf: make([]byte, 64<<10), xxh: xxhash.New(), sha: sha256.New(),
+		hexb: make([]byte, 0, 2*sha256.Size), files: newFileReader()}
 }
+
+// Close closes the directory the checksummer keeps open, if any.
+func (c *Checksummer) Close() { c.files.close() }
 
 // Sum computes "alg:hex" (alg xxh64 or sha256) of the file at path.
 func (c *Checksummer) Sum(path, alg string) (string, error) {
@@ -253,7 +258,7 @@ func (c *Checksummer) SumSize(path, alg string) (string, int64, error) {
 		h = c.sha
 	}
 	h.Reset()
-	size, err := readInto(path, c.buf, h)
+	size, err := c.files.readInto(path, c.buf, h)
 	if err != nil {
 		return "", 0, err
 	}
@@ -273,6 +278,7 @@ func (r *registration) describe(paths []string, bar *progressbar.ProgressBar) ([
 		go func() {
 			defer wg.Done()
 			sums := NewChecksummer()
+			defer sums.Close()
 			for i := range next {
 				full := filepath.Join(r.dir, filepath.FromSlash(paths[i]))
 				sum, size, err := sums.SumSize(full, r.algorithm)
@@ -361,11 +367,11 @@ func (r *registration) run(ctx context.Context, c *client.Client, tok string) ([
 		}
 	}
 
-	planned := map[string]bool{}
+	inBatch := map[string]bool{}
 	doneFiles, resend := 0, 0
 	for _, b := range batches {
 		for _, f := range b.files {
-			planned[f.Path] = true
+			inBatch[f.Path] = true
 		}
 		if b.done {
 			doneFiles += len(b.files)
@@ -375,7 +381,7 @@ func (r *registration) run(ctx context.Context, c *client.Client, tok string) ([
 	}
 	var todo []string
 	for _, p := range paths {
-		if !planned[p] {
+		if !inBatch[p] {
 			todo = append(todo, p)
 		}
 	}
@@ -402,22 +408,25 @@ func (r *registration) run(ctx context.Context, c *client.Client, tok string) ([
 		)
 	}
 
-	// Up to r.inFlight bulk requests are outstanding at once while the next batch is planned and
-	// the one after it checksummed. A batch's "planned" line is synced before its request leaves
-	// (a crash from then on resends it, same key and body); its "done" line is appended when the
-	// answer comes and synced with the next batch's "planned" line (one fsync per batch). Memory:
-	// the batches in flight, the one planned and waiting for a slot, the one being checksummed.
+	// Up to r.inFlight bulk requests are outstanding at once while the next batches are planned
+	// and checksummed. A batch's "planned" line is synced before its request leaves (a crash from
+	// then on resends it, same key and body); its "done" line is appended when the answer comes
+	// and synced with the next "planned" lines. Batches described while a sync was running are
+	// planned together, in one write and one sync (a group commit: on a busy disk a sync can take
+	// longer than a request). Bounded: r.inFlight batches in flight, at most r.inFlight planned
+	// and waiting for a slot, at most r.inFlight described and waiting to be planned, one in the
+	// channel and one being checksummed.
 	type answer struct {
 		b   *batchState
 		err error
 	}
 	answers := make(chan answer, r.inFlight)
 	inFlight, sent := 0, 0
-	var sendErr error
+	var failed error
 	take := func(a answer) error {
 		inFlight--
 		if a.err != nil {
-			sendErr = errors.Join(sendErr, a.err)
+			failed = errors.Join(failed, a.err)
 			return nil
 		}
 		if bar != nil && !a.b.resent {
@@ -426,89 +435,32 @@ func (r *registration) run(ctx context.Context, c *client.Client, tok string) ([
 		}
 		return sw.add(stateLine{Done: &a.b.n, TxID: a.b.txID, Status: a.b.stat})
 	}
-	// launch plans b (synced, unless an earlier run did) while the requests before it are still
-	// in flight, then sends it as soon as a slot is free. A batch planned but not sent because
-	// another failed is sent by the next run, like one whose answer was lost.
-	launch := func(b *batchState, plan bool) error {
-		for more := true; more && inFlight > 0; {
-			select {
-			case a := <-answers:
-				if err := take(a); err != nil {
-					return err
-				}
-			default:
-				more = false
-			}
-		}
-		if sendErr != nil {
-			return sendErr
-		}
-		if plan {
-			if err := sw.add(stateLine{Batch: &b.n, Key: b.key, Files: b.files}); err != nil {
-				return err
-			}
-		}
-		// The answers taken so far go out with this sync; a batch already planned needs none.
-		if err := sw.flush(plan); err != nil {
-			return err
-		}
-		for inFlight >= r.inFlight {
-			if err := take(<-answers); err != nil {
-				return err
-			}
-		}
-		if sendErr != nil {
-			return sendErr
-		}
-		inFlight++
-		go func() {
-			err := r.send(ctx, c, tok, b)
-			answers <- answer{b, err}
-		}()
-		return nil
-	}
-	// finish waits for the requests in flight and writes their answers, synced.
-	finish := func(err error) error {
-		for inFlight > 0 {
-			if e := take(<-answers); e != nil && err == nil {
-				err = e
-			}
-		}
-		if e := sw.flush(true); e != nil && err == nil {
-			err = e
-		}
-		if err == nil {
-			err = sendErr
-		}
-		return err
-	}
 
-	// Batches planned by an earlier run but never acknowledged: the same key and body again.
+	// Batches planned by an earlier run but never acknowledged: the same key and body again, first.
+	var planned, described []*batchState // planned: synced, waiting for a slot; described: waiting to be planned
 	for _, b := range batches {
-		if b.done {
-			continue
-		}
-		b.resent = true
-		if err := launch(b, false); err != nil {
-			return batches, finish(err)
+		if !b.done {
+			b.resent = true
+			planned = append(planned, b)
 		}
 	}
 
-	// The next batch is checksummed while the current ones are planned and sent (nothing of it
-	// is written before its turn, so a crash leaves the state file as a sequential run would).
-	type described struct {
+	// The describer checksums the batches in order, one ahead of the loop below (nothing of a
+	// batch is written before it is planned, so a crash leaves the state file as a sequential run
+	// would).
+	type describedBatch struct {
 		files []registerFile
 		err   error
 	}
 	stop := make(chan struct{})
 	defer close(stop)
-	ahead := make(chan described, 1)
+	ahead := make(chan describedBatch, 1)
 	go func() {
 		defer close(ahead)
 		for start := 0; start < len(todo); start += r.batch {
 			files, err := r.describe(todo[start:min(start+r.batch, len(todo))], bar)
 			select {
-			case ahead <- described{files, err}:
+			case ahead <- describedBatch{files, err}:
 			case <-stop:
 				return
 			}
@@ -517,20 +469,70 @@ func (r *registration) run(ctx context.Context, c *client.Client, tok string) ([
 			}
 		}
 	}()
+
 	n := len(batches)
-	for d := range ahead {
-		if d.err != nil {
-			return batches, finish(d.err)
+	in := ahead
+	for failed == nil && (in != nil || len(described) > 0 || len(planned) > 0) {
+		// Send what is planned while slots are free.
+		for len(planned) > 0 && inFlight < r.inFlight {
+			b := planned[0]
+			planned = planned[1:]
+			inFlight++
+			go func() { answers <- answer{b, r.send(ctx, c, tok, b)} }()
 		}
-		b := &batchState{n: n, files: d.files, key: batchKey(d.files)}
-		n++
-		if err := launch(b, true); err != nil {
-			return batches, finish(err)
+		// Plan what is described, all of it in one sync (with the answers taken so far).
+		if k := min(len(described), r.inFlight-len(planned)); k > 0 {
+			for _, b := range described[:k] {
+				if err := sw.add(stateLine{Batch: &b.n, Key: b.key, Files: b.files}); err != nil {
+					failed = err
+					break
+				}
+			}
+			if failed == nil {
+				failed = sw.flush(true)
+			}
+			if failed != nil {
+				break
+			}
+			planned = append(planned, described[:k]...)
+			batches = append(batches, described[:k]...)
+			described = described[k:]
+			continue
 		}
-		batches = append(batches, b)
+		// Wait for an answer or the next batch described.
+		next := in
+		if len(described) >= r.inFlight {
+			next = nil
+		}
+		select {
+		case a := <-answers:
+			if err := take(a); err != nil {
+				failed = err
+			}
+		case d, ok := <-next:
+			switch {
+			case !ok:
+				in = nil
+			case d.err != nil:
+				failed = d.err
+			default:
+				described = append(described, &batchState{n: n, files: d.files, key: batchKey(d.files)})
+				n++
+			}
+		}
 	}
-	if err := finish(nil); err != nil {
-		return batches, err
+	// The requests in flight are answered and their answers written, synced, error or not; the
+	// batches planned but not sent are sent by the next run, like those whose answer was lost.
+	for inFlight > 0 {
+		if err := take(<-answers); err != nil && failed == nil {
+			failed = err
+		}
+	}
+	if err := sw.flush(true); err != nil && failed == nil {
+		failed = err
+	}
+	if failed != nil {
+		return batches, failed
 	}
 	if bar != nil {
 		_ = bar.Finish()

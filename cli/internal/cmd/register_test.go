@@ -59,6 +59,26 @@ func TestChecksummer(t *testing.T) {
 	if _, _, err := c.SumSize(filepath.Join(dir, "missing"), "xxh64"); err == nil || !strings.Contains(err.Error(), "missing") {
 		t.Errorf("a missing file: %v", err)
 	}
+	// Files of other directories in turn (each reopened relative to its own), and a relative path.
+	for i, d := range []string{"a", "b", "a", "a/c", "b"} {
+		full := filepath.Join(dir, d, "same.dat")
+		if err := os.MkdirAll(filepath.Dir(full), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(d), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		want := sha256.Sum256([]byte(d))
+		if sum, size, err := c.SumSize(full, "sha256"); err != nil || sum != "sha256:"+hex.EncodeToString(want[:]) || size != int64(len(d)) {
+			t.Errorf("file %d in %s: %s %d %v", i, d, sum, size, err)
+		}
+	}
+	t.Chdir(filepath.Join(dir, "a"))
+	want := sha256.Sum256([]byte("a"))
+	if sum, _, err := c.SumSize("same.dat", "sha256"); err != nil || sum != "sha256:"+hex.EncodeToString(want[:]) {
+		t.Errorf("a relative path: %s %v", sum, err)
+	}
+	c.Close()
 }
 
 // TestReadStateInFlight reads a state file as a run with two requests in flight leaves it when

@@ -15,7 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"sort"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -122,6 +122,7 @@ func batchKey(files []registerFile) string {
 // walk lists the regular files under dir (relative, slash-separated, sorted), skipping skip.
 func walk(dir, skip string) ([]string, error) {
 	var out []string
+	prefix := len(filepath.Join(dir, "x")) - 1 // dir and its separator, as WalkDir joins them
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -129,14 +130,13 @@ func walk(dir, skip string) ([]string, error) {
 		if !d.Type().IsRegular() || p == skip {
 			return nil
 		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
+		if len(p) <= prefix {
+			return nil
 		}
-		out = append(out, filepath.ToSlash(rel))
+		out = append(out, filepath.ToSlash(p[prefix:]))
 		return nil
 	})
-	sort.Strings(out)
+	slices.Sort(out)
 	return out, err
 }
 

@@ -124,3 +124,30 @@ func TestReadStateInFlight(t *testing.T) {
 		t.Errorf("another module's state: %v", err)
 	}
 }
+
+// TestWalk lists regular files only (no symbolic link, no directory), relative and slash
+// separated, in the order of the full paths ("a-b/x" before "a/x"), without the state file.
+func TestWalk(t *testing.T) {
+	dir := t.TempDir()
+	for _, p := range []string{"a/x", "a-b/x", "a/c/y", "z", "state.jsonl"} {
+		full := filepath.Join(dir, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(full), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(p), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(filepath.Join(dir, "z"), filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	for _, root := range []string{dir, dir + string(filepath.Separator)} {
+		got, err := walk(root, filepath.Join(dir, "state.jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "a-b/x a/c/y a/x z"; strings.Join(got, " ") != want {
+			t.Errorf("walk(%s) = %v, want %s", root, got, want)
+		}
+	}
+}

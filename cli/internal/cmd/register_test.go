@@ -3,6 +3,7 @@ package cmd
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -148,6 +149,40 @@ func TestWalk(t *testing.T) {
 		}
 		if want := "a-b/x a/c/y a/x z"; strings.Join(got, " ") != want {
 			t.Errorf("walk(%s) = %v, want %s", root, got, want)
+		}
+	}
+}
+
+// TestBulkBodyIsJSONMarshal: the bulk body written directly is byte for byte what json.Marshal
+// makes of the same files (a resent batch carries the body of its first sending), with and
+// without a package, for paths that need escaping (quotes, HTML characters, control characters,
+// non-ASCII, invalid UTF-8, U+2028) and for ones that do not.
+func TestBulkBodyIsJSONMarshal(t *testing.T) {
+	type wire struct {
+		ID                 string `json:"id"`
+		ExecutedObsUnitID  string `json:"executed_obs_unit_id"`
+		InstrumentModuleID int64  `json:"instrument_module_id"`
+		Path               string `json:"path"`
+		SizeBytes          int64  `json:"size_bytes"`
+		Checksum           string `json:"checksum"`
+		RawDataPackageID   string `json:"raw_data_package_id,omitempty"`
+	}
+	var files []registerFile
+	for i, p := range []string{"d00/f00001.dat", `a "quoted" \\ name`, "x<y>&z", "tab\there\x01", "été/ü.fits", "bad\xffutf8", "line\u2028sep", "~!#$%^*()_+{}|:?`-=[];',./"} {
+		files = append(files, registerFile{ID: fileID("01a2200b-59a6-7ca6-a675-9553d1f286bd", 11, p), Path: p, Size: int64(i * 1000), Checksum: "xxh64:0123456789abcdef"})
+	}
+	for _, pkg := range []string{"", "01a2200b-59a6-7ca6-a675-9553d1f286be"} {
+		r := &registration{execution: "01a2200b-59a6-7ca6-a675-9553d1f286bd", module: -11, pkg: pkg}
+		ws := make([]wire, len(files))
+		for i, f := range files {
+			ws[i] = wire{ID: f.ID, ExecutedObsUnitID: r.execution, InstrumentModuleID: r.module, Path: f.Path, SizeBytes: f.Size, Checksum: f.Checksum, RawDataPackageID: pkg}
+		}
+		want, err := json.Marshal(map[string]any{"files": ws})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.bulkBody(files); string(got) != string(want) {
+			t.Errorf("package %q:\n got %s\nwant %s", pkg, got, want)
 		}
 	}
 }

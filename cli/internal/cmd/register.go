@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/schollz/progressbar/v3"
@@ -214,6 +215,36 @@ func (w *stateWriter) flush(sync bool) error {
 	return w.f.Sync()
 }
 
+// addPlanned appends the "planned" line of b, byte for byte json.Marshal's of stateLine{Batch,
+// Key, Files} (TestPlannedLineIsJSONMarshal), written directly like the bulk body.
+func (w *stateWriter) addPlanned(b *batchState) {
+	out := append(w.buf, `{"batch":`...)
+	out = strconv.AppendInt(out, int64(b.n), 10)
+	if b.key != "" {
+		out = append(out, `,"key":`...)
+		out = appendJSONString(out, b.key)
+	}
+	if len(b.files) > 0 {
+		out = append(out, `,"files":[`...)
+		for i, f := range b.files {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = append(out, `{"id":`...)
+			out = appendJSONString(out, f.ID)
+			out = append(out, `,"path":`...)
+			out = appendJSONString(out, f.Path)
+			out = append(out, `,"size_bytes":`...)
+			out = strconv.AppendInt(out, f.Size, 10)
+			out = append(out, `,"checksum":`...)
+			out = appendJSONString(out, f.Checksum)
+			out = append(out, '}')
+		}
+		out = append(out, ']')
+	}
+	w.buf = append(out, "}\n"...)
+}
+
 // write appends l and syncs the file (with any lines added before it).
 func (w *stateWriter) write(l stateLine) error {
 	if err := w.add(l); err != nil {
@@ -267,36 +298,37 @@ func (c *Checksummer) SumSize(path, alg string) (string, int64, error) {
 	return string(c.hexb), size, nil
 }
 
-// describe computes the entries of paths in parallel (workers goroutines), in order.
-func (r *registration) describe(paths []string, bar *progressbar.ProgressBar) ([]registerFile, error) {
+// describe computes the entries of paths in parallel, one goroutine per checksummer, each
+// taking the next 16 files in turn (no hand-off per file), and returns them in order.
+func (r *registration) describe(paths []string, sums []*Checksummer, bar *progressbar.ProgressBar) ([]registerFile, error) {
+	const chunk = 16
 	out := make([]registerFile, len(paths))
 	errs := make([]error, len(paths))
-	next := make(chan int)
+	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range r.workers {
+	for _, c := range sums {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sums := NewChecksummer()
-			defer sums.Close()
-			for i := range next {
-				full := filepath.Join(r.dir, filepath.FromSlash(paths[i]))
-				sum, size, err := sums.SumSize(full, r.algorithm)
-				if err != nil {
-					errs[i] = err
-					continue
+			for {
+				lo := int(next.Add(chunk)) - chunk
+				if lo >= len(paths) {
+					return
 				}
-				out[i] = registerFile{ID: fileID(r.execution, r.module, paths[i]), Path: paths[i], Size: size, Checksum: sum}
-				if bar != nil {
-					_ = bar.Add64(size)
+				for i := lo; i < min(lo+chunk, len(paths)); i++ {
+					sum, size, err := c.SumSize(filepath.Join(r.dir, filepath.FromSlash(paths[i])), r.algorithm)
+					if err != nil {
+						errs[i] = err
+						continue
+					}
+					out[i] = registerFile{ID: fileID(r.execution, r.module, paths[i]), Path: paths[i], Size: size, Checksum: sum}
+					if bar != nil {
+						_ = bar.Add64(size)
+					}
 				}
 			}
 		}()
 	}
-	for i := range paths {
-		next <- i
-	}
-	close(next)
 	wg.Wait()
 	return out, errors.Join(errs...)
 }
@@ -490,8 +522,13 @@ func (r *registration) run(ctx context.Context, c *client.Client, tok string) ([
 	ahead := make(chan describedBatch, 1)
 	go func() {
 		defer close(ahead)
+		sums := make([]*Checksummer, max(1, r.workers))
+		for i := range sums {
+			sums[i] = NewChecksummer()
+			defer sums[i].Close()
+		}
 		for start := 0; start < len(todo); start += r.batch {
-			files, err := r.describe(todo[start:min(start+r.batch, len(todo))], bar)
+			files, err := r.describe(todo[start:min(start+r.batch, len(todo))], sums, bar)
 			select {
 			case ahead <- describedBatch{files, err}:
 			case <-stop:
@@ -516,15 +553,9 @@ func (r *registration) run(ctx context.Context, c *client.Client, tok string) ([
 		// Plan what is described, all of it in one sync (with the answers taken so far).
 		if k := min(len(described), r.inFlight-len(planned)); k > 0 {
 			for _, b := range described[:k] {
-				if err := sw.add(stateLine{Batch: &b.n, Key: b.key, Files: b.files}); err != nil {
-					failed = err
-					break
-				}
+				sw.addPlanned(b)
 			}
-			if failed == nil {
-				failed = sw.flush(true)
-			}
-			if failed != nil {
+			if failed = sw.flush(true); failed != nil {
 				break
 			}
 			planned = append(planned, described[:k]...)

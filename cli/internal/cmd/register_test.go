@@ -186,3 +186,23 @@ func TestBulkBodyIsJSONMarshal(t *testing.T) {
 		}
 	}
 }
+
+// TestPlannedLineIsJSONMarshal: the "planned" line written directly is json.Marshal's of the
+// same stateLine, so readState reads it like any other.
+func TestPlannedLineIsJSONMarshal(t *testing.T) {
+	files := []registerFile{
+		{ID: "ff4d2696-292e-813d-ae44-7aabf9709a34", Path: "d00/f00001.dat", Size: 0, Checksum: "xxh64:0123456789abcdef"},
+		{ID: "fe9bc0b5-8f79-8f5c-8e98-21a42a79289d", Path: "é \"<q>\" \\ \x01 \xff", Size: 1 << 40, Checksum: "sha256:00"},
+	}
+	for _, b := range []*batchState{{n: 0, key: "register-a", files: files}, {n: 12345, key: "register-b", files: files[:1]}} {
+		var w stateWriter
+		w.addPlanned(b)
+		want, err := json.Marshal(stateLine{Batch: &b.n, Key: b.key, Files: b.files})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := string(w.buf); got != string(want)+"\n" {
+			t.Errorf("batch %d:\n got %s\nwant %s", b.n, got, want)
+		}
+	}
+}

@@ -232,13 +232,7 @@ func (w *stateWriter) addPlanned(b *batchState) {
 			}
 			out = append(out, `{"id":`...)
 			out = appendJSONString(out, f.ID)
-			out = append(out, `,"path":`...)
-			out = appendJSONString(out, f.Path)
-			out = append(out, `,"size_bytes":`...)
-			out = strconv.AppendInt(out, f.Size, 10)
-			out = append(out, `,"checksum":`...)
-			out = appendJSONString(out, f.Checksum)
-			out = append(out, '}')
+			out = append(appendPathSizeChecksum(out, f), '}')
 		}
 		out = append(out, ']')
 	}
@@ -350,12 +344,7 @@ func (r *registration) bulkBody(files []registerFile) []byte {
 		out = appendJSONString(out, r.execution)
 		out = append(out, `,"instrument_module_id":`...)
 		out = strconv.AppendInt(out, r.module, 10)
-		out = append(out, `,"path":`...)
-		out = appendJSONString(out, f.Path)
-		out = append(out, `,"size_bytes":`...)
-		out = strconv.AppendInt(out, f.Size, 10)
-		out = append(out, `,"checksum":`...)
-		out = appendJSONString(out, f.Checksum)
+		out = appendPathSizeChecksum(out, f)
 		if r.pkg != "" {
 			out = append(out, `,"raw_data_package_id":`...)
 			out = appendJSONString(out, r.pkg)
@@ -363,6 +352,17 @@ func (r *registration) bulkBody(files []registerFile) []byte {
 		out = append(out, '}')
 	}
 	return append(out, "]}"...)
+}
+
+// appendPathSizeChecksum appends a file's path, size and checksum fields, in the order of
+// registerFile and of the bulk request's file.
+func appendPathSizeChecksum(out []byte, f registerFile) []byte {
+	out = append(out, `,"path":`...)
+	out = appendJSONString(out, f.Path)
+	out = append(out, `,"size_bytes":`...)
+	out = strconv.AppendInt(out, f.Size, 10)
+	out = append(out, `,"checksum":`...)
+	return appendJSONString(out, f.Checksum)
 }
 
 // appendJSONString appends s as json.Marshal writes it: quoted as is when it is printable ASCII

@@ -511,6 +511,7 @@ func (e *cliEnv) testIngest(t *testing.T) {
 	e.fails(t, 1, env, []string{"ingest", "register", dir, "--execution", started.ID, "--module", "999", "--state", filepath.Join(t.TempDir(), "s")}, "instrument_module_id")
 	e.fails(t, 2, env, []string{"ingest", "register", dir, "--execution", "not-a-uuid", "--module", "11"}, "--execution")
 	e.fails(t, 2, env, []string{"ingest", "register", dir, "--execution", started.ID, "--module", "11", "--batch", "5000"}, "--batch")
+	e.fails(t, 2, env, []string{"ingest", "register", dir, "--execution", started.ID, "--module", "11", "--in-flight", "0"}, "--in-flight")
 	e.fails(t, 2, env, []string{"ingest", "finish"})
 	e.fails(t, 1, map[string]string{"OBSOPS_URL": e.st.GatewayURL, "OBSOPS_TOKEN": e.jwt}, []string{"ingest", "start", "--obs-unit", fmt.Sprint(ou), "--module", "11"}, "403")
 }

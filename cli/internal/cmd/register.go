@@ -239,14 +239,6 @@ func (w *stateWriter) addPlanned(b *batchState) {
 	w.buf = append(out, "}\n"...)
 }
 
-// write appends l and syncs the file (with any lines added before it).
-func (w *stateWriter) write(l stateLine) error {
-	if err := w.add(l); err != nil {
-		return err
-	}
-	return w.flush(true)
-}
-
 // Checksummer computes the checksums of `ingest register`, one file at a time, reusing its read
 // buffer and hashes (io.Copy from an *os.File into a hash allocates 32 KiB per call, which
 // dominates on small files) and, on Unix, reading with openat/read/close relative to the
@@ -427,7 +419,8 @@ func (r *registration) run(ctx context.Context, c *client.Client, tok string) ([
 	defer f.Close()
 	sw := &stateWriter{f: f}
 	if st, _ := f.Stat(); st.Size() == 0 {
-		if err := sw.write(stateLine{Dir: r.dir, Execution: r.execution, Module: r.module, Algorithm: r.algorithm, Package: r.pkg}); err != nil {
+		// Written and synced with the first batch planned (or at the end): nothing is sent before.
+		if err := sw.add(stateLine{Dir: r.dir, Execution: r.execution, Module: r.module, Algorithm: r.algorithm, Package: r.pkg}); err != nil {
 			return nil, err
 		}
 	}

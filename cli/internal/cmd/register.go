@@ -469,9 +469,9 @@ func (r *registration) run(ctx context.Context, c *client.Client, tok string) ([
 	// Up to r.inFlight bulk requests are outstanding at once while the next batches are planned
 	// and checksummed. A batch's "planned" line is synced before its request leaves (a crash from
 	// then on resends it, same key and body); its "done" line is appended when the answer comes
-	// and synced with the next "planned" lines. Batches described while a sync was running are
-	// planned together, in one write and one sync (a group commit: on a busy disk a sync can take
-	// longer than a request). Bounded: r.inFlight batches in flight, at most r.inFlight planned
+	// and synced with the next "planned" lines. When a sync outlasts the requests in flight (a busy
+	// disk), the batches described meanwhile are planned together, in one write and one sync (a
+	// group commit); otherwise it is one sync per batch. Bounded: r.inFlight batches in flight, at most r.inFlight planned
 	// and waiting for a slot, at most r.inFlight described and waiting to be planned, one in the
 	// channel and one being checksummed.
 	type answer struct {
@@ -535,6 +535,19 @@ func (r *registration) run(ctx context.Context, c *client.Client, tok string) ([
 
 	n := len(batches)
 	in := ahead
+	// accept takes the describer's next batch: the channel closed (all described) or its error
+	// ends what is taken from it.
+	accept := func(d describedBatch, ok bool) {
+		switch {
+		case !ok:
+			in = nil
+		case d.err != nil:
+			failed = d.err
+		default:
+			described = append(described, &batchState{n: n, files: d.files, key: batchKey(d.files)})
+			n++
+		}
+	}
 	for failed == nil && (in != nil || len(described) > 0 || len(planned) > 0) {
 		// Send what is planned while slots are free.
 		for len(planned) > 0 && inFlight < r.inFlight {
@@ -543,7 +556,20 @@ func (r *registration) run(ctx context.Context, c *client.Client, tok string) ([
 			inFlight++
 			go func() { answers <- answer{b, r.send(ctx, c, tok, b)} }()
 		}
-		// Plan what is described, all of it in one sync (with the answers taken so far).
+		// Take what the describer has ready (while a sync ran, it went on), then plan as much of
+		// it as there is room for in one sync, with the answers taken so far.
+	ready:
+		for in != nil && failed == nil && len(described) < r.inFlight {
+			select {
+			case d, ok := <-in:
+				accept(d, ok)
+			default:
+				break ready
+			}
+		}
+		if failed != nil {
+			break
+		}
 		if k := min(len(described), r.inFlight-len(planned)); k > 0 {
 			for _, b := range described[:k] {
 				sw.addPlanned(b)
@@ -567,15 +593,7 @@ func (r *registration) run(ctx context.Context, c *client.Client, tok string) ([
 				failed = err
 			}
 		case d, ok := <-next:
-			switch {
-			case !ok:
-				in = nil
-			case d.err != nil:
-				failed = d.err
-			default:
-				described = append(described, &batchState{n: n, files: d.files, key: batchKey(d.files)})
-				n++
-			}
+			accept(d, ok)
 		}
 	}
 	// The requests in flight are answered and their answers written, synced, error or not; the

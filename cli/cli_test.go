@@ -26,6 +26,8 @@ import (
 	_ "github.com/lib/pq"
 	"github.com/stretchr/testify/require"
 
+	"github.com/obsops/obsops/cli/internal/cmd"
+
 	"github.com/obsops/obsops/pkg/testenv"
 )
 
@@ -509,6 +511,7 @@ func (e *cliEnv) testIngest(t *testing.T) {
 	e.fails(t, 1, env, []string{"ingest", "register", dir, "--execution", started.ID, "--module", "999", "--state", filepath.Join(t.TempDir(), "s")}, "instrument_module_id")
 	e.fails(t, 2, env, []string{"ingest", "register", dir, "--execution", "not-a-uuid", "--module", "11"}, "--execution")
 	e.fails(t, 2, env, []string{"ingest", "register", dir, "--execution", started.ID, "--module", "11", "--batch", "5000"}, "--batch")
+	e.fails(t, 2, env, []string{"ingest", "register", dir, "--execution", started.ID, "--module", "11", "--in-flight", "0"}, "--in-flight")
 	e.fails(t, 2, env, []string{"ingest", "finish"})
 	e.fails(t, 1, map[string]string{"OBSOPS_URL": e.st.GatewayURL, "OBSOPS_TOKEN": e.jwt}, []string{"ingest", "start", "--obs-unit", fmt.Sprint(ou), "--module", "11"}, "403")
 }
@@ -551,6 +554,10 @@ func (e *cliEnv) testRegisterResume(t *testing.T) {
 	b, _ := os.ReadFile(state)
 	doneBefore := strings.Count(string(b), `"done":`)
 	require.Less(t, doneBefore, files/100, "killed before the end")
+	// Bounded: at most the requests in flight and as many batches planned for the next free
+	// slots are unacknowledged in the state file.
+	plannedBefore := strings.Count(string(b), `"batch":`)
+	require.LessOrEqual(t, plannedBefore-doneBefore, 2*cmd.DefaultRegisterInFlight, "batches planned but unacknowledged")
 	// As if the kill had come after the last acknowledged request was sent but before its answer
 	// was recorded: that batch is applied at the API, yet the state file says only "planned".
 	lines := strings.SplitAfter(strings.TrimRight(string(b), "\n")+"\n", "\n")

@@ -125,10 +125,11 @@ func (a *App) ingestRegister() *cobra.Command {
 		Short: "Register every file under DIR (checksums, bulk requests, resumable)",
 		Long: "Walks DIR, computes each file's checksum (xxh64 or sha256, in parallel) and registers the files in bulk\n" +
 			"requests of up to 1,000, each with client-chosen file ids (derived from execution, module and path) and an\n" +
-			"Idempotency-Key. A state file records each batch before it is sent and after it is acknowledged: run the\n" +
-			"same command again after Ctrl-C or a crash and it resends unacknowledged batches unchanged (the API answers\n" +
-			"the original, nothing is registered twice) and registers only the files in no batch. At the end it prints\n" +
-			"the receipt of every batch (buffered, committed, ...).",
+			"Idempotency-Key; a few requests are in flight at once (--in-flight) while the next batch is checksummed.\n" +
+			"A state file records each batch before it is sent and after it is acknowledged: run the same command again\n" +
+			"after Ctrl-C or a crash and it resends unacknowledged batches unchanged (the API answers the original,\n" +
+			"nothing is registered twice) and registers only the files in no batch. At the end it prints the receipt\n" +
+			"of every batch (buffered, committed, ...).",
 		Example: "  obsops ingest register /data/obs/2026-12-01 --execution 0193... --module 3\n" +
 			"  obsops ingest register ./scan42 --execution 0193... --module 3 --checksum sha256 --package 0194...",
 		Args: exactArgs(1),
@@ -147,6 +148,9 @@ func (a *App) ingestRegister() *cobra.Command {
 			}
 			if r.batch < 1 || r.batch > MaxRegisterBatch {
 				return usagef("--batch must be 1-%d", MaxRegisterBatch)
+			}
+			if r.inFlight < 1 || r.inFlight > MaxRegisterInFlight {
+				return usagef("--in-flight must be 1-%d", MaxRegisterInFlight)
 			}
 			if st, err := os.Stat(r.dir); err != nil || !st.IsDir() {
 				return fmt.Errorf("%s is not a directory", r.dir)
@@ -186,6 +190,7 @@ func (a *App) ingestRegister() *cobra.Command {
 	f.StringVar(&r.algorithm, "checksum", "xxh64", "xxh64 or sha256")
 	f.IntVar(&r.batch, "batch", MaxRegisterBatch, "files per bulk request (at most 1,000)")
 	f.IntVar(&r.workers, "workers", defaultWorkers(), "files checksummed in parallel")
+	f.IntVar(&r.inFlight, "in-flight", DefaultRegisterInFlight, fmt.Sprintf("bulk requests outstanding at once (1-%d)", MaxRegisterInFlight))
 	f.StringVar(&r.statePath, "state", "", "the state file (default under $XDG_STATE_HOME/obsops/register/)")
 	f.BoolVar(&noProgress, "no-progress", false, "no progress bar (it is shown only on a terminal anyway)")
 	f.BoolVar(&noReceipts, "no-receipts", false, "do not fetch and print the receipts at the end")

@@ -15,8 +15,10 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"sort"
+	"slices"
+	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/schollz/progressbar/v3"
@@ -28,6 +30,14 @@ import (
 
 // MaxRegisterBatch is the most files one bulk request of `ingest register` carries.
 const MaxRegisterBatch = 1000
+
+// DefaultRegisterInFlight is how many bulk requests `ingest register` has outstanding at once
+// unless --in-flight says: two keep the API busy while the command plans (fsync) and reads the
+// answer of the other, and keep the server's share of a small machine for the server.
+const DefaultRegisterInFlight = 2
+
+// MaxRegisterInFlight bounds --in-flight (and so the batches held in memory).
+const MaxRegisterInFlight = 16
 
 // registerFile is one file of a registration: what the bulk request carries for it.
 type registerFile struct {
@@ -60,7 +70,7 @@ type stateLine struct {
 type registration struct {
 	dir, execution, algorithm, pkg string
 	module                         int64
-	batch, workers                 int
+	batch, workers, inFlight       int
 	statePath                      string
 	progress                       bool
 	stderr                         io.Writer
@@ -74,16 +84,31 @@ type batchState struct {
 	txID  string
 	stat  string
 	done  bool
+	// resent: planned by an earlier run, sent again by this one.
+	resent bool
 }
 
 // fileID is a file's client-chosen id: a UUID (version 8, RFC 9562) made from the execution,
 // the module and the path, so the same file always gets the same id, even without a state file.
 func fileID(execution string, module int64, path string) string {
-	h := sha256.Sum256([]byte(fmt.Sprintf("obsops-register\x00%s\x00%d\x00%s", execution, module, path)))
+	in := make([]byte, 0, 64+len(execution)+len(path))
+	in = append(in, "obsops-register\x00"...)
+	in = append(in, execution...)
+	in = append(in, 0)
+	in = strconv.AppendInt(in, module, 10)
+	in = append(in, 0)
+	in = append(in, path...)
+	h := sha256.Sum256(in)
 	b := h[:16]
 	b[6] = (b[6] & 0x0f) | 0x80
 	b[8] = (b[8] & 0x3f) | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+	out := make([]byte, 0, 36)
+	out = hex.AppendEncode(out, b[0:4])
+	out = hex.AppendEncode(append(out, '-'), b[4:6])
+	out = hex.AppendEncode(append(out, '-'), b[6:8])
+	out = hex.AppendEncode(append(out, '-'), b[8:10])
+	out = hex.AppendEncode(append(out, '-'), b[10:16])
+	return string(out)
 }
 
 // batchKey is a batch's Idempotency-Key: made from its files' ids.
@@ -98,6 +123,7 @@ func batchKey(files []registerFile) string {
 // walk lists the regular files under dir (relative, slash-separated, sorted), skipping skip.
 func walk(dir, skip string) ([]string, error) {
 	var out []string
+	prefix := len(filepath.Join(dir, "x")) - 1 // dir and its separator, as WalkDir joins them
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -105,14 +131,13 @@ func walk(dir, skip string) ([]string, error) {
 		if !d.Type().IsRegular() || p == skip {
 			return nil
 		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
+		if len(p) <= prefix {
+			return nil
 		}
-		out = append(out, filepath.ToSlash(rel))
+		out = append(out, filepath.ToSlash(p[prefix:]))
 		return nil
 	})
-	sort.Strings(out)
+	slices.Sort(out)
 	return out, err
 }
 
@@ -156,119 +181,206 @@ func (r *registration) readState() ([]*batchState, error) {
 	return order, sc.Err()
 }
 
-// stateWriter appends lines to the state file, each synced before the request it announces.
+// stateWriter appends lines to the state file. A batch's "planned" line is synced before the
+// batch is sent; "done" lines are added without a sync of their own and reach the file with the
+// next "planned" lines (or at the end of the run), in one write and one sync: at most one fsync
+// per batch, fewer when several batches are planned together. A "done" line lost to a crash
+// costs only a resend with the same key and body, which the API answers with the original.
 type stateWriter struct {
-	f *os.File
+	f   *os.File
+	buf []byte
 }
 
-func (w *stateWriter) write(l stateLine) error {
+// add appends l to what the next flush writes.
+func (w *stateWriter) add(l stateLine) error {
 	b, err := json.Marshal(l)
 	if err != nil {
 		return err
 	}
-	if _, err := w.f.Write(append(b, '\n')); err != nil {
-		return err
+	w.buf = append(append(w.buf, b...), '\n')
+	return nil
+}
+
+// flush writes what was added in one write, then syncs the file if sync.
+func (w *stateWriter) flush(sync bool) error {
+	if len(w.buf) > 0 {
+		if _, err := w.f.Write(w.buf); err != nil {
+			return err
+		}
+		w.buf = w.buf[:0]
+	}
+	if !sync {
+		return nil
 	}
 	return w.f.Sync()
 }
 
+// addPlanned appends the "planned" line of b, byte for byte json.Marshal's of stateLine{Batch,
+// Key, Files} (TestPlannedLineIsJSONMarshal), written directly like the bulk body.
+func (w *stateWriter) addPlanned(b *batchState) {
+	out := append(w.buf, `{"batch":`...)
+	out = strconv.AppendInt(out, int64(b.n), 10)
+	if b.key != "" {
+		out = append(out, `,"key":`...)
+		out = appendJSONString(out, b.key)
+	}
+	if len(b.files) > 0 {
+		out = append(out, `,"files":[`...)
+		for i, f := range b.files {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = append(out, `{"id":`...)
+			out = appendJSONString(out, f.ID)
+			out = append(appendPathSizeChecksum(out, f), '}')
+		}
+		out = append(out, ']')
+	}
+	w.buf = append(out, "}\n"...)
+}
+
 // Checksummer computes the checksums of `ingest register`, one file at a time, reusing its read
-// buffer (io.Copy from an *os.File into a hash allocates 32 KiB per call, which dominates on
-// small files). One per goroutine; exported so TestBenchCLIRegister measures what the command uses.
-type Checksummer struct{ buf []byte }
+// buffer and hashes (io.Copy from an *os.File into a hash allocates 32 KiB per call, which
+// dominates on small files) and, on Unix, reading with openat/read/close relative to the
+// file's directory, kept open from one file to the next (see fileReader). One per goroutine;
+// Close releases it. Exported so TestBenchCLIRegister measures what the command uses.
+type Checksummer struct {
+	buf   []byte
+	xxh   *xxhash.Digest
+	sha   hash.Hash
+	hexb  []byte
+	files fileReader
+}
 
 // NewChecksummer returns a checksummer with a 64 KiB read buffer.
-func NewChecksummer() *Checksummer { return &Checksummer{buf: make([]byte, 64<<10)} }
+func NewChecksummer() *Checksummer {
+	return &Checksummer{buf: make([]byte, 64<<10), xxh: xxhash.New(), sha: sha256.New(),
+		hexb: make([]byte, 0, 2*sha256.Size), files: newFileReader()}
+}
+
+// Close closes the directory the checksummer keeps open, if any.
+func (c *Checksummer) Close() { c.files.close() }
 
 // Sum computes "alg:hex" (alg xxh64 or sha256) of the file at path.
 func (c *Checksummer) Sum(path, alg string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	var h hash.Hash
-	if alg == "sha256" {
-		h = sha256.New()
-	} else {
-		h = xxhash.New()
-	}
-	buf := c.buf
-	for {
-		n, err := f.Read(buf)
-		h.Write(buf[:n])
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return "", err
-		}
-	}
-	var sum [sha256.Size]byte
-	return alg + ":" + hex.EncodeToString(h.Sum(sum[:0])), nil
+	sum, _, err := c.SumSize(path, alg)
+	return sum, err
 }
 
-// describe computes the entries of paths in parallel (workers goroutines), in order.
-func (r *registration) describe(paths []string, bar *progressbar.ProgressBar) ([]registerFile, error) {
+// SumSize computes "alg:hex" (alg xxh64 or sha256) of the file at path and its size (the bytes
+// the checksum covers).
+func (c *Checksummer) SumSize(path, alg string) (string, int64, error) {
+	var h hash.Hash = c.xxh
+	if alg == "sha256" {
+		h = c.sha
+	}
+	h.Reset()
+	size, err := c.files.readInto(path, c.buf, h)
+	if err != nil {
+		return "", 0, err
+	}
+	var sum [sha256.Size]byte
+	c.hexb = hex.AppendEncode(append(append(c.hexb[:0], alg...), ':'), h.Sum(sum[:0]))
+	return string(c.hexb), size, nil
+}
+
+// describe computes the entries of paths in parallel, one goroutine per checksummer, each
+// taking the next 16 files in turn (no hand-off per file), and returns them in order.
+func (r *registration) describe(paths []string, sums []*Checksummer, bar *progressbar.ProgressBar) ([]registerFile, error) {
+	const chunk = 16
 	out := make([]registerFile, len(paths))
 	errs := make([]error, len(paths))
-	next := make(chan int)
+	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range r.workers {
+	for _, c := range sums {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sums := NewChecksummer()
-			for i := range next {
-				full := filepath.Join(r.dir, filepath.FromSlash(paths[i]))
-				st, err := os.Stat(full)
-				if err != nil {
-					errs[i] = err
-					continue
+			for {
+				lo := int(next.Add(chunk)) - chunk
+				if lo >= len(paths) {
+					return
 				}
-				sum, err := sums.Sum(full, r.algorithm)
-				if err != nil {
-					errs[i] = err
-					continue
-				}
-				out[i] = registerFile{ID: fileID(r.execution, r.module, paths[i]), Path: paths[i], Size: st.Size(), Checksum: sum}
-				if bar != nil {
-					_ = bar.Add64(st.Size())
+				for i := lo; i < min(lo+chunk, len(paths)); i++ {
+					sum, size, err := c.SumSize(filepath.Join(r.dir, filepath.FromSlash(paths[i])), r.algorithm)
+					if err != nil {
+						errs[i] = err
+						continue
+					}
+					out[i] = registerFile{ID: fileID(r.execution, r.module, paths[i]), Path: paths[i], Size: size, Checksum: sum}
+					if bar != nil {
+						_ = bar.Add64(size)
+					}
 				}
 			}
 		}()
 	}
-	for i := range paths {
-		next <- i
-	}
-	close(next)
 	wg.Wait()
 	return out, errors.Join(errs...)
 }
 
+// bulkBody is the body of a batch's bulk request, byte for byte what json.Marshal makes of
+// {"files": [{id, executed_obs_unit_id, instrument_module_id, path, size_bytes, checksum,
+// raw_data_package_id (omitted when empty)}]} (TestBulkBodyIsJSONMarshal), written directly:
+// encoding it by reflection was the command's largest cost after reading the files.
+func (r *registration) bulkBody(files []registerFile) []byte {
+	out := make([]byte, 0, len(files)*(200+len(r.pkg)))
+	out = append(out, `{"files":[`...)
+	for i, f := range files {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, `{"id":`...)
+		out = appendJSONString(out, f.ID)
+		out = append(out, `,"executed_obs_unit_id":`...)
+		out = appendJSONString(out, r.execution)
+		out = append(out, `,"instrument_module_id":`...)
+		out = strconv.AppendInt(out, r.module, 10)
+		out = appendPathSizeChecksum(out, f)
+		if r.pkg != "" {
+			out = append(out, `,"raw_data_package_id":`...)
+			out = appendJSONString(out, r.pkg)
+		}
+		out = append(out, '}')
+	}
+	return append(out, "]}"...)
+}
+
+// appendPathSizeChecksum appends a file's path, size and checksum fields, in the order of
+// registerFile and of the bulk request's file.
+func appendPathSizeChecksum(out []byte, f registerFile) []byte {
+	out = append(out, `,"path":`...)
+	out = appendJSONString(out, f.Path)
+	out = append(out, `,"size_bytes":`...)
+	out = strconv.AppendInt(out, f.Size, 10)
+	out = append(out, `,"checksum":`...)
+	return appendJSONString(out, f.Checksum)
+}
+
+// appendJSONString appends s as json.Marshal writes it: quoted as is when it is printable ASCII
+// without anything json.Marshal escapes, else by json.Marshal itself.
+func appendJSONString(out []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			b, _ := json.Marshal(s) // a string always encodes
+			return append(out, b...)
+		}
+	}
+	out = append(out, '"')
+	out = append(out, s...)
+	return append(out, '"')
+}
+
 // send registers one batch with its idempotency key.
 func (r *registration) send(ctx context.Context, c *client.Client, tok string, b *batchState) error {
-	type wire struct {
-		ID                 string `json:"id"`
-		ExecutedObsUnitID  string `json:"executed_obs_unit_id"`
-		InstrumentModuleID int64  `json:"instrument_module_id"`
-		Path               string `json:"path"`
-		SizeBytes          int64  `json:"size_bytes"`
-		Checksum           string `json:"checksum"`
-		RawDataPackageID   string `json:"raw_data_package_id,omitempty"`
-	}
-	files := make([]wire, len(b.files))
-	for i, f := range b.files {
-		files[i] = wire{ID: f.ID, ExecutedObsUnitID: r.execution, InstrumentModuleID: r.module, Path: f.Path, SizeBytes: f.Size, Checksum: f.Checksum, RawDataPackageID: r.pkg}
-	}
-	body, err := json.Marshal(map[string]any{"files": files})
-	if err != nil {
-		return err
-	}
 	key := b.key
-	resp, err := c.API.RegisterRawDataFilesBulkWithBodyWithResponse(ctx, &api.RegisterRawDataFilesBulkParams{IdempotencyKey: &key}, "application/json", bytes.NewReader(body))
+	resp, err := c.API.RegisterRawDataFilesBulkWithBodyWithResponse(ctx, &api.RegisterRawDataFilesBulkParams{IdempotencyKey: &key}, "application/json", bytes.NewReader(r.bulkBody(b.files)))
 	if err := checkResp(tok, resp, err); err != nil {
 		return fmt.Errorf("batch %d (%d files from %s): %w", b.n, len(b.files), b.files[0].Path, err)
+	}
+	if resp.JSON201 != nil {
+		b.txID, b.stat, b.done = resp.JSON201.TransactionId.String(), string(resp.JSON201.Status), true
+		return nil
 	}
 	var ans struct {
 		TransactionID string `json:"transaction_id"`
@@ -307,16 +419,17 @@ func (r *registration) run(ctx context.Context, c *client.Client, tok string) ([
 	defer f.Close()
 	sw := &stateWriter{f: f}
 	if st, _ := f.Stat(); st.Size() == 0 {
-		if err := sw.write(stateLine{Dir: r.dir, Execution: r.execution, Module: r.module, Algorithm: r.algorithm, Package: r.pkg}); err != nil {
+		// Written and synced with the first batch planned (or at the end): nothing is sent before.
+		if err := sw.add(stateLine{Dir: r.dir, Execution: r.execution, Module: r.module, Algorithm: r.algorithm, Package: r.pkg}); err != nil {
 			return nil, err
 		}
 	}
 
-	planned := map[string]bool{}
+	inBatch := map[string]bool{}
 	doneFiles, resend := 0, 0
 	for _, b := range batches {
 		for _, f := range b.files {
-			planned[f.Path] = true
+			inBatch[f.Path] = true
 		}
 		if b.done {
 			doneFiles += len(b.files)
@@ -326,25 +439,12 @@ func (r *registration) run(ctx context.Context, c *client.Client, tok string) ([
 	}
 	var todo []string
 	for _, p := range paths {
-		if !planned[p] {
+		if !inBatch[p] {
 			todo = append(todo, p)
 		}
 	}
 	fmt.Fprintf(r.stderr, "%d files in %s: %d registered before, %d batches to resend, %d files to register\n",
 		len(paths), r.dir, doneFiles, resend, len(todo))
-
-	// Batches planned by an earlier run but never acknowledged: the same key and body again.
-	for _, b := range batches {
-		if b.done {
-			continue
-		}
-		if err := r.send(ctx, c, tok, b); err != nil {
-			return batches, err
-		}
-		if err := sw.write(stateLine{Done: &b.n, TxID: b.txID, Status: b.stat}); err != nil {
-			return batches, err
-		}
-	}
 
 	var bar *progressbar.ProgressBar
 	if r.progress && len(todo) > 0 {
@@ -365,51 +465,149 @@ func (r *registration) run(ctx context.Context, c *client.Client, tok string) ([
 			progressbar.OptionOnCompletion(func() { fmt.Fprintln(r.stderr) }),
 		)
 	}
-	n := len(batches)
-	sent := 0
-	// The next batch is checksummed while the current one is sent (nothing of it is written
-	// before its turn, so a crash leaves the state file as a sequential run would).
-	type described struct {
+
+	// Up to r.inFlight bulk requests are outstanding at once while the next batches are planned
+	// and checksummed. A batch's "planned" line is synced before its request leaves (a crash from
+	// then on resends it, same key and body); its "done" line is appended when the answer comes
+	// and synced with the next "planned" lines. When a sync outlasts the requests in flight (a busy
+	// disk), the batches described meanwhile are planned together, in one write and one sync (a
+	// group commit); otherwise it is one sync per batch. Bounded: r.inFlight batches in flight, at most r.inFlight planned
+	// and waiting for a slot, at most r.inFlight described and waiting to be planned, one in the
+	// channel and one being checksummed.
+	type answer struct {
+		b   *batchState
+		err error
+	}
+	answers := make(chan answer, r.inFlight)
+	inFlight, sent := 0, 0
+	var failed error
+	take := func(a answer) error {
+		inFlight--
+		if a.err != nil {
+			failed = errors.Join(failed, a.err)
+			return nil
+		}
+		if bar != nil && !a.b.resent {
+			sent += len(a.b.files)
+			bar.Describe(fmt.Sprintf("%d/%d files", sent, len(todo)))
+		}
+		return sw.add(stateLine{Done: &a.b.n, TxID: a.b.txID, Status: a.b.stat})
+	}
+
+	// Batches planned by an earlier run but never acknowledged: the same key and body again, first.
+	var planned, described []*batchState // planned: synced, waiting for a slot; described: waiting to be planned
+	for _, b := range batches {
+		if !b.done {
+			b.resent = true
+			planned = append(planned, b)
+		}
+	}
+
+	// The describer checksums the batches in order, one ahead of the loop below (nothing of a
+	// batch is written before it is planned, so a crash leaves the state file as a sequential run
+	// would).
+	type describedBatch struct {
 		files []registerFile
 		err   error
 	}
-	describeAhead := func(start int) chan described {
-		ch := make(chan described, 1)
-		if start >= len(todo) {
-			close(ch)
-			return ch
+	stop := make(chan struct{})
+	defer close(stop)
+	ahead := make(chan describedBatch, 1)
+	go func() {
+		defer close(ahead)
+		sums := make([]*Checksummer, max(1, r.workers))
+		for i := range sums {
+			sums[i] = NewChecksummer()
+			defer sums[i].Close()
 		}
-		go func() {
-			files, err := r.describe(todo[start:min(start+r.batch, len(todo))], bar)
-			ch <- described{files, err}
-		}()
-		return ch
+		for start := 0; start < len(todo); start += r.batch {
+			files, err := r.describe(todo[start:min(start+r.batch, len(todo))], sums, bar)
+			select {
+			case ahead <- describedBatch{files, err}:
+			case <-stop:
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+
+	n := len(batches)
+	in := ahead
+	// accept takes the describer's next batch: the channel closed (all described) or its error
+	// ends what is taken from it.
+	accept := func(d describedBatch, ok bool) {
+		switch {
+		case !ok:
+			in = nil
+		case d.err != nil:
+			failed = d.err
+		default:
+			described = append(described, &batchState{n: n, files: d.files, key: batchKey(d.files)})
+			n++
+		}
 	}
-	ahead := describeAhead(0)
-	for start := 0; start < len(todo); start += r.batch {
-		d := <-ahead
-		ahead = describeAhead(start + r.batch)
-		files, err := d.files, d.err
-		if err != nil {
-			return batches, err
+	for failed == nil && (in != nil || len(described) > 0 || len(planned) > 0) {
+		// Send what is planned while slots are free.
+		for len(planned) > 0 && inFlight < r.inFlight {
+			b := planned[0]
+			planned = planned[1:]
+			inFlight++
+			go func() { answers <- answer{b, r.send(ctx, c, tok, b)} }()
 		}
-		b := &batchState{n: n, files: files, key: batchKey(files)}
-		n++
-		// Planned (and synced) before it is sent: a crash from here on resends it, same key.
-		if err := sw.write(stateLine{Batch: &b.n, Key: b.key, Files: b.files}); err != nil {
-			return batches, err
+		// Take what the describer has ready (while a sync ran, it went on), then plan as much of
+		// it as there is room for in one sync, with the answers taken so far.
+	ready:
+		for in != nil && failed == nil && len(described) < r.inFlight {
+			select {
+			case d, ok := <-in:
+				accept(d, ok)
+			default:
+				break ready
+			}
 		}
-		batches = append(batches, b)
-		if err := r.send(ctx, c, tok, b); err != nil {
-			return batches, err
+		if failed != nil {
+			break
 		}
-		if err := sw.write(stateLine{Done: &b.n, TxID: b.txID, Status: b.stat}); err != nil {
-			return batches, err
+		if k := min(len(described), r.inFlight-len(planned)); k > 0 {
+			for _, b := range described[:k] {
+				sw.addPlanned(b)
+			}
+			if failed = sw.flush(true); failed != nil {
+				break
+			}
+			planned = append(planned, described[:k]...)
+			batches = append(batches, described[:k]...)
+			described = described[k:]
+			continue
 		}
-		sent += len(files)
-		if bar != nil {
-			bar.Describe(fmt.Sprintf("%d/%d files", sent, len(todo)))
+		// Wait for an answer or the next batch described.
+		next := in
+		if len(described) >= r.inFlight {
+			next = nil
 		}
+		select {
+		case a := <-answers:
+			if err := take(a); err != nil {
+				failed = err
+			}
+		case d, ok := <-next:
+			accept(d, ok)
+		}
+	}
+	// The requests in flight are answered and their answers written, synced, error or not; the
+	// batches planned but not sent are sent by the next run, like those whose answer was lost.
+	for inFlight > 0 {
+		if err := take(<-answers); err != nil && failed == nil {
+			failed = err
+		}
+	}
+	if err := sw.flush(true); err != nil && failed == nil {
+		failed = err
+	}
+	if failed != nil {
+		return batches, failed
 	}
 	if bar != nil {
 		_ = bar.Finish()

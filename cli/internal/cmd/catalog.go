@@ -104,11 +104,7 @@ func (a *App) programCommand() *cobra.Command {
 	show := &cobra.Command{
 		Use: "show ID", Short: "Show a program with its obs units", Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseID(args[0], "ID")
-			if err != nil {
-				return err
-			}
-			c, tok, err := a.client(false)
+			id, c, tok, err := a.clientForID(args[0], false)
 			if err != nil {
 				return err
 			}
@@ -159,11 +155,7 @@ func (a *App) programCommand() *cobra.Command {
 			"program opens in $EDITOR (default vi) as YAML; saving replaces it.",
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseID(args[0], "ID")
-			if err != nil {
-				return err
-			}
-			c, tok, err := a.client(true)
+			id, c, tok, err := a.clientForID(args[0], true)
 			if err != nil {
 				return err
 			}
@@ -189,11 +181,7 @@ func (a *App) programCommand() *cobra.Command {
 	del := &cobra.Command{
 		Use: "delete ID", Short: "Delete a program and its obs units", Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseID(args[0], "ID")
-			if err != nil {
-				return err
-			}
-			c, tok, err := a.client(true)
+			id, c, tok, err := a.clientForID(args[0], true)
 			if err != nil {
 				return err
 			}

@@ -226,6 +226,17 @@ func (a *App) client(needCredential bool) (*client.Client, string, error) {
 	return c, token, err
 }
 
+// clientForID is client for a command whose argument is an object's id: the id parsed (exit 2
+// when it is not one) before any configuration is read.
+func (a *App) clientForID(arg string, needCredential bool) (int64, *client.Client, string, error) {
+	id, err := parseID(arg, "ID")
+	if err != nil {
+		return 0, nil, "", err
+	}
+	c, tok, err := a.client(needCredential)
+	return id, c, tok, err
+}
+
 // check turns a generated call's outcome into the command's error, adding a hint when an API
 // token was refused on a route that takes only session JWTs.
 func check(token string, resp *http.Response, body []byte, err error) error {

@@ -85,11 +85,7 @@ func (a *App) tokenCommand() *cobra.Command {
 		return &cobra.Command{
 			Use: use + " ID", Short: short, Args: exactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				id, err := parseID(args[0], "ID")
-				if err != nil {
-					return err
-				}
-				c, tok, err := a.client(true)
+				id, c, tok, err := a.clientForID(args[0], true)
 				if err != nil {
 					return err
 				}

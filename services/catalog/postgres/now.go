@@ -11,6 +11,14 @@ import (
 	"github.com/obsops/obsops/services/catalog"
 )
 
+// Executed time, the same in both reads: the executions counted (completed ones have both times
+// by ingest's rule; the filter keeps a bad row from counting as nothing or as a negative time) and
+// their sum and count per obs unit (executed_obs_units aliased e).
+const (
+	countedExecution    = `e.status = 'completed' AND e.start_time IS NOT NULL AND e.end_time >= e.start_time`
+	executedTimeColumns = `sum(extract(epoch FROM e.end_time - e.start_time))::double precision AS seconds, count(*) AS completed`
+)
+
 // ExecutedTime sums the completed executions of obs units committed to ingest's
 // executed_obs_units (a SELECT grant, migrations/grants/catalog.sql), by obs unit id.
 func (s *Store) ExecutedTime(ctx context.Context, obsUnitIDs []int64) (map[int64]catalog.ExecutedTime, error) {
@@ -23,13 +31,11 @@ func (s *Store) ExecutedTime(ctx context.Context, obsUnitIDs []int64) (map[int64
 		Seconds   float64 `db:"seconds"`
 		Completed int     `db:"completed"`
 	}
-	// completed executions have both times (ingest's rule; the filter keeps a bad row from
-	// counting as nothing or as a negative time)
 	if err := s.DB.SelectContext(ctx, &rows, `
-		SELECT obs_unit_id, sum(extract(epoch FROM end_time - start_time))::double precision AS seconds, count(*) AS completed
-		FROM executed_obs_units
-		WHERE obs_unit_id = ANY($1) AND status = 'completed' AND start_time IS NOT NULL AND end_time >= start_time
-		GROUP BY obs_unit_id`, pq.Array(obsUnitIDs)); err != nil {
+		SELECT e.obs_unit_id, `+executedTimeColumns+`
+		FROM executed_obs_units e
+		WHERE e.obs_unit_id = ANY($1) AND `+countedExecution+`
+		GROUP BY e.obs_unit_id`, pq.Array(obsUnitIDs)); err != nil {
 		return nil, err
 	}
 	for _, r := range rows {
@@ -48,9 +54,9 @@ func (s *Store) ActiveObsUnits(ctx context.Context) ([]catalog.ActiveObsUnit, er
 			coalesce(x.seconds, 0) AS executed_s, coalesce(x.completed, 0) AS completed
 		FROM obs_units u JOIN observing_programs p ON p.id = u.program_id JOIN sources s ON s.id = u.source_id
 		LEFT JOIN (
-			SELECT e.obs_unit_id, sum(extract(epoch FROM e.end_time - e.start_time))::double precision AS seconds, count(*) AS completed
+			SELECT e.obs_unit_id, `+executedTimeColumns+`
 			FROM executed_obs_units e JOIN obs_units eu ON eu.id = e.obs_unit_id JOIN observing_programs ep ON ep.id = eu.program_id
-			WHERE ep.status = 'active' AND e.status = 'completed' AND e.start_time IS NOT NULL AND e.end_time >= e.start_time
+			WHERE ep.status = 'active' AND `+countedExecution+`
 			GROUP BY e.obs_unit_id) x ON x.obs_unit_id = u.id
 		WHERE p.status = 'active' ORDER BY u.id`)
 	if err != nil {

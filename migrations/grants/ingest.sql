@@ -7,6 +7,7 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON raw_data_files TO obsops_ingest;
 GRANT SELECT, INSERT, UPDATE, DELETE ON raw_data_package_files TO obsops_ingest;
 GRANT SELECT, INSERT, UPDATE, DELETE ON ingest_collisions TO obsops_ingest;
 GRANT USAGE, SELECT ON SEQUENCE ingest_collisions_id_seq TO obsops_ingest;
+GRANT SELECT, INSERT, UPDATE, DELETE ON ingest_replayed_files TO obsops_ingest; -- the committed filter's replayed files (00031; UPDATE: taken FOR UPDATE SKIP LOCKED)
 -- Reads of other services' tables:
 GRANT SELECT ON obs_units TO obsops_ingest; -- catalog's: an execution must name a planned obs unit
 GRANT SELECT ON instrument_modules TO obsops_ingest; -- catalog's: and a module of its instrument

@@ -44,6 +44,9 @@ type Buffer interface {
 	TxStates(ctx context.Context, txs ...string) (map[string]TxState, error)
 	// Receipt tells where a transaction is (ErrNoTransaction when unknown).
 	Receipt(ctx context.Context, tx string) (Receipt, error)
+	// LearnCommitted sets the unique keys of items in the committed filter (a direct write,
+	// before it applies).
+	LearnCommitted(ctx context.Context, items []Item) error
 	// RecordDirect records the receipt of a write applied without buffering (best effort).
 	RecordDirect(ctx context.Context, w Write, lsn string, committedAt time.Time)
 	// BeginIdempotent claims an Idempotency-Key: the stored entry when it was used before, or
@@ -72,7 +75,48 @@ type Item struct {
 	Index  string // "" or an index set key (see Buffer.OUIndex, Buffer.PackageIndex)
 	// Claims are what the record reserves while it is buffered (see Claim); released with it.
 	Claims []Claim
+	// Unique are the keys the record takes once committed (a file's path on its module, its
+	// id): the buffer's committed filter learns them when the write is held and is asked
+	// whether one may be taken already (see Unique, Write.Checked).
+	Unique []Unique
 }
+
+// Unique is a key a committed record takes, for the buffer's committed filter (a Bloom filter of
+// every committed file's path and id, docs/decisions.md §48). Probe asks whether a committed
+// record may hold it already: a key made for this write (a new id the API chose) cannot be, and
+// is only learnt.
+type Unique struct {
+	Key   string
+	Probe bool
+}
+
+// FileUnique are the keys of a file for the committed filter: its path on its module, and its
+// id (probed when the client chose it).
+func FileUnique(f File, clientID bool) []Unique {
+	return []Unique{{Key: UniquePath(f.InstrumentModuleID, f.Path), Probe: true}, {Key: UniqueFileID(f.ID), Probe: clientID}}
+}
+
+// UniquePath is the committed filter's key of a path on an instrument module.
+func UniquePath(module int64, path string) string {
+	return "p:" + strconv.FormatInt(module, 10) + ":" + path
+}
+
+// UniqueFileID is the committed filter's key of a file id.
+func UniqueFileID(id string) string { return "i:" + id }
+
+// FileKey is what the committed filter knows of a committed file: its id, and its path on its
+// instrument module.
+type FileKey struct {
+	ID                 string `db:"id"`
+	InstrumentModuleID int64  `db:"instrument_module_id"`
+	Path               string `db:"path"`
+}
+
+// ErrUnchecked is Buffer.Hold's answer for a write whose unique keys the committed filter cannot
+// rule out (some committed record may hold one: a replay, a real conflict, or the filter's rare
+// false positive — or the filter is being built): nothing was held; check the database and hold
+// the write again with Checked set.
+var ErrUnchecked = errors.New("the committed filter cannot rule out a committed record: check the database")
 
 // Claim reserves, for a record while it is buffered, something only one record may hold: a
 // path on an instrument module (owner: the file), a file's membership of a package (owner: the
@@ -146,6 +190,9 @@ type Write struct {
 	// Fences are keys that must not exist for the write to be held (a start lists its obs
 	// unit's fence, Buffer.OUFence): Hold answers *FencedError if one does.
 	Fences []string
+	// Checked says the items' unique keys were checked against the committed rows already: the
+	// committed filter only learns them (else Hold may answer ErrUnchecked).
+	Checked bool
 }
 
 // HoldResult is how a write was held.

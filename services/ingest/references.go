@@ -142,16 +142,14 @@ func (s *Service) packageInfos(ctx context.Context, ids []string) (map[string]Pa
 }
 
 // checkFiles validates the references of files (one or a bulk): modules, executed obs units and
-// packages exist, a named package is of the file's execution and module and is not complete, no
-// client-chosen id is registered with other content, and no path is registered on its module
-// under another id (rule 2: a path is unique per instrument module). prefix(i) is the location
-// of file i ("body" or "body.files[i]"). Buffered files of the same path are refused when the
-// write is held (FileClaims), committed ones here — with the id check, in one query.
+// packages exist, and a named package is of the file's execution and module and is not
+// complete. prefix(i) is the location of file i ("body" or "body.files[i]"). Ids and paths are
+// checked against committed files by holdFiles (checkCommittedFiles), against buffered ones when
+// the write is held (FileClaims).
 func (s *Service) checkFiles(ctx context.Context, files []File, prefix func(int) string) error {
 	first := map[string]int{} // first file using each reference
 	var modules []int64
-	var eous, pkgs, clientIDs []string
-	fileModules, paths := make([]int64, len(files)), make([]string, len(files))
+	var eous, pkgs []string
 	for i, f := range files {
 		mk := "m" + strconv.FormatInt(f.InstrumentModuleID, 10)
 		if _, ok := first[mk]; !ok {
@@ -168,10 +166,6 @@ func (s *Service) checkFiles(ctx context.Context, files []File, prefix func(int)
 				pkgs = append(pkgs, f.RawDataPackageID)
 			}
 		}
-		if f.ID != "" {
-			clientIDs = append(clientIDs, f.ID)
-		}
-		fileModules[i], paths[i] = f.InstrumentModuleID, f.Path
 	}
 	for _, m := range modules {
 		if err := s.checkModule(ctx, m, prefix(first["m"+strconv.FormatInt(m, 10)])+".instrument_module_id"); err != nil {
@@ -212,6 +206,23 @@ func (s *Service) checkFiles(ctx context.Context, files []File, prefix func(int)
 			return conflict(prefix(first["p"+p]) + ".raw_data_package_id: raw data package " + p + " is complete; no file can join it")
 		}
 	}
+	return nil
+}
+
+// checkCommittedFiles refuses files whose client-chosen id a committed file has with other
+// content (409 at prefix(i).id), or whose path on their module a committed file of another id
+// has (409 at prefix(i).path, rule 2: a path is unique per instrument module), in one query.
+// Buffered files of the same path are refused when the write is held (FileClaims); holdFiles
+// asks this only when the committed filter cannot rule a conflict out (buffer/committed.go).
+func (s *Service) checkCommittedFiles(ctx context.Context, files []File, clientID []bool, prefix func(int) string) error {
+	var clientIDs []string
+	fileModules, paths := make([]int64, len(files)), make([]string, len(files))
+	for i, f := range files {
+		if clientID[i] {
+			clientIDs = append(clientIDs, f.ID)
+		}
+		fileModules[i], paths[i] = f.InstrumentModuleID, f.Path
+	}
 	existing, err := s.Store.FilesByIDOrPath(ctx, clientIDs, fileModules, paths)
 	if err != nil {
 		return dbErr(err)
@@ -223,7 +234,7 @@ func (s *Service) checkFiles(ctx context.Context, files []File, prefix func(int)
 		byPath[strconv.FormatInt(r.InstrumentModuleID, 10)+":"+r.Path] = r
 	}
 	for i, f := range files {
-		if r, ok := byID[f.ID]; ok && f.ID != "" && !sameFile(f, r) {
+		if r, ok := byID[f.ID]; ok && clientID[i] && !sameFile(f, r) {
 			return conflict(prefix(i) + ".id: file " + f.ID + " is already registered with other content; choose a new id")
 		}
 		if r, ok := byPath[strconv.FormatInt(f.InstrumentModuleID, 10)+":"+f.Path]; ok && r.ID != f.ID {

@@ -21,6 +21,10 @@ type Service struct {
 	Direct Direct
 	// Site is this site's name, the default site of an execution.
 	Site string
+	// CommittedFilter says the buffer keeps the committed filter (the main site: every
+	// committed file passes its buffer, or is learnt from the replay list; buffer/committed.go):
+	// registrations then ask the database only when the filter cannot rule a conflict out.
+	CommittedFilter bool
 	// IdempotencyTTL is how long an Idempotency-Key's answer is kept.
 	IdempotencyTTL time.Duration
 	// RetryAfter is the Retry-After (seconds) of a 503 when the buffer cannot take a write.
@@ -62,6 +66,11 @@ func CallerOf(p *authn.Principal) Caller {
 type Metrics struct {
 	Enqueue *prometheus.HistogramVec
 	Writes  *prometheus.CounterVec
+	// CommittedLookups counts file registrations by how their committed ids and paths were
+	// checked: "filter" (the committed filter ruled every one out, no query) or "database" (a
+	// query: the filter could not, or is not used here). A growing share of "database" on new
+	// paths says the filter is filling up (buffer/committed.go, its size).
+	CommittedLookups *prometheus.CounterVec
 }
 
 // NewMetrics registers the API's metrics on reg.
@@ -72,8 +81,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}}, []string{"kind"}),
 		Writes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "obsops_ingest_buffered_writes_total",
 			Help: "Buffered write requests by kind and result (held, replayed, conflict, unavailable)."}, []string{"kind", "result"}),
+		CommittedLookups: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "obsops_ingest_committed_checks_total",
+			Help: "File registrations by how committed files were ruled out: filter (no query) or database."}, []string{"by"}),
 	}
-	reg.MustRegister(m.Enqueue, m.Writes)
+	for _, by := range []string{"filter", "database"} {
+		m.CommittedLookups.WithLabelValues(by)
+	}
+	reg.MustRegister(m.Enqueue, m.Writes, m.CommittedLookups)
 	return m
 }
 

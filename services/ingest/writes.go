@@ -323,7 +323,9 @@ func (s *Service) RegisterFiles(ctx context.Context, caller Caller, req WriteReq
 
 // holdFiles assigns missing ids and holds the files as one task, with their claims (FileClaims:
 // a path, or a file's package, held by another buffered record is a 409 naming it; prefix(i)
-// locates file i in the request).
+// locates file i in the request). Committed files with the same path or client-chosen id are
+// looked for in the database (checkCommittedFiles) only when the buffer's committed filter
+// cannot rule them out (ErrUnchecked; at a secondary site or without the filter, always, first).
 // Each file is encoded once: its fingerprint, its cache entry (cacheRecord) and the task are
 // made of the same bytes (a 1,000-file bulk spent a third of its API time encoding them thrice).
 func (s *Service) holdFiles(ctx context.Context, files []File, prefix func(int) string) (string, error) {
@@ -334,8 +336,9 @@ func (s *Service) holdFiles(ctx context.Context, files []File, prefix func(int) 
 	}
 	items := make([]Item, len(files))
 	encoded := make([]json.RawMessage, len(files))
+	clientID := make([]bool, len(files))
 	for i := range files {
-		if files[i].ID == "" {
+		if clientID[i] = files[i].ID != ""; !clientID[i] {
 			files[i].ID = NewID()
 		}
 		f := files[i]
@@ -346,17 +349,38 @@ func (s *Service) holdFiles(ctx context.Context, files []File, prefix func(int) 
 		encoded[i] = b
 		rec := make([]byte, 0, len(atJSON)+len(b)+12)
 		rec = append(append(append(append(append(rec, `{"at":`...), atJSON...), `,"r":`...), b...), '}') // cacheRecord{at, f}
-		items[i] = Item{Kind: KindFile, ID: f.ID, Hash: HashJSON(b), Record: json.RawMessage(rec), Claims: FileClaims(f)}
+		items[i] = Item{Kind: KindFile, ID: f.ID, Hash: HashJSON(b), Record: json.RawMessage(rec), Claims: FileClaims(f), Unique: FileUnique(f, clientID[i])}
 		if f.RawDataPackageID != "" {
 			items[i].Index = s.Buffer.PackageIndex(f.RawDataPackageID)
 		}
 	}
-	tx, err := s.hold(ctx, Write{
+	w := Write{
 		Tx: NewID(), TaskType: TaskFiles, TaskID: FilesTaskID(files), Items: items,
 		Payload: func(tx string) ([]byte, error) {
 			return EncodeFilesTask(Envelope{TxID: tx, AcceptedAt: at}, encoded)
 		},
-	})
+		Checked: !s.CommittedFilter || s.Direct != nil,
+	}
+	if w.Checked {
+		if err := s.checkCommittedFiles(ctx, files, clientID, prefix); err != nil {
+			return "", err
+		}
+	}
+	tx, err := s.hold(ctx, w)
+	if errors.Is(err, ErrUnchecked) {
+		if err := s.checkCommittedFiles(ctx, files, clientID, prefix); err != nil {
+			return "", err
+		}
+		w.Checked = true
+		tx, err = s.hold(ctx, w)
+	}
+	if err == nil && s.Metrics != nil {
+		by := "filter"
+		if w.Checked {
+			by = "database"
+		}
+		s.Metrics.CommittedLookups.WithLabelValues(by).Inc()
+	}
 	var cc *ClaimConflictError
 	if errors.As(err, &cc) {
 		c := cc.Conflicts[0]
@@ -429,6 +453,11 @@ func (s *Service) writeStatus() string {
 // applyDirect applies a write to the database at once (buffering disabled) with the worker's
 // statements, and records its receipt as committed.
 func (s *Service) applyDirect(ctx context.Context, w Write) (string, error) {
+	// The committed filter learns what the write commits before it is committed (its
+	// invariant, buffer/committed.go), for when buffering is enabled again.
+	if err := s.Buffer.LearnCommitted(ctx, w.Items); err != nil {
+		return "", err
+	}
 	payload, err := w.Payload(w.Tx)
 	if err != nil {
 		return "", err

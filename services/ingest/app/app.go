@@ -70,8 +70,9 @@ func New(svc *service.Service, cfg *ingest.Config, role string) (*App, error) {
 		if cfg.SiteType == "secondary" {
 			status = ingest.Replicated
 		}
+		store := &postgres.Store{DB: pools.Read, Write: pools.Write, Status: status}
 		s := ingest.Service{
-			Store: &postgres.Store{DB: pools.Read, Write: pools.Write, Status: status}, Buffer: buf,
+			Store: store, Buffer: buf, CommittedFilter: cfg.SiteType != "secondary",
 			Site: cfg.SiteName, IdempotencyTTL: cfg.IdempotencyTTL, RetryAfter: cfg.RetryAfter,
 			Metrics: ingest.NewMetrics(svc.Metrics),
 		}
@@ -85,6 +86,12 @@ func New(svc *service.Service, cfg *ingest.Config, role string) (*App, error) {
 		})
 		httpapi.RegisterDeadLetters(svc.API, auth, &httpapi.DeadLetters{
 			Letters: admin.Letters{Insp: asynq.NewInspectorFromRedisClient(svc.Redis), Buf: buf}, Log: svc.Log})
+		if s.CommittedFilter {
+			a.loops = append(a.loops, service.Loop{Name: "committed filter", Run: func(ctx context.Context) error {
+				buf.KeepCommitted(ctx, store, time.Second, svc.Log)
+				return nil
+			}})
+		}
 	}
 	if role == ingest.RoleWorker && cfg.WorkerNice > 0 {
 		// Not with -role all: the API shares the process.
@@ -105,7 +112,11 @@ func New(svc *service.Service, cfg *ingest.Config, role string) (*App, error) {
 func (a *App) addWorker(cfg *ingest.Config, buf *buffer.Buffer, pools *database.Pools) error {
 	// The worker's own pool on the main database, with I/O deadlines (a WAN that drops traffic
 	// must not hang its connections).
-	mainDB, err := postgres.OpenWorkerDB(cfg.MainDB(), cfg.DBMaxConns, 30*time.Second)
+	origin := "" // a secondary's replay names its site: the main's committed filter learns its files
+	if cfg.SiteType == "secondary" {
+		origin = cfg.SiteName
+	}
+	mainDB, err := postgres.OpenWorkerDB(cfg.MainDB(), cfg.DBMaxConns, 30*time.Second, origin)
 	if err != nil {
 		return err
 	}

@@ -517,3 +517,58 @@ var (
 	_ ingest.Store  = (*Store)(nil)
 	_ ingest.Direct = (*Applier)(nil)
 )
+
+// FileKeys calls fn with every committed file's id, module and path, in pages of at most limit
+// in id order (keyset pagination: each page one index range scan); with committedSince set, only
+// files committed at or after it (a sequential scan: the committed filter's build runs it once).
+// It implements buffer.CommittedSource.
+func (s *Store) FileKeys(ctx context.Context, limit int, committedSince time.Time, fn func([]ingest.FileKey) error) error {
+	after := "00000000-0000-0000-0000-000000000000"
+	for {
+		var page []ingest.FileKey
+		var err error
+		if committedSince.IsZero() {
+			err = s.DB.SelectContext(ctx, &page, `SELECT id::text AS id, instrument_module_id, path FROM raw_data_files
+WHERE id > $1::uuid ORDER BY id LIMIT $2`, after, limit)
+		} else {
+			err = s.DB.SelectContext(ctx, &page, `SELECT id::text AS id, instrument_module_id, path FROM raw_data_files
+WHERE committed_at >= $3 AND id > $1::uuid ORDER BY id LIMIT $2`, after, limit, committedSince)
+		}
+		if err != nil {
+			return err
+		}
+		if len(page) > 0 {
+			if err := fn(page); err != nil {
+				return err
+			}
+			after = page[len(page)-1].ID
+		}
+		if len(page) < limit {
+			return nil
+		}
+	}
+}
+
+// TakeReplayed removes up to limit rows of ingest_replayed_files (the files a secondary site's
+// replay committed, migration 00031) and calls fn with them before it commits: if fn fails they
+// stay. Rows another caller is taking are skipped. It implements buffer.CommittedSource.
+func (s *Store) TakeReplayed(ctx context.Context, limit int, fn func([]ingest.FileKey) error) (int, error) {
+	tx, err := s.writer().BeginTxx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = tx.Rollback() }()
+	var rows []ingest.FileKey
+	if err := tx.SelectContext(ctx, &rows, `DELETE FROM ingest_replayed_files WHERE ctid IN (
+    SELECT ctid FROM ingest_replayed_files LIMIT $1 FOR UPDATE SKIP LOCKED)
+RETURNING file_id::text AS id, instrument_module_id, path`, limit); err != nil {
+		return 0, err
+	}
+	if len(rows) == 0 {
+		return 0, nil
+	}
+	if err := fn(rows); err != nil {
+		return 0, err
+	}
+	return len(rows), tx.Commit()
+}

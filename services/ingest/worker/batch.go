@@ -298,7 +298,7 @@ func probeOnce(ctx context.Context, probe, pool *sqlx.DB) error {
 // OpenProbe opens the pool the reachability probe uses: no idle connections (each probe dials
 // afresh, so a connection broken by the outage is never what answers) and a short I/O deadline.
 func OpenProbe(dsn string) (*sqlx.DB, error) {
-	db, err := postgres.OpenWorkerDB(dsn, 1, probeTimeout)
+	db, err := postgres.OpenWorkerDB(dsn, 1, probeTimeout, "")
 	if err != nil {
 		return nil, err
 	}

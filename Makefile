@@ -6,7 +6,7 @@ COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 MODULES = $(shell go list -m -f '{{.Dir}}')
 
-.PHONY: build generate up up-sites wan-down wan-up wan-slow down logs test lint bench chaos screenshots clean
+.PHONY: build generate up up-sites wan-down wan-up wan-slow down logs compose-secrets test lint bench chaos screenshots clean
 
 build: ## build every binary into ./bin
 	@mkdir -p bin
@@ -40,6 +40,9 @@ down: ## stop everything `make up` / `make up-sites` started (both sites)
 
 logs: ## follow the services' logs
 	@deploy/local/stack.sh logs
+
+compose-secrets: ## make the passwords deploy/compose.yaml reads, once, into the git-ignored deploy/secrets/ (existing ones are kept); run before `docker compose -f deploy/compose.yaml up`
+	@sh deploy/compose-secrets.sh
 
 test: ## every module's tests against a local PostgreSQL and real binaries (starts what it needs; also installs promtool and chromium); lists every skip and ends with "N passed, N failed, N skipped"
 	@deploy/local/stack.sh test

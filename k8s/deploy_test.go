@@ -57,6 +57,19 @@ type composeFile struct {
 	Services map[string]composeService `json:"services"`
 	Volumes  map[string]*struct{}      `json:"volumes"`
 	Networks map[string]composeNetwork `json:"networks"`
+	Secrets  map[string]composeFileRef `json:"secrets"`
+	Configs  map[string]composeFileRef `json:"configs"`
+}
+
+// composeFileRef is a top-level secret or config: a file, relative to deploy/.
+type composeFileRef struct {
+	File string `json:"file"`
+}
+
+// composeMount is a service's secret or config in the long syntax (the only one the file uses).
+type composeMount struct {
+	Source string `json:"source"`
+	Target string `json:"target,omitempty"`
 }
 
 type composeNetwork struct {
@@ -80,6 +93,8 @@ type composeService struct {
 	CapDrop         []string                     `json:"cap_drop,omitempty"`
 	SecurityOpt     []string                     `json:"security_opt,omitempty"`
 	StopGracePeriod string                       `json:"stop_grace_period,omitempty"`
+	Secrets         []composeMount               `json:"secrets,omitempty"`
+	Configs         []composeMount               `json:"configs,omitempty"`
 }
 
 type composeBuild struct {

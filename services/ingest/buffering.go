@@ -91,10 +91,20 @@ type Unique struct {
 }
 
 // FileUnique are the keys of a file for the committed filter: its path on its module, and its
-// id (probed when the client chose it).
+// id when a client chose it and the filter may hold it (IDInFilter).
 func FileUnique(f File, clientID bool) []Unique {
-	return []Unique{{Key: UniquePath(f.InstrumentModuleID, f.Path), Probe: true}, {Key: UniqueFileID(f.ID), Probe: clientID}}
+	u := []Unique{{Key: UniquePath(f.InstrumentModuleID, f.Path), Probe: true}}
+	if clientID && IDInFilter(f.ID) {
+		u = append(u, Unique{Key: UniqueFileID(f.ID), Probe: true})
+	}
+	return u
 }
+
+// IDInFilter reports whether the committed filter holds a file id: not for a version 7 UUID, the
+// kind the API assigns (NewID), so that the ids of registrations without one — nearly all — cost
+// the filter nothing. A client naming a version 7 id is checked in the database instead
+// (holdFiles), which also finds an id the API assigned.
+func IDInFilter(id string) bool { return len(id) != 36 || id[14] != '7' }
 
 // UniquePath is the committed filter's key of a path on an instrument module.
 func UniquePath(module int64, path string) string {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/obsops/obsops/services/ingest"
@@ -66,6 +67,19 @@ func TestCommittedFilter(t *testing.T) {
 	r := e.post(t, "/raw_data_files/", withID(fileBody(st.ID, path), first.ID))
 	require.Equal(t, http.StatusCreated, r.Status, "the same id, path and content is a replay: %s", r.Body)
 	require.Equal(t, database+1, checks("database"), "the replay was looked up; the refusal is not counted")
+
+	// Ids: the API's own (version 7) are not in the filter, a client naming one is checked in the
+	// database; a client's own id (here version 4) is, so the same id with other content is sent
+	// to the database too.
+	r = e.post(t, "/raw_data_files/", withID(fileBody(st.ID, "filter/other-path.fits"), first.ID))
+	require.Equal(t, http.StatusConflict, r.Status, "an API-assigned id with other content: %s", r.Body)
+	require.Contains(t, r.detail(t), "body.id")
+	own := uuid.NewString()
+	a := e.created(t, "/raw_data_files/", withID(fileBody(st.ID, "filter/own.fits"), own))
+	e.waitCommitted(t, a.TransactionID)
+	r = e.post(t, "/raw_data_files/", withID(fileBody(st.ID, "filter/own-other.fits"), own))
+	require.Equal(t, http.StatusConflict, r.Status, "a client's committed id with other content: %s", r.Body)
+	require.Contains(t, r.detail(t), "body.id")
 
 	// The filter lost (a flushed Redis, the key deleted by hand): nothing is ruled out by it
 	// until it is rebuilt from the database — with the committed paths in it.

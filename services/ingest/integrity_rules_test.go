@@ -278,7 +278,13 @@ func TestConcurrentClaimsOneWinner(t *testing.T) {
 	// rest on the database.
 	require.Eventually(t, func() bool {
 		rdb := e.s.Redis.Client()
-		return rdb.HLen(t.Context(), "ingest:claims").Val() == rdb.ZCard(t.Context(), "ingest:claims:release").Val()
+		due := 0 // the claims of the batches waiting for release (buffer.queueRemoval)
+		for _, batch := range rdb.ZRange(t.Context(), "ingest:claims:release", 0, -1).Val() {
+			var claims [][2]string
+			require.NoError(t, json.Unmarshal([]byte(rdb.Get(t.Context(), "ingest:claims:batch:"+batch).Val()), &claims))
+			due += len(claims)
+		}
+		return rdb.HLen(t.Context(), "ingest:claims").Val() == int64(due)
 	}, 10*time.Second, 50*time.Millisecond, "claims not due for release after the drain")
 	r := e.post(t, "/raw_data_files/", fileBody(st.ID, "race/p0.fits"))
 	require.Equal(t, http.StatusConflict, r.Status, "%s", r.Body)

@@ -361,6 +361,11 @@ func (s *Service) holdFiles(ctx context.Context, files []File, prefix func(int) 
 		},
 		Checked: !s.CommittedFilter || s.Direct != nil,
 	}
+	for i, f := range files {
+		if clientID[i] && !IDInFilter(f.ID) {
+			w.Checked = true // a version 7 id the filter does not hold (IDInFilter)
+		}
+	}
 	if w.Checked {
 		if err := s.checkCommittedFiles(ctx, files, clientID, prefix); err != nil {
 			return "", err

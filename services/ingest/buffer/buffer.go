@@ -23,15 +23,16 @@ import (
 
 // Redis keys (all under "ingest:").
 const (
-	recPrefix       = "ingest:rec:"           // + kind → hash: id → "<hash>|<tx>|<record json>"
-	ouIndexPrefix   = "ingest:ou:"            // + obs unit id → set of buffered executed obs unit ids
-	pkgIndexPrefix  = "ingest:pkgfiles:"      // + package id → set of buffered file ids naming it
-	txPrefix        = "ingest:tx:"            // + tx → JSON txInfo
-	claimsKey       = "ingest:claims"         // hash: claim key → owner (ingest.Claim; holdScript names it too)
-	claimsRelease   = "ingest:claims:release" // sorted set: "<claim key>\x00<owner>" by when it may be released
-	txStatePrefix   = "ingest:txstate:"       // + tx → hash: attempts, last_error, committed_at, lsn
-	idemPrefix      = "ingest:idem:"          // + user id + ":" + key digest → JSON idemEntry
-	idemCountPrefix = "ingest:idemcount:"     // + user id → sorted set: key digest by expiry (unix ms)
+	recPrefix         = "ingest:rec:"           // + kind → hash: id → "<hash>|<tx>|<record json>"
+	ouIndexPrefix     = "ingest:ou:"            // + obs unit id → set of buffered executed obs unit ids
+	pkgIndexPrefix    = "ingest:pkgfiles:"      // + package id → set of buffered file ids naming it
+	txPrefix          = "ingest:tx:"            // + tx → JSON txInfo
+	claimsKey         = "ingest:claims"         // hash: claim key → owner (ingest.Claim; holdScript names it too)
+	claimsRelease     = "ingest:claims:release" // sorted set: claim batch id by when its claims may be released
+	claimsBatchPrefix = "ingest:claims:batch:"  // + batch id → JSON [[claim key, owner], …] (queueRemoval)
+	txStatePrefix     = "ingest:txstate:"       // + tx → hash: attempts, last_error, committed_at, lsn
+	idemPrefix        = "ingest:idem:"          // + user id + ":" + key digest → JSON idemEntry
+	idemCountPrefix   = "ingest:idemcount:"     // + user id → sorted set: key digest by expiry (unix ms)
 )
 
 // How long entries live. Cached records have no TTL: holdScript caches a write's records and

@@ -131,37 +131,66 @@ func (b *Buffer) Forget(ctx context.Context, items []ingest.Item) error {
 // many times over, at about 100 bytes per claim released in the last 30 s.
 const claimGrace = 30 * time.Second
 
-// releaseClaimsScript releases the claims whose grace has passed (at most 5,000 a call): each
-// only if its owner still holds it. KEYS: claimsRelease, claimsKey. ARGV: now (unix ms).
+// releaseClaimsScript releases the claims whose grace has passed (at most 100 members of
+// claimsRelease a call): each only if its owner still holds it, 1,000 claims per HMGET and HDEL.
+// A member is a batch id whose claims are the JSON [[key, owner], …] at claimsBatchPrefix+id
+// (queueRemoval), or "<key>\0<owner>", one claim (as earlier versions wrote them).
+// KEYS: claimsRelease, claimsKey. ARGV: now (unix ms).
 const releaseClaimsScript = `
-local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, 5000)
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, 100)
+local ks, os = {}, {}
+local function release()
+  for s = 1, #ks, 1000 do
+    local e = math.min(s + 999, #ks)
+    local cur = redis.call('HMGET', KEYS[2], unpack(ks, s, e))
+    local del = {}
+    for j = 1, #cur do
+      if cur[j] == os[s + j - 1] then del[#del + 1] = ks[s + j - 1] end
+    end
+    if #del > 0 then redis.call('HDEL', KEYS[2], unpack(del)) end
+  end
+  ks, os = {}, {}
+end
 for _, m in ipairs(due) do
   local i = string.find(m, '\0', 1, true)
-  local k, o = string.sub(m, 1, i - 1), string.sub(m, i + 1)
-  if redis.call('HGET', KEYS[2], k) == o then redis.call('HDEL', KEYS[2], k) end
+  if i then
+    ks[#ks + 1], os[#os + 1] = string.sub(m, 1, i - 1), string.sub(m, i + 1)
+  else
+    local b = redis.call('GET', '` + claimsBatchPrefix + `' .. m)
+    if b then
+      for _, p in ipairs(cjson.decode(b)) do ks[#ks + 1], os[#os + 1] = p[1], p[2] end
+      redis.call('DEL', '` + claimsBatchPrefix + `' .. m)
+    end
+  end
+  if #ks >= 5000 then release() end
 end
-for s = 1, #due, 1000 do redis.call('ZREM', KEYS[1], unpack(due, s, math.min(s + 999, #due))) end
+release()
+if #due > 0 then redis.call('ZREM', KEYS[1], unpack(due)) end
 return #due
 `
 
 // queueRemoval adds to pipe the removal of items' cached records and index entries, and the
 // release of their claims after claimGrace (their rows, committed, now hold the rule in the
-// database), releasing the claims whose grace has passed: one HDEL per kind and 1,000 records.
+// database) — one batch of them, one member of claimsRelease — releasing the claims whose grace
+// has passed: one HDEL per kind and 1,000 records. (A member per claim cost a sorted-set insert
+// per registered file, the largest part of a bulk registration's Redis work.)
 func queueRemoval(ctx context.Context, pipe redis.Pipeliner, items []ingest.Item) {
 	byKind := map[string][]string{}
-	var release []redis.Z
-	at := float64(time.Now().Add(claimGrace).UnixMilli())
+	var claims [][2]string
 	for _, it := range items {
 		byKind[it.Kind] = append(byKind[it.Kind], it.ID)
 		if it.Index != "" {
 			pipe.SRem(ctx, it.Index, it.ID)
 		}
 		for _, c := range it.Claims {
-			release = append(release, redis.Z{Score: at, Member: c.Key + "\x00" + c.Owner})
+			claims = append(claims, [2]string{c.Key, c.Owner})
 		}
 	}
-	for start := 0; start < len(release); start += 1000 {
-		pipe.ZAdd(ctx, claimsRelease, release[start:min(start+1000, len(release))]...)
+	if len(claims) > 0 {
+		batch, _ := json.Marshal(claims) // strings only: cannot fail
+		id := ingest.NewID()
+		pipe.Set(ctx, claimsBatchPrefix+id, batch, 0)
+		pipe.ZAdd(ctx, claimsRelease, redis.Z{Score: float64(time.Now().Add(claimGrace).UnixMilli()), Member: id})
 	}
 	pipe.Eval(ctx, releaseClaimsScript, []string{claimsRelease, claimsKey}, time.Now().UnixMilli())
 	for kind, ids := range byKind {

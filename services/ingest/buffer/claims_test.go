@@ -88,6 +88,15 @@ func TestHoldClaims(t *testing.T) {
 	require.NoError(t, b.Forget(ctx, nil)) // any removal releases what is due
 	require.False(t, rdb.HExists(ctx, "ingest:claims", "path:11:x.fits").Val())
 	require.Zero(t, rdb.ZCard(ctx, "ingest:claims:release").Val())
+	require.Empty(t, rdb.Keys(ctx, "ingest:claims:batch:*").Val(), "a released batch leaves nothing")
+	// A member as earlier versions wrote it (one claim, "<key>\0<owner>") is released too, only
+	// while its owner holds the claim.
+	rdb.HSet(ctx, "ingest:claims", "path:11:old.fits", "o1", "path:11:retaken.fits", "new owner")
+	rdb.ZAdd(ctx, "ingest:claims:release", redis.Z{Score: 0, Member: "path:11:old.fits\x00o1"}, redis.Z{Score: 0, Member: "path:11:retaken.fits\x00o1"})
+	require.NoError(t, b.Forget(ctx, nil))
+	require.False(t, rdb.HExists(ctx, "ingest:claims", "path:11:old.fits").Val())
+	require.Equal(t, "new owner", rdb.HGet(ctx, "ingest:claims", "path:11:retaken.fits").Val())
+	require.Zero(t, rdb.ZCard(ctx, "ingest:claims:release").Val())
 	_, err = b.Hold(ctx, claimed(c, ingest.Claim{Key: "path:11:x.fits", Owner: c}))
 	require.NoError(t, err)
 	owners, err := b.ClaimOwners(ctx, "path:11:x.fits", "path:11:nobody")

@@ -16,10 +16,13 @@ import (
 // asking PostgreSQL whether a committed file has it (issue 23's rule 2 at acknowledgement, at no
 // cost to the ingest figures; docs/decisions.md §48).
 //
-// Key: committedKey, a string of filterBits bits after one byte whose bit 0 says "built" (every
-// committed file has been learnt). A unique key (ingest.Unique) sets filterHashes bits, at
-// offsets from two FNV-1a hashes of it (double hashing: h1 + i·h2); it "may be taken" when all
-// of its bits are set.
+// Key: committedKey, a string of filterWords 32-bit words after word 0, whose first bit says
+// "built" (every committed file has been learnt). It is a blocked Bloom filter: a unique key
+// (ingest.Unique) sets filterHashes bits of one word, both chosen by a hash of it (FNV-1a, mixed), and
+// "may be taken" when all of them are set. One word per key makes a key one read and at most one
+// write of a BITFIELD (seven bits spread over the string cost a bulk registration seven times the
+// Redis work, and Lua's argument handling dominated); for that, it needs more bits per key than a
+// classic filter for the same false positives.
 //
 // Invariant: every committed file's keys are set in the filter before it commits, so a key
 // whose bits are not all set is not taken. The hold script sets a write's keys in the call that
@@ -28,86 +31,120 @@ import (
 // (Buffer.LearnCommitted); rows committed before the filter existed are learnt by BuildCommitted,
 // and a secondary site's replayed files, which never pass this Redis, by TakeReplayed (migration
 // 00031's trigger lists them in ingest_replayed_files). Until built (a new or flushed Redis, a
-// deleted key: bit 0 reads 0), the hold script answers "check" to every probe, so the API asks
+// deleted key: the flag reads 0), the hold script answers "check" to every probe, so the API asks
 // PostgreSQL as it did before. The filter only grows (a deleted file's bits stay: a false
 // positive, never a false negative). The secondary site does not use it (its API asks its
 // replica, which holds the main's files too).
 //
-// Size: 2^27 bits (16 MiB) and 7 hashes: below 1% false positives up to ~14 million keys (7
-// million files: path and id); past that more registrations fall through to PostgreSQL, never a
-// wrong answer. Changing the size or the hashes changes the offsets: rename committedKey then
-// (the new key is built from the database).
+// Keys are paths on modules and the ids clients choose, except version 7 UUIDs, which the API
+// assigns (ingest.IDInFilter): a registration naming one is checked in the database.
+//
+// Size: 2^23 words (32 MiB), 5 bits per key: under 1% false positives up to ~16 million keys
+// (0.74% at 16 bits per key for 32-bit blocks: 8 to 16 million files); past that more
+// registrations fall through to PostgreSQL, never a wrong answer. Changing the size or the
+// hashing changes where keys are: rename committedKey then (the new key is built from the
+// database).
 const (
 	committedKey = "ingest:committed:v1"
-	filterBits   = 1 << 27
-	filterHashes = 7
-	// filterBase is the offset of the filter's first bit: bit 0 is the "built" flag.
-	filterBase = 8
+	filterWords  = 1 << 23
+	filterHashes = 5
 	// buildLock is held (SET NX, buildLockTTL) by the API replica building the filter.
 	buildLock    = "ingest:committed:building"
 	buildLockTTL = 10 * time.Minute
 )
 
-// filterOffsets appends the filterHashes bit offsets of key to dst.
-func filterOffsets(dst []int64, key string) []int64 {
+// filterSlot appends key's word (as BITFIELD's "#N": word N, 1 to filterWords; word 0 is the
+// flag's) and its mask of filterHashes bits (a signed 32-bit number, as BITFIELD's i32 and Lua's
+// bit library read it) to args.
+func filterSlot(args []any, key string) []any {
 	h := fnv.New64a()
 	h.Write([]byte(key))
-	h1 := h.Sum64()
-	h.Write([]byte{0x5c})
-	h2 := h.Sum64() | 1
-	for i := uint64(0); i < filterHashes; i++ {
-		dst = append(dst, filterBase+int64((h1+i*h2)%filterBits))
+	x := fmix64(h.Sum64())
+	var mask uint32
+	for i := range filterHashes { // bits 0–24 choose the bits of the word, bits 41–63 the word
+		mask |= 1 << ((x >> (5 * i)) & 31)
 	}
-	return dst
+	return append(args, "#"+strconv.FormatUint(1+(x>>41)%filterWords, 10), int64(int32(mask)))
+}
+
+// fmix64 is MurmurHash3's finalizer: FNV-1a's low bits depend only on the input's low bits, so
+// similar keys (paths differing in a digit) would share words; mixed, every output bit depends
+// on every input bit.
+func fmix64(x uint64) uint64 {
+	x ^= x >> 33
+	x *= 0xff51afd7ed558ccd
+	x ^= x >> 33
+	x *= 0xc4ceb9fe1a85ec53
+	x ^= x >> 33
+	return x
 }
 
 // committedProbes are the hold script's filter arguments for a write: the number of probed keys
-// e, of keys only learnt l, then (e+l)·filterHashes offsets, probed keys first.
+// e, of keys only learnt l, then e+l (word, mask) pairs, probed keys first.
 func committedProbes(args []any, w ingest.Write) []any {
-	var probe, learn []int64
+	var probe, learn []any
 	for _, it := range w.Items {
 		for _, u := range it.Unique {
 			if u.Probe && !w.Checked {
-				probe = filterOffsets(probe, u.Key)
+				probe = filterSlot(probe, u.Key)
 			} else {
-				learn = filterOffsets(learn, u.Key)
+				learn = filterSlot(learn, u.Key)
 			}
 		}
 	}
-	args = append(args, len(probe)/filterHashes, len(learn)/filterHashes)
-	for _, o := range probe {
-		args = append(args, o)
-	}
-	for _, o := range learn {
-		args = append(args, o)
-	}
-	return args
+	args = append(args, len(probe)/2, len(learn)/2)
+	return append(append(args, probe...), learn...)
 }
 
-// learnScript sets the bits of ARGV's offsets in KEYS[1] (1,000 a BITFIELD), and the "built" flag
-// too when the last argument is "built".
-const learnScript = `
-local n = #ARGV - 1
-for s = 1, n, 1000 do
-  local cmd = {'BITFIELD', KEYS[1]}
-  for j = s, math.min(s + 999, n) do
-    cmd[#cmd + 1] = 'SET'; cmd[#cmd + 1] = 'u1'; cmd[#cmd + 1] = ARGV[j]; cmd[#cmd + 1] = 1
+// filterLua is the filter in Lua, for holdScript and learnScript: filter_set(pa, n) sets the bits
+// of the n keys whose (word, mask) pairs start at ARGV[pa] — one BITFIELD_RO reading their words
+// and one BITFIELD writing the words that change, per 1,000 — and returns the words as they were.
+var filterLua = `
+local function filter_set(pa, n)
+  local before = {}
+  for s = 0, n - 1, 1000 do
+    local get = {'BITFIELD_RO', '` + committedKey + `'}
+    for i = s, math.min(s + 999, n - 1) do
+      get[#get + 1] = 'GET'; get[#get + 1] = 'i32'; get[#get + 1] = ARGV[pa + 2 * i]
+    end
+    local got = redis.call(unpack(get))
+    for j = 1, #got do before[s + j] = got[j] end
   end
-  redis.call(unpack(cmd))
+  local cur, changed = {}, {}
+  for i = 0, n - 1 do
+    local w = ARGV[pa + 2 * i]
+    local v = cur[w] or before[i + 1]
+    local nv = bit.bor(v, tonumber(ARGV[pa + 2 * i + 1]))
+    if nv ~= v then
+      if cur[w] == nil then changed[#changed + 1] = w end
+      cur[w] = nv
+    end
+  end
+  for s = 1, #changed, 1000 do
+    local set = {'BITFIELD', '` + committedKey + `'}
+    for j = s, math.min(s + 999, #changed) do
+      local w = changed[j]
+      set[#set + 1] = 'SET'; set[#set + 1] = 'i32'; set[#set + 1] = w; set[#set + 1] = cur[w]
+    end
+    redis.call(unpack(set))
+  end
+  return before
 end
+`
+
+// learnScript sets the keys whose (word, mask) pairs are ARGV[1..2n] in the filter (KEYS[1] is
+// committedKey), and its "built" flag too when the last argument is "built".
+var learnScript = filterLua + `
+filter_set(1, (#ARGV - 1) / 2)
 if ARGV[#ARGV] == 'built' then redis.call('SETBIT', KEYS[1], 0, 1) end
-return n
+return 1
 `
 
 // learn sets the keys in the filter (and, with built, its flag) in one script call.
 func (b *Buffer) learn(ctx context.Context, keys []string, built bool) error {
-	args := make([]any, 0, len(keys)*filterHashes+1)
-	var offs []int64
+	args := make([]any, 0, 2*len(keys)+1)
 	for _, k := range keys {
-		offs = filterOffsets(offs[:0], k)
-		for _, o := range offs {
-			args = append(args, o)
-		}
+		args = filterSlot(args, k)
 	}
 	flag := ""
 	if built {
@@ -128,11 +165,8 @@ func (b *Buffer) LearnCommitted(ctx context.Context, items []ingest.Item) error 
 			keys = append(keys, u.Key)
 		}
 	}
-	if len(keys) == 0 {
-		return nil
-	}
-	for start := 0; start < len(keys); start += 5000 {
-		if err := b.learn(ctx, keys[start:min(start+5000, len(keys))], false); err != nil {
+	for start := 0; start < len(keys); start += 10000 {
+		if err := b.learn(ctx, keys[start:min(start+10000, len(keys))], false); err != nil {
 			return err
 		}
 	}
@@ -154,7 +188,10 @@ type CommittedSource interface {
 func fileKeys(files []ingest.FileKey) []string {
 	keys := make([]string, 0, 2*len(files))
 	for _, f := range files {
-		keys = append(keys, ingest.UniquePath(f.InstrumentModuleID, f.Path), ingest.UniqueFileID(f.ID))
+		keys = append(keys, ingest.UniquePath(f.InstrumentModuleID, f.Path))
+		if ingest.IDInFilter(f.ID) {
+			keys = append(keys, ingest.UniqueFileID(f.ID))
+		}
 	}
 	return keys
 }
@@ -239,32 +276,18 @@ func (b *Buffer) KeepCommitted(ctx context.Context, src CommittedSource, interva
 }
 
 // holdFilterLua is the hold script's committed-filter probe (see holdScript): unchecked(pa, e, l)
-// sets the bits of the e probed and l learnt keys whose offsets start at ARGV[pa] and answers
+// sets the e probed and l learnt keys whose (word, mask) pairs start at ARGV[pa] and answers
 // whether a probed key may be taken (all of its bits were set), or the filter is not built.
-var holdFilterLua = `
+var holdFilterLua = filterLua + `
 local function unchecked(pa, e, l)
-  local n = (e + l) * ` + strconv.Itoa(filterHashes) + `
-  if n == 0 then return false end
-  local old, built = {}, false
-  for s = 0, n - 1, 1000 do
-    local cmd = {'BITFIELD', '` + committedKey + `'}
-    if s == 0 then cmd[3] = 'GET'; cmd[4] = 'u1'; cmd[5] = 0 end
-    for j = s, math.min(s + 999, n - 1) do
-      cmd[#cmd + 1] = 'SET'; cmd[#cmd + 1] = 'u1'; cmd[#cmd + 1] = ARGV[pa + j]; cmd[#cmd + 1] = 1
-    end
-    local got = redis.call(unpack(cmd))
-    local first = 1
-    if s == 0 then built = got[1] == 1; first = 2 end
-    for j = first, #got do old[#old + 1] = got[j] end
-  end
+  if e + l == 0 then return false end
+  local built = redis.call('GETBIT', '` + committedKey + `', 0) == 1
+  local before = filter_set(pa, e + l)
   if e == 0 then return false end
   if not built then return true end
   for i = 0, e - 1 do
-    local all = true
-    for j = 1, ` + strconv.Itoa(filterHashes) + ` do
-      if old[i * ` + strconv.Itoa(filterHashes) + ` + j] == 0 then all = false break end
-    end
-    if all then return true end
+    local m = tonumber(ARGV[pa + 2 * i + 1])
+    if bit.band(before[i + 1], m) == m then return true end
   end
   return false
 end

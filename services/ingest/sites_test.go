@@ -165,6 +165,19 @@ func TestTwoSitesWANCut(t *testing.T) {
 	require.Zero(t, n, "replay is paused: the replica must not have the rows yet")
 
 	t.Logf("%s: all in the main primary, committed, cached at the secondary", time.Since(begin).Round(time.Millisecond))
+	// The main learnt the replayed paths (its committed filter, through ingest_replayed_files): a
+	// registration of one of them at the main under another id is refused, not acknowledged.
+	require.Eventually(t, func() bool { return e.count(t, `SELECT count(*) FROM ingest_replayed_files`) == 0 }, 10*time.Second, 50*time.Millisecond,
+		"the main's API takes the secondary's replayed files")
+	var replayedID string
+	for id, path := range acked {
+		if path == "site2/0000.dat" {
+			replayedID = id
+		}
+	}
+	r = e.post(t, "/raw_data_files/", fileBody(st.ID, "site2/0000.dat"))
+	require.Equal(t, http.StatusConflict, r.Status, "a replayed path at the main: %s", r.Body)
+	require.Contains(t, r.detail(t), replayedID)
 	// The replica catches up: the cache lets go, reads come from the replica as "replicated".
 	ts.ResumeReplay(t)
 	require.Eventually(t, func() bool {

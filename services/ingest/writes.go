@@ -349,7 +349,10 @@ func (s *Service) holdFiles(ctx context.Context, files []File, prefix func(int) 
 		encoded[i] = b
 		rec := make([]byte, 0, len(atJSON)+len(b)+12)
 		rec = append(append(append(append(append(rec, `{"at":`...), atJSON...), `,"r":`...), b...), '}') // cacheRecord{at, f}
-		items[i] = Item{Kind: KindFile, ID: f.ID, Hash: HashJSON(b), Record: json.RawMessage(rec), Claims: FileClaims(f), Unique: FileUnique(f, clientID[i])}
+		items[i] = Item{Kind: KindFile, ID: f.ID, Hash: HashJSON(b), Record: json.RawMessage(rec), Claims: FileClaims(f)}
+		if s.CommittedFilter { // a secondary site keeps no filter: it asks its replica
+			items[i].Unique = FileUnique(f, clientID[i])
+		}
 		if f.RawDataPackageID != "" {
 			items[i].Index = s.Buffer.PackageIndex(f.RawDataPackageID)
 		}

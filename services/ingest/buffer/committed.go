@@ -101,30 +101,33 @@ func committedProbes(args []any, w ingest.Write) []any {
 // and one BITFIELD writing the words that change, per 1,000 — and returns the words as they were.
 var filterLua = `
 local function filter_set(pa, n)
-  local before = {}
+  local before, b = {}, 0
   for s = 0, n - 1, 1000 do
-    local get = {'BITFIELD_RO', '` + committedKey + `'}
-    for i = s, math.min(s + 999, n - 1) do
-      get[#get + 1] = 'GET'; get[#get + 1] = 'i32'; get[#get + 1] = ARGV[pa + 2 * i]
+    local get, g = {'BITFIELD_RO', '` + committedKey + `'}, 2
+    for i = pa + 2 * s, pa + 2 * math.min(s + 999, n - 1), 2 do
+      get[g + 1], get[g + 2], get[g + 3] = 'GET', 'i32', ARGV[i]
+      g = g + 3
     end
     local got = redis.call(unpack(get))
-    for j = 1, #got do before[s + j] = got[j] end
+    for j = 1, #got do before[b + j] = got[j] end
+    b = b + #got
   end
-  local cur, changed = {}, {}
+  local cur, changed, c = {}, {}, 0
   for i = 0, n - 1 do
     local w = ARGV[pa + 2 * i]
     local v = cur[w] or before[i + 1]
     local nv = bit.bor(v, tonumber(ARGV[pa + 2 * i + 1]))
     if nv ~= v then
-      if cur[w] == nil then changed[#changed + 1] = w end
+      if cur[w] == nil then c = c + 1; changed[c] = w end
       cur[w] = nv
     end
   end
-  for s = 1, #changed, 1000 do
-    local set = {'BITFIELD', '` + committedKey + `'}
-    for j = s, math.min(s + 999, #changed) do
+  for s = 1, c, 1000 do
+    local set, k = {'BITFIELD', '` + committedKey + `'}, 2
+    for j = s, math.min(s + 999, c) do
       local w = changed[j]
-      set[#set + 1] = 'SET'; set[#set + 1] = 'i32'; set[#set + 1] = w; set[#set + 1] = cur[w]
+      set[k + 1], set[k + 2], set[k + 3], set[k + 4] = 'SET', 'i32', w, cur[w]
+      k = k + 4
     end
     redis.call(unpack(set))
   end

@@ -21,6 +21,12 @@ type Common struct {
 	// (OPS_DATABASE_PASSWORD_FILE, a Kubernetes Secret). Empty: the URLs' own.
 	DatabaseUser     string `env:"OPS_DATABASE_USER"`
 	DatabasePassword string `env:"OPS_DATABASE_PASSWORD"`
+	// MainDatabaseUser and MainDatabasePassword, when set, replace the user and password of
+	// OPS_MAIN_DATABASE_URL instead of OPS_DATABASE_USER/PASSWORD: a secondary site's ingest
+	// reaches the main site's database as obsops_replay, a role limited to the replay of
+	// buffered writes (decisions §45), and its own role at the replica.
+	MainDatabaseUser     string `env:"OPS_MAIN_DATABASE_USER"`
+	MainDatabasePassword string `env:"OPS_MAIN_DATABASE_PASSWORD"`
 	// RedisUsername and RedisPassword are the service's Redis ACL user and its password
 	// (docs/operations.md, "Redis users"); they replace those of OPS_REDIS_URL. Empty: the URL's
 	// own (none: Redis' default user).
@@ -93,7 +99,8 @@ func (c *Common) Validate() error {
 	return c.applyCredentials()
 }
 
-// applyCredentials writes OPS_DATABASE_USER/PASSWORD into the database URLs and
+// applyCredentials writes OPS_DATABASE_USER/PASSWORD into the database URLs (OPS_MAIN_DATABASE_USER/
+// PASSWORD into OPS_MAIN_DATABASE_URL when either is set) and
 // OPS_REDIS_USERNAME/PASSWORD into the Redis URL, so every consumer of the URLs (the pools, the
 // admin commands) connects with them. A password without a user keeps the URL's user.
 func (c *Common) applyCredentials() error {
@@ -101,7 +108,11 @@ func (c *Common) applyCredentials() error {
 	if c.DatabaseURL, err = withCredentials("OPS_DATABASE_URL", c.DatabaseURL, c.DatabaseUser, c.DatabasePassword); err != nil {
 		return err
 	}
-	if c.MainDatabaseURL, err = withCredentials("OPS_MAIN_DATABASE_URL", c.MainDatabaseURL, c.DatabaseUser, c.DatabasePassword); err != nil {
+	mainUser, mainPassword := c.DatabaseUser, c.DatabasePassword
+	if c.MainDatabaseUser != "" || c.MainDatabasePassword != "" {
+		mainUser, mainPassword = c.MainDatabaseUser, c.MainDatabasePassword
+	}
+	if c.MainDatabaseURL, err = withCredentials("OPS_MAIN_DATABASE_URL", c.MainDatabaseURL, mainUser, mainPassword); err != nil {
 		return err
 	}
 	c.RedisURL, err = withCredentials("OPS_REDIS_URL", c.RedisURL, c.RedisUsername, c.RedisPassword)

@@ -44,7 +44,7 @@ var overlays = []overlay{
 			"obsops-gateway-credentials", "obsops-ingest-credentials", "obsops-internal", "obsops-site-credentials", "obsops-transfer-credentials"}},
 	{dir: "overlays/secondary", namespace: "obsops-secondary", imageTag: "0.1.0", minReplicas: 1, secondary: true,
 		externalSecrets: []string{"obsops-authtoken", "obsops-authtoken-credentials", "obsops-catalog-credentials", "obsops-gateway-credentials",
-			"obsops-ingest-credentials", "obsops-internal", "obsops-main-database", "obsops-replication", "obsops-site-credentials"}},
+			"obsops-ingest-credentials", "obsops-internal", "obsops-main-database", "obsops-replay-credentials", "obsops-replication", "obsops-site-credentials"}},
 }
 
 // The workloads of the suite: every service's Deployment, and its HTTP port.
@@ -699,6 +699,23 @@ func TestSiteType(t *testing.T) {
 			if !mounted {
 				t.Errorf("Deployment %s: OPS_MAIN_DATABASE_URL_FILE=%q is not the url key of the mounted Secret obsops-main-database", name, file)
 			}
+			// ingest reaches the main as obsops_replay (decisions §45), with that role's Secret.
+			if name == "ingest-api" || name == "ingest-worker" {
+				pw, replay := env["OPS_MAIN_DATABASE_PASSWORD_FILE"], false
+				for _, m := range ps.Containers[0].VolumeMounts {
+					for _, v := range ps.Volumes {
+						if v.Name == m.Name && v.Secret != nil && v.Secret.SecretName == "obsops-replay-credentials" && pw == m.MountPath+"/database-password" {
+							replay = true
+						}
+					}
+				}
+				if env["OPS_MAIN_DATABASE_USER"] != "obsops_replay" || !replay {
+					t.Errorf("Deployment %s: OPS_MAIN_DATABASE_USER=%q, OPS_MAIN_DATABASE_PASSWORD_FILE=%q: want obsops_replay and the mounted Secret obsops-replay-credentials",
+						name, env["OPS_MAIN_DATABASE_USER"], pw)
+				}
+			} else if env["OPS_MAIN_DATABASE_USER"] != "" {
+				t.Errorf("Deployment %s: OPS_MAIN_DATABASE_USER set", name)
+			}
 		}
 		replica := r.statefulSets["postgres-replica"]
 		if !r.secondary {
@@ -1138,6 +1155,8 @@ func TestEveryServiceHasItsOwnCredentials(t *testing.T) {
 				}
 				if sameGenerated(v.Secret.SecretName, "obsops-"+svc+"-credentials") {
 					own = true
+				} else if svc == "ingest" && r.secondary && v.Secret.SecretName == "obsops-replay-credentials" {
+					continue // a secondary's ingest at the main: obsops_replay (decisions §45)
 				} else if strings.HasSuffix(v.Secret.SecretName, "-credentials") {
 					t.Errorf("Deployment %s mounts another's %s", name, v.Secret.SecretName)
 				}

@@ -239,11 +239,16 @@ redis_users() {
 }
 
 # service_credentials NAME exports the PostgreSQL role and Redis user the service NAME connects
-# as (docs/operations.md, "Database roles", "Redis users"), unless the caller brought their own
+# as (docs/operations.md, "Database roles", "Redis users"; at a secondary, ingest's role at the main is
+# obsops_replay), unless the caller brought their own
 # PostgreSQL or Redis. The local clusters trust loopback connections: roles need no password.
 service_credentials() {
 	case " ${SERVICES[*]} " in *" $1 "*) ;; *) return 0 ;; esac
 	if [ -z "$CALLER_DATABASE_URL" ] && [ "$1" != gateway ]; then export OPS_DATABASE_USER="obsops_$1"; fi
+	# A secondary's ingest reaches the main's database as the replay role only (docs/decisions.md §45).
+	if [ -z "$CALLER_DATABASE_URL" ] && [ "$1" = ingest ] && [ "${OPS_SITE_TYPE:-}" = secondary ]; then
+		export OPS_MAIN_DATABASE_USER=obsops_replay
+	fi
 	if [ -z "$CALLER_REDIS_URL" ]; then
 		export OPS_REDIS_USERNAME="$1" OPS_REDIS_PASSWORD_FILE
 		OPS_REDIS_PASSWORD_FILE=$(redis_password "$1")

@@ -667,7 +667,8 @@ func TestIngressExposesOnlyTheGateway(t *testing.T) {
 // TestSiteType: every service of a secondary site runs with OPS_SITE_TYPE=secondary, reads the
 // local replica (a StatefulSet cloned with pg_basebackup -R through a replication slot, behind
 // the Service postgres-replica) and reaches the main site's primary through the Secret
-// obsops-main-database (all but the gateway, which has no database); a main site's services run
+// obsops-main-database (ingest, as obsops_replay, and site; not the gateway, authtoken, catalog:
+// decisions §45); a main site's services run
 // with OPS_SITE_TYPE=main and have no second database.
 func TestSiteType(t *testing.T) {
 	forEachOverlay(t, func(t *testing.T, r *rendered) {
@@ -682,9 +683,11 @@ func TestSiteType(t *testing.T) {
 				t.Errorf("Deployment %s: OPS_SITE_TYPE=%q, want %q", name, env["OPS_SITE_TYPE"], want)
 			}
 			file := env["OPS_MAIN_DATABASE_URL_FILE"]
-			if !r.secondary || name == "gateway" {
-				if file != "" {
-					t.Errorf("Deployment %s: OPS_MAIN_DATABASE_URL_FILE set at a main site or in the gateway", name)
+			// At a secondary only ingest and site reach the main; authtoken and catalog change
+			// nothing there (decisions §45).
+			if !r.secondary || name == "gateway" || name == "authtoken" || name == "catalog" {
+				if file != "" || env["OPS_MAIN_DATABASE_URL"] != "" {
+					t.Errorf("Deployment %s: the main database set at a main site, in the gateway, or in a secondary's authtoken or catalog", name)
 				}
 				continue
 			}

@@ -38,10 +38,14 @@ type Common struct {
 	ShutdownTimeout time.Duration `env:"OPS_SHUTDOWN_TIMEOUT" envDefault:"15s"`
 	SiteName        string        `env:"OPS_SITE_NAME" envDefault:"FYST"`
 	SiteType        string        `env:"OPS_SITE_TYPE" envDefault:"main"`
-	// MainDatabaseURL is the main site's PostgreSQL primary, where a secondary site sends the
-	// writes it does not buffer (and its ingest worker replays the buffered ones); required at a
-	// secondary site, where OPS_DATABASE_URL is the local read replica. At the main site it
-	// defaults to OPS_DATABASE_URL (MainDB).
+	// MainSiteName names the main site (the data centre) in what a secondary site answers to a
+	// change it does not make (409 write_at_main_site: make it there). Empty: "the main site".
+	MainSiteName string `env:"OPS_MAIN_SITE_NAME"`
+	// MainDatabaseURL is the main site's PostgreSQL primary. At a secondary site (where
+	// OPS_DATABASE_URL is the local read replica) only ingest and site use it, and require it
+	// (database.AttachPools): ingest's worker replays buffered writes there, site watches it;
+	// authtoken and catalog make no change there (decisions §45). At the main site it defaults to
+	// OPS_DATABASE_URL (MainDB).
 	MainDatabaseURL string `env:"OPS_MAIN_DATABASE_URL"`
 	// MainDBTimeout bounds every wait on the main database from a secondary site: connecting,
 	// and each read or write on a connection. Past it the main site counts as unreachable and
@@ -75,8 +79,6 @@ func (c *Common) Validate() error {
 		if err := URL("OPS_MAIN_DATABASE_URL", c.MainDatabaseURL, "postgres", "postgresql"); err != nil {
 			return err
 		}
-	} else if c.Secondary() && c.DatabaseURL != "" {
-		return &Invalid{Var: "OPS_MAIN_DATABASE_URL", Reason: "required at a secondary site (OPS_SITE_TYPE=secondary): the main site's primary, for writes (OPS_DATABASE_URL is the local replica)"}
 	}
 	if c.MainDBTimeout < 100*time.Millisecond || c.MainDBTimeout > time.Minute {
 		return &Invalid{Var: "OPS_MAIN_DB_TIMEOUT", Reason: "must be within [100ms, 1m]"}

@@ -202,9 +202,13 @@ func (s *Sites) start(t *testing.T, key string, spec procSpec) string {
 	}
 	vars := maps.Clone(s.Env)
 	vars["OPS_"+strings.ToUpper(spec.name)+"_ADDR"] = addr
-	if spec.name == "ingest" {
+	switch spec.name {
+	case "ingest":
 		// The secondary's ingest reaches the main's database as the replay role only (decisions §45).
 		vars["OPS_MAIN_DATABASE_USER"] = migrations.ReplayRole
+	case "authtoken", "catalog":
+		// They make no change at the main and do not connect there (decisions §45).
+		delete(vars, "OPS_MAIN_DATABASE_URL")
 	}
 	maps.Copy(vars, spec.extra)
 	p := testenv.Start(t, key+"-secondary", testenv.Binary(t, spec.name), vars, spec.args...)

@@ -47,6 +47,13 @@ func New(cfg *site.Config, svc *service.Service, version, commit string) (*App, 
 	}
 	monitor.Register(svc.Metrics)
 	store := &weather.Store{Read: pools.Read, Write: pools.Write}
+	if cfg.Secondary() {
+		// The PWV series is written at the main site only (409 write_at_main_site, decisions §45):
+		// the main pool is the monitor's, for watching the main, not for changes.
+		refused := database.RefusingPool(database.WriteAtMainSite(cfg.SiteName, cfg.MainSiteName))
+		svc.OnClose("refused writes", func(context.Context) error { return refused.Close() })
+		store.Write = refused
+	}
 	var observatory *site.Observatory
 	if cfg.ObservatoryStatusURL != "" {
 		observatory = site.NewObservatory(cfg.ObservatoryStatusURL, svc.Log)

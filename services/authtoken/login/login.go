@@ -46,7 +46,7 @@ type Service struct {
 	DefaultRole string
 	// MainSiteName names the main site where a secondary sends a first login (OPS_MAIN_SITE_NAME).
 	MainSiteName string
-	Log         *slog.Logger
+	Log          *slog.Logger
 }
 
 // New builds the login service from the authtoken configuration; without OPS_OIDC_ISSUER

@@ -132,9 +132,8 @@ func New(cfg *authtoken.Config, svc *service.Service) (*App, error) {
 		}
 	}
 	// Reads (verification included) from the local database, which at a secondary site is its
-	// replica; changes to the main site's primary (database.Pools).
-	// At a secondary site no connection to the main: every change there is refused (409
-	// write_at_main_site, decisions §45).
+	// replica; changes in the main site's database, which a secondary does not connect to: there
+	// every change is refused (409 write_at_main_site, decisions §45).
 	pools, err := database.AttachLocalPools(svc, migrations.Latest())
 	if err != nil {
 		return nil, err

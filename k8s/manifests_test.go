@@ -667,8 +667,7 @@ func TestIngressExposesOnlyTheGateway(t *testing.T) {
 // TestSiteType: every service of a secondary site runs with OPS_SITE_TYPE=secondary, reads the
 // local replica (a StatefulSet cloned with pg_basebackup -R through a replication slot, behind
 // the Service postgres-replica) and reaches the main site's primary through the Secret
-// obsops-main-database (ingest, as obsops_replay, and site; not the gateway, authtoken, catalog:
-// decisions §45); a main site's services run
+// obsops-main-database (ingest only, as obsops_replay: decisions §45); a main site's services run
 // with OPS_SITE_TYPE=main and have no second database.
 func TestSiteType(t *testing.T) {
 	forEachOverlay(t, func(t *testing.T, r *rendered) {
@@ -683,11 +682,10 @@ func TestSiteType(t *testing.T) {
 				t.Errorf("Deployment %s: OPS_SITE_TYPE=%q, want %q", name, env["OPS_SITE_TYPE"], want)
 			}
 			file := env["OPS_MAIN_DATABASE_URL_FILE"]
-			// At a secondary only ingest and site reach the main; authtoken and catalog change
-			// nothing there (decisions §45).
-			if !r.secondary || name == "gateway" || name == "authtoken" || name == "catalog" {
-				if file != "" || env["OPS_MAIN_DATABASE_URL"] != "" {
-					t.Errorf("Deployment %s: the main database set at a main site, in the gateway, or in a secondary's authtoken or catalog", name)
+			// At a secondary only ingest reaches the main, as obsops_replay (decisions §45).
+			if !r.secondary || (name != "ingest-api" && name != "ingest-worker") {
+				if file != "" || env["OPS_MAIN_DATABASE_URL"] != "" || env["OPS_MAIN_DATABASE_USER"] != "" {
+					t.Errorf("Deployment %s: the main database set at a main site or in a secondary's %s (only ingest reaches it)", name, name)
 				}
 				continue
 			}
@@ -703,21 +701,17 @@ func TestSiteType(t *testing.T) {
 				t.Errorf("Deployment %s: OPS_MAIN_DATABASE_URL_FILE=%q is not the url key of the mounted Secret obsops-main-database", name, file)
 			}
 			// ingest reaches the main as obsops_replay (decisions §45), with that role's Secret.
-			if name == "ingest-api" || name == "ingest-worker" {
-				pw, replay := env["OPS_MAIN_DATABASE_PASSWORD_FILE"], false
-				for _, m := range ps.Containers[0].VolumeMounts {
-					for _, v := range ps.Volumes {
-						if v.Name == m.Name && v.Secret != nil && v.Secret.SecretName == "obsops-replay-credentials" && pw == m.MountPath+"/database-password" {
-							replay = true
-						}
+			pw, replay := env["OPS_MAIN_DATABASE_PASSWORD_FILE"], false
+			for _, m := range ps.Containers[0].VolumeMounts {
+				for _, v := range ps.Volumes {
+					if v.Name == m.Name && v.Secret != nil && v.Secret.SecretName == "obsops-replay-credentials" && pw == m.MountPath+"/database-password" {
+						replay = true
 					}
 				}
-				if env["OPS_MAIN_DATABASE_USER"] != "obsops_replay" || !replay {
-					t.Errorf("Deployment %s: OPS_MAIN_DATABASE_USER=%q, OPS_MAIN_DATABASE_PASSWORD_FILE=%q: want obsops_replay and the mounted Secret obsops-replay-credentials",
-						name, env["OPS_MAIN_DATABASE_USER"], pw)
-				}
-			} else if env["OPS_MAIN_DATABASE_USER"] != "" {
-				t.Errorf("Deployment %s: OPS_MAIN_DATABASE_USER set", name)
+			}
+			if env["OPS_MAIN_DATABASE_USER"] != "obsops_replay" || !replay {
+				t.Errorf("Deployment %s: OPS_MAIN_DATABASE_USER=%q, OPS_MAIN_DATABASE_PASSWORD_FILE=%q: want obsops_replay and the mounted Secret obsops-replay-credentials",
+					name, env["OPS_MAIN_DATABASE_USER"], pw)
 			}
 		}
 		replica := r.statefulSets["postgres-replica"]

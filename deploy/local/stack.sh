@@ -249,8 +249,8 @@ service_credentials() {
 	if [ -z "$CALLER_DATABASE_URL" ] && [ "$1" = ingest ] && [ "${OPS_SITE_TYPE:-}" = secondary ]; then
 		export OPS_MAIN_DATABASE_USER=obsops_replay
 	fi
-	# A secondary's authtoken and catalog make no change at the main: they get no way there (§45).
-	case "$1:${OPS_SITE_TYPE:-}" in authtoken:secondary | catalog:secondary) unset OPS_MAIN_DATABASE_URL ;; esac
+	# A secondary's authtoken, catalog and site make no change at the main: no way there (§45).
+	case "$1:${OPS_SITE_TYPE:-}" in authtoken:secondary | catalog:secondary | site:secondary) unset OPS_MAIN_DATABASE_URL ;; esac
 	if [ -z "$CALLER_REDIS_URL" ]; then
 		export OPS_REDIS_USERNAME="$1" OPS_REDIS_PASSWORD_FILE
 		OPS_REDIS_PASSWORD_FILE=$(redis_password "$1")

@@ -314,6 +314,7 @@ func TestRevocationReachesSecondary(t *testing.T) {
 	ts.WaitReplicated(t, 30*time.Second)
 	ts.StartSecondary(t, "authtoken", nil)
 	catalog := ts.StartSecondary(t, "catalog", nil)
+	ts.StartSecondary(t, "ingest", nil, "-role", "all") // site sees the main through ingest's report (§45)
 	siteURL := ts.StartSecondary(t, "site", nil)
 
 	read := func(base string) answer { return call(t, http.MethodGet, base+"/sources/?limit=1", reader, nil) }

@@ -206,8 +206,9 @@ func (s *Sites) start(t *testing.T, key string, spec procSpec) string {
 	case "ingest":
 		// The secondary's ingest reaches the main's database as the replay role only (decisions §45).
 		vars["OPS_MAIN_DATABASE_USER"] = migrations.ReplayRole
-	case "authtoken", "catalog":
-		// They make no change at the main and do not connect there (decisions §45).
+	case "authtoken", "catalog", "site":
+		// They make no change at the main and do not connect there (decisions §45; site sees the
+		// main through ingest's report).
 		delete(vars, "OPS_MAIN_DATABASE_URL")
 	}
 	maps.Copy(vars, spec.extra)

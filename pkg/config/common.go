@@ -42,9 +42,9 @@ type Common struct {
 	// change it does not make (409 write_at_main_site: make it there). Empty: "the main site".
 	MainSiteName string `env:"OPS_MAIN_SITE_NAME"`
 	// MainDatabaseURL is the main site's PostgreSQL primary. At a secondary site (where
-	// OPS_DATABASE_URL is the local read replica) only ingest and site use it, and require it
-	// (database.AttachPools): ingest's worker replays buffered writes there, site watches it;
-	// authtoken and catalog make no change there (decisions §45). At the main site it defaults to
+	// OPS_DATABASE_URL is the local read replica) only ingest uses it, and requires it
+	// (database.AttachPools): its worker replays buffered writes there; authtoken, catalog and
+	// site make no change there (decisions §45). At the main site it defaults to
 	// OPS_DATABASE_URL (MainDB).
 	MainDatabaseURL string `env:"OPS_MAIN_DATABASE_URL"`
 	// MainDBTimeout bounds every wait on the main database from a secondary site: connecting,

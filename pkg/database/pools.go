@@ -89,7 +89,7 @@ func AttachPools(svc *service.Service, expectedMigration int64) (*Pools, error) 
 }
 
 // AttachLocalPools opens the pools of a service that makes no change in the main site's database
-// from a secondary site (authtoken, catalog: decisions §45). At the main site it is AttachPools. At a
+// from a secondary site (authtoken, catalog, site: decisions §45). At the main site it is AttachPools. At a
 // secondary site Read is the local replica and Write is a pool that connects nowhere: every
 // statement on it fails with WriteAtMainSite's problem (409 write_at_main_site naming the main
 // site), so each write the service would make there is refused without any connection to the

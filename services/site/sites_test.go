@@ -87,6 +87,7 @@ func TestSecondarySiteWANCut(t *testing.T) {
 	require.NoError(t, json.Unmarshal(r.Body, &src))
 	reader := m.Admin(t, "create-service-token", "--account", "reader", "--scopes", "read:sources,read:programs", "--name", "reads")
 	counted := m.Admin(t, "create-service-token", "--account", "reader", "--scopes", "read:sources", "--name", "usage")
+	station := m.Admin(t, "create-service-token", "--account", "weather-station", "--kind", "weather", "--scopes", "write:weather", "--name", "pwv")
 	instrument := m.Admin(t, "create-service-token", "--account", "instrument", "--scopes", "write:observations,write:data,read:data", "--name", "daq",
 		"--kind", "instrument", "--instruments", "1,2,3")
 	var obsUnit int64
@@ -137,9 +138,12 @@ func TestSecondarySiteWANCut(t *testing.T) {
 		map[string]any{"name": "at the secondary", "kind": "fixed", "ra_deg": 1, "dec_deg": 2}), "create a source")
 	requireWriteAtMain(t, call(t, http.MethodPost, auth+"/api/tokens", observer,
 		map[string]any{"name": "at the secondary", "scopes": []string{"read:sources"}}), "create an API token")
+	requireWriteAtMain(t, call(t, http.MethodPost, siteURL+"/api/site/weather", station, map[string]any{"items": []map[string]any{
+		{"kind": "measurement", "time": time.Now().UTC().Format(time.RFC3339), "pwv_mm": 0.7, "source": "at the secondary"}}}), "store a PWV reading")
 	var refusedRows int
 	require.NoError(t, mainDB.QueryRow(`SELECT (SELECT count(*) FROM sources WHERE name = 'at the secondary') +
-		(SELECT count(*) FROM api_tokens WHERE name = 'at the secondary')`).Scan(&refusedRows))
+		(SELECT count(*) FROM api_tokens WHERE name = 'at the secondary') +
+		(SELECT count(*) FROM site_weather WHERE source = 'at the secondary')`).Scan(&refusedRows))
 	require.Zero(t, refusedRows, "the main is unchanged")
 
 	// Uses of the counted token at the secondary stay in its Redis: no flush to the main (§45).
@@ -284,6 +288,19 @@ func TestSecondarySiteWANCut(t *testing.T) {
 	require.Nil(t, obs.UnreachableSince)
 	require.True(t, obs.LastSeen.After(cutAt))
 
+	// site sees the main only through ingest's report: with ingest stopped the main counts as
+	// unreachable (an admin reads why), and with ingest back as reachable again.
+	ts.KillSecondary("ingest")
+	require.Eventually(t, func() bool {
+		return get(t, siteURL+"/health", &h) == 200 && h.Status == site.StatusDegraded && !h.Main.Reachable
+	}, database.MainReportTTL+2*site.SampleInterval+time.Second, 200*time.Millisecond, "health without ingest: %+v", h)
+	a = call(t, http.MethodGet, siteURL+"/health", admin, nil)
+	require.Contains(t, string(a.Body), "no current report of the main database from ingest")
+	ingestURL = ts.RestartSecondary(t, "ingest") // on a new address: site's readiness check of ingest still fails
+	require.Eventually(t, func() bool {
+		return get(t, siteURL+"/health", &h) == 200 && h.Main != nil && h.Main.Reachable
+	}, 10*time.Second, 200*time.Millisecond, "the main with ingest back: %+v", h.Main)
+
 	// The worst WAN: traffic silently dropped, connections left open. ingest's direct writes still
 	// answer the 503 within 2 s (OPS_MAIN_DB_TIMEOUT, 1.5 s, on the first; at once after), never hang.
 	_, err = ts.WAN.Toxics.AddToxicJson(strings.NewReader(`{"name":"drop","type":"timeout","stream":"downstream","attributes":{"timeout":0}}`))
@@ -293,7 +310,7 @@ func TestSecondarySiteWANCut(t *testing.T) {
 			"finalize a package, WAN dropping")
 	}
 	require.Eventually(t, func() bool {
-		return get(t, siteURL+"/health", &h) == 200 && h.Status == site.StatusDegraded
+		return get(t, siteURL+"/health", &h) == 200 && h.Status == site.StatusDegraded && h.Main != nil && !h.Main.Reachable
 	}, 5*time.Second, 100*time.Millisecond, "health while the WAN drops traffic: %+v", h)
 	t.Logf("%s: done", time.Since(begin).Round(time.Millisecond))
 }

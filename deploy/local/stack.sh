@@ -602,6 +602,7 @@ write_secondary_env() {
 		kv OPS_JWT_SIGNING_KEY_FILE "$SEC/keys/jwt-signing.pem"
 		kv OPS_JWT_MAIN_PUBLIC_KEYS_FILE "$SEC/keys/main-jwt-public.pem"
 		kv OPS_SITE_NAME "${OPS_LOCAL_SECONDARY_SITE_NAME:-observatory}"
+		kv OPS_MAIN_SITE_NAME "$(. "$STATE/env" && echo "${OPS_SITE_NAME:-FYST}")" # named in its 409 write_at_main_site
 		kv OPS_DATABASE_URL "$(replica_database_url)"
 		kv OPS_MAIN_DATABASE_URL "$(wan_database_url)"
 		kv OPS_REDIS_URL "redis://127.0.0.1:$SEC_REDIS_PORT/0"

@@ -44,7 +44,7 @@ var overlays = []overlay{
 			"obsops-gateway-credentials", "obsops-ingest-credentials", "obsops-internal", "obsops-site-credentials", "obsops-transfer-credentials"}},
 	{dir: "overlays/secondary", namespace: "obsops-secondary", imageTag: "0.1.0", minReplicas: 1, secondary: true,
 		externalSecrets: []string{"obsops-authtoken", "obsops-authtoken-credentials", "obsops-catalog-credentials", "obsops-gateway-credentials",
-			"obsops-ingest-credentials", "obsops-internal", "obsops-main-database", "obsops-replication", "obsops-site-credentials"}},
+			"obsops-ingest-credentials", "obsops-internal", "obsops-main-database", "obsops-replay-credentials", "obsops-replication", "obsops-site-credentials"}},
 }
 
 // The workloads of the suite: every service's Deployment, and its HTTP port.
@@ -667,7 +667,7 @@ func TestIngressExposesOnlyTheGateway(t *testing.T) {
 // TestSiteType: every service of a secondary site runs with OPS_SITE_TYPE=secondary, reads the
 // local replica (a StatefulSet cloned with pg_basebackup -R through a replication slot, behind
 // the Service postgres-replica) and reaches the main site's primary through the Secret
-// obsops-main-database (all but the gateway, which has no database); a main site's services run
+// obsops-main-database (ingest only, as obsops_replay: decisions §45); a main site's services run
 // with OPS_SITE_TYPE=main and have no second database.
 func TestSiteType(t *testing.T) {
 	forEachOverlay(t, func(t *testing.T, r *rendered) {
@@ -682,9 +682,10 @@ func TestSiteType(t *testing.T) {
 				t.Errorf("Deployment %s: OPS_SITE_TYPE=%q, want %q", name, env["OPS_SITE_TYPE"], want)
 			}
 			file := env["OPS_MAIN_DATABASE_URL_FILE"]
-			if !r.secondary || name == "gateway" {
-				if file != "" {
-					t.Errorf("Deployment %s: OPS_MAIN_DATABASE_URL_FILE set at a main site or in the gateway", name)
+			// At a secondary only ingest reaches the main, as obsops_replay (decisions §45).
+			if !r.secondary || (name != "ingest-api" && name != "ingest-worker") {
+				if file != "" || env["OPS_MAIN_DATABASE_URL"] != "" || env["OPS_MAIN_DATABASE_USER"] != "" {
+					t.Errorf("Deployment %s: the main database set at a main site or in a secondary's %s (only ingest reaches it)", name, name)
 				}
 				continue
 			}
@@ -698,6 +699,19 @@ func TestSiteType(t *testing.T) {
 			}
 			if !mounted {
 				t.Errorf("Deployment %s: OPS_MAIN_DATABASE_URL_FILE=%q is not the url key of the mounted Secret obsops-main-database", name, file)
+			}
+			// ingest reaches the main as obsops_replay (decisions §45), with that role's Secret.
+			pw, replay := env["OPS_MAIN_DATABASE_PASSWORD_FILE"], false
+			for _, m := range ps.Containers[0].VolumeMounts {
+				for _, v := range ps.Volumes {
+					if v.Name == m.Name && v.Secret != nil && v.Secret.SecretName == "obsops-replay-credentials" && pw == m.MountPath+"/database-password" {
+						replay = true
+					}
+				}
+			}
+			if env["OPS_MAIN_DATABASE_USER"] != "obsops_replay" || !replay {
+				t.Errorf("Deployment %s: OPS_MAIN_DATABASE_USER=%q, OPS_MAIN_DATABASE_PASSWORD_FILE=%q: want obsops_replay and the mounted Secret obsops-replay-credentials",
+					name, env["OPS_MAIN_DATABASE_USER"], pw)
 			}
 		}
 		replica := r.statefulSets["postgres-replica"]
@@ -1138,6 +1152,8 @@ func TestEveryServiceHasItsOwnCredentials(t *testing.T) {
 				}
 				if sameGenerated(v.Secret.SecretName, "obsops-"+svc+"-credentials") {
 					own = true
+				} else if svc == "ingest" && r.secondary && v.Secret.SecretName == "obsops-replay-credentials" {
+					continue // a secondary's ingest at the main: obsops_replay (decisions §45)
 				} else if strings.HasSuffix(v.Secret.SecretName, "-credentials") {
 					t.Errorf("Deployment %s mounts another's %s", name, v.Secret.SecretName)
 				}

@@ -16,10 +16,16 @@ import (
 // RolePrefix begins every service's PostgreSQL role: obsops_authtoken, obsops_catalog, ...
 const RolePrefix = "obsops_"
 
+// ReplayRole is the one role a secondary site holds at the main site's database: its ingest's
+// replay of buffered writes (grants/replay.sql, decisions §45). No other service of a secondary
+// connects to the main.
+const ReplayRole = RolePrefix + "replay"
+
 // Role is the PostgreSQL role of a service (authtoken → obsops_authtoken).
 func Role(service string) string { return RolePrefix + service }
 
-// Services are the services that have a PostgreSQL role: one per file of grants/, in name order.
+// Services are the services that have a PostgreSQL role: one per file of grants/, in name order;
+// "replay" among them is no binary but the role of a secondary's ingest at the main (ReplayRole).
 func Services() []string {
 	names, err := fs.Glob(grantFiles, "grants/*.sql")
 	if err != nil {

@@ -81,9 +81,9 @@ func TestEveryTableHasGrants(t *testing.T) {
 }
 
 // TestEveryServiceHasAGrantsFile keeps the roles and the services in step: each service with a
-// database has its file, and nothing else does.
+// database has its file, and nothing else does but replay (a secondary site's ingest at the main, §45).
 func TestEveryServiceHasAGrantsFile(t *testing.T) {
-	want := []string{"authtoken", "catalog", "ingest", "site", "transfer"}
+	want := []string{"authtoken", "catalog", "ingest", "replay", "site", "transfer"}
 	if got := migrations.Services(); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("grants files for %v, want %v", got, want)
 	}
@@ -180,5 +180,93 @@ func TestRolePasswordsFromADirectory(t *testing.T) {
 	}
 	if _, err := migrations.SetRolePasswords(context.Background(), db, dir); err == nil || !strings.Contains(err.Error(), "at least 16") {
 		t.Fatalf("a short password: %v", err)
+	}
+}
+
+// TestReplayRoleGrantsAreExactly: obsops_replay, the one role a secondary site holds at the main
+// site's database (decisions §45), may do exactly what the replay of buffered writes and ingest's
+// two direct writes need, and nothing on any other table: every privilege it holds on the schema
+// is listed here, so a grant added to replay.sql fails this test until it is argued for.
+func TestReplayRoleGrantsAreExactly(t *testing.T) {
+	db := migrated(t)
+	want := []string{
+		"executed_obs_units:INSERT", "executed_obs_units:SELECT", "executed_obs_units:UPDATE",
+		"ingest_replayed_files:INSERT", // ingest_note_replayed_files, on raw_data_files: the main's committed filter learns them (§48)
+		"ingest_collisions:INSERT", "ingest_collisions:SELECT", "ingest_collisions:UPDATE",
+		"ingest_collisions_id_seq:SELECT", "ingest_collisions_id_seq:USAGE",
+		"raw_data_files:INSERT", "raw_data_files:SELECT", "raw_data_files:UPDATE",
+		"raw_data_package_files:INSERT", "raw_data_package_files:SELECT", "raw_data_package_files:UPDATE",
+		"raw_data_packages:INSERT", "raw_data_packages:SELECT", "raw_data_packages:UPDATE",
+		"transfer_counter_deltas:INSERT", // transfer's counting trigger on raw_data_files runs as the writer
+	}
+	rows, err := db.Query(`
+		SELECT c.relname || ':' || p.priv FROM pg_class c
+		  CROSS JOIN unnest(ARRAY['SELECT','INSERT','UPDATE','DELETE','TRUNCATE','REFERENCES','TRIGGER','USAGE']) AS p (priv)
+		 WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'p', 'v', 'm', 'S')
+		   AND CASE WHEN c.relkind = 'S' THEN p.priv IN ('USAGE', 'SELECT', 'UPDATE') AND has_sequence_privilege('obsops_replay', c.oid, p.priv)
+		            ELSE p.priv <> 'USAGE' AND has_table_privilege('obsops_replay', c.oid, p.priv) END
+		 ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var got []string
+	for rows.Next() {
+		var g string
+		if err := rows.Scan(&g); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, g)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("obsops_replay holds\n  %v\nwant exactly\n  %v", got, want)
+	}
+	var super, createRole, createDB, inherit bool
+	if err := db.QueryRow(`SELECT rolsuper, rolcreaterole, rolcreatedb, rolinherit FROM pg_roles WHERE rolname = 'obsops_replay'`).
+		Scan(&super, &createRole, &createDB, &inherit); err != nil {
+		t.Fatal(err)
+	}
+	if super || createRole || createDB || inherit {
+		t.Fatalf("obsops_replay: superuser %v, createrole %v, createdb %v, inherit %v; want none", super, createRole, createDB, inherit)
+	}
+	var member int
+	if err := db.QueryRow(`SELECT count(*) FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.member WHERE r.rolname = 'obsops_replay'`).Scan(&member); err != nil || member != 0 {
+		t.Fatalf("obsops_replay is a member of %d roles (%v); want none", member, err)
+	}
+}
+
+// TestReplayRoleIsRefusedEverythingElse: as obsops_replay a connection is refused (SQLSTATE 42501)
+// catalog, authtoken, site and transfer tables, reads included, and deleting its own rows (that it
+// replays through the real worker is the two-site tests' part).
+func TestReplayRoleIsRefusedEverythingElse(t *testing.T) {
+	dsn := freshDatabase(t)
+	owner := connect(t, dsn)
+	if _, err := migrations.Up(context.Background(), owner); err != nil {
+		t.Fatal(err)
+	}
+	replay := connect(t, asRole(t, dsn, "obsops_replay"))
+	for what, stmt := range map[string]string{
+		"reads api_tokens":              `SELECT count(*) FROM api_tokens`,
+		"reads users":                   `SELECT count(*) FROM users`,
+		"writes sources":                `INSERT INTO sources (name) VALUES ('x')`,
+		"updates observing_programs":    `UPDATE observing_programs SET title = title`,
+		"deletes obs_units":             `DELETE FROM obs_units`,
+		"reads obs_units":               `SELECT count(*) FROM obs_units`,
+		"writes site_weather":           `DELETE FROM site_weather`,
+		"reads transfer_counter_deltas": `SELECT count(*) FROM transfer_counter_deltas`,
+		"deletes raw_data_files":        `DELETE FROM raw_data_files`,
+		"creates a table":               `CREATE TABLE sneaky (id int)`,
+	} {
+		_, err := replay.Exec(stmt)
+		var pqErr *pq.Error
+		if !errors.As(err, &pqErr) || pqErr.Code != "42501" {
+			t.Errorf("obsops_replay %s: got %v, want permission denied (42501)", what, err)
+		}
+	}
+	if _, err := replay.Exec(`SELECT count(*) FROM raw_data_files`); err != nil {
+		t.Errorf("obsops_replay reads raw_data_files: %v", err)
 	}
 }

@@ -239,11 +239,18 @@ redis_users() {
 }
 
 # service_credentials NAME exports the PostgreSQL role and Redis user the service NAME connects
-# as (docs/operations.md, "Database roles", "Redis users"), unless the caller brought their own
+# as (docs/operations.md, "Database roles", "Redis users"; at a secondary, ingest's role at the main is
+# obsops_replay), unless the caller brought their own
 # PostgreSQL or Redis. The local clusters trust loopback connections: roles need no password.
 service_credentials() {
 	case " ${SERVICES[*]} " in *" $1 "*) ;; *) return 0 ;; esac
 	if [ -z "$CALLER_DATABASE_URL" ] && [ "$1" != gateway ]; then export OPS_DATABASE_USER="obsops_$1"; fi
+	# A secondary's ingest reaches the main's database as the replay role only (docs/decisions.md §45).
+	if [ -z "$CALLER_DATABASE_URL" ] && [ "$1" = ingest ] && [ "${OPS_SITE_TYPE:-}" = secondary ]; then
+		export OPS_MAIN_DATABASE_USER=obsops_replay
+	fi
+	# A secondary's authtoken, catalog and site make no change at the main: no way there (§45).
+	case "$1:${OPS_SITE_TYPE:-}" in authtoken:secondary | catalog:secondary | site:secondary) unset OPS_MAIN_DATABASE_URL ;; esac
 	if [ -z "$CALLER_REDIS_URL" ]; then
 		export OPS_REDIS_USERNAME="$1" OPS_REDIS_PASSWORD_FILE
 		OPS_REDIS_PASSWORD_FILE=$(redis_password "$1")
@@ -595,6 +602,7 @@ write_secondary_env() {
 		kv OPS_JWT_SIGNING_KEY_FILE "$SEC/keys/jwt-signing.pem"
 		kv OPS_JWT_MAIN_PUBLIC_KEYS_FILE "$SEC/keys/main-jwt-public.pem"
 		kv OPS_SITE_NAME "${OPS_LOCAL_SECONDARY_SITE_NAME:-observatory}"
+		kv OPS_MAIN_SITE_NAME "$(. "$STATE/env" && echo "${OPS_SITE_NAME:-FYST}")" # named in its 409 write_at_main_site
 		kv OPS_DATABASE_URL "$(replica_database_url)"
 		kv OPS_MAIN_DATABASE_URL "$(wan_database_url)"
 		kv OPS_REDIS_URL "redis://127.0.0.1:$SEC_REDIS_PORT/0"

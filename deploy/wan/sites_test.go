@@ -382,6 +382,11 @@ func TestUpSitesWANCut(t *testing.T) {
 	}
 	first := file(0)
 	atMain([]string{first}, 30*time.Second)
+	// The secondary's ingest replays as obsops_replay, the one role it holds at the main (decisions §45).
+	if got := psql(v["OPS_MAIN_PRIMARY_DATABASE_URL"], "SELECT count(*) > 0 FROM pg_stat_activity WHERE usename = 'obsops_replay'"); got != "t" {
+		s.dumpLogs()
+		t.Fatalf("no session of obsops_replay at the main primary (%q): the secondary's ingest must replay as that role", got)
+	}
 
 	s.make("wan-down")
 	var proxy struct {

@@ -21,6 +21,12 @@ type Common struct {
 	// (OPS_DATABASE_PASSWORD_FILE, a Kubernetes Secret). Empty: the URLs' own.
 	DatabaseUser     string `env:"OPS_DATABASE_USER"`
 	DatabasePassword string `env:"OPS_DATABASE_PASSWORD"`
+	// MainDatabaseUser and MainDatabasePassword, when set, replace the user and password of
+	// OPS_MAIN_DATABASE_URL instead of OPS_DATABASE_USER/PASSWORD: a secondary site's ingest
+	// reaches the main site's database as obsops_replay, a role limited to the replay of
+	// buffered writes (decisions §45), and its own role at the replica.
+	MainDatabaseUser     string `env:"OPS_MAIN_DATABASE_USER"`
+	MainDatabasePassword string `env:"OPS_MAIN_DATABASE_PASSWORD"`
 	// RedisUsername and RedisPassword are the service's Redis ACL user and its password
 	// (docs/operations.md, "Redis users"); they replace those of OPS_REDIS_URL. Empty: the URL's
 	// own (none: Redis' default user).
@@ -32,10 +38,14 @@ type Common struct {
 	ShutdownTimeout time.Duration `env:"OPS_SHUTDOWN_TIMEOUT" envDefault:"15s"`
 	SiteName        string        `env:"OPS_SITE_NAME" envDefault:"FYST"`
 	SiteType        string        `env:"OPS_SITE_TYPE" envDefault:"main"`
-	// MainDatabaseURL is the main site's PostgreSQL primary, where a secondary site sends the
-	// writes it does not buffer (and its ingest worker replays the buffered ones); required at a
-	// secondary site, where OPS_DATABASE_URL is the local read replica. At the main site it
-	// defaults to OPS_DATABASE_URL (MainDB).
+	// MainSiteName names the main site (the data centre) in what a secondary site answers to a
+	// change it does not make (409 write_at_main_site: make it there). Empty: "the main site".
+	MainSiteName string `env:"OPS_MAIN_SITE_NAME"`
+	// MainDatabaseURL is the main site's PostgreSQL primary. At a secondary site (where
+	// OPS_DATABASE_URL is the local read replica) only ingest uses it, and requires it
+	// (database.AttachPools): its worker replays buffered writes there; authtoken, catalog and
+	// site make no change there (decisions §45). At the main site it defaults to
+	// OPS_DATABASE_URL (MainDB).
 	MainDatabaseURL string `env:"OPS_MAIN_DATABASE_URL"`
 	// MainDBTimeout bounds every wait on the main database from a secondary site: connecting,
 	// and each read or write on a connection. Past it the main site counts as unreachable and
@@ -69,8 +79,6 @@ func (c *Common) Validate() error {
 		if err := URL("OPS_MAIN_DATABASE_URL", c.MainDatabaseURL, "postgres", "postgresql"); err != nil {
 			return err
 		}
-	} else if c.Secondary() && c.DatabaseURL != "" {
-		return &Invalid{Var: "OPS_MAIN_DATABASE_URL", Reason: "required at a secondary site (OPS_SITE_TYPE=secondary): the main site's primary, for writes (OPS_DATABASE_URL is the local replica)"}
 	}
 	if c.MainDBTimeout < 100*time.Millisecond || c.MainDBTimeout > time.Minute {
 		return &Invalid{Var: "OPS_MAIN_DB_TIMEOUT", Reason: "must be within [100ms, 1m]"}
@@ -93,7 +101,8 @@ func (c *Common) Validate() error {
 	return c.applyCredentials()
 }
 
-// applyCredentials writes OPS_DATABASE_USER/PASSWORD into the database URLs and
+// applyCredentials writes OPS_DATABASE_USER/PASSWORD into the database URLs (OPS_MAIN_DATABASE_USER/
+// PASSWORD into OPS_MAIN_DATABASE_URL when either is set) and
 // OPS_REDIS_USERNAME/PASSWORD into the Redis URL, so every consumer of the URLs (the pools, the
 // admin commands) connects with them. A password without a user keeps the URL's user.
 func (c *Common) applyCredentials() error {
@@ -101,7 +110,11 @@ func (c *Common) applyCredentials() error {
 	if c.DatabaseURL, err = withCredentials("OPS_DATABASE_URL", c.DatabaseURL, c.DatabaseUser, c.DatabasePassword); err != nil {
 		return err
 	}
-	if c.MainDatabaseURL, err = withCredentials("OPS_MAIN_DATABASE_URL", c.MainDatabaseURL, c.DatabaseUser, c.DatabasePassword); err != nil {
+	mainUser, mainPassword := c.DatabaseUser, c.DatabasePassword
+	if c.MainDatabaseUser != "" || c.MainDatabasePassword != "" {
+		mainUser, mainPassword = c.MainDatabaseUser, c.MainDatabasePassword
+	}
+	if c.MainDatabaseURL, err = withCredentials("OPS_MAIN_DATABASE_URL", c.MainDatabaseURL, mainUser, mainPassword); err != nil {
 		return err
 	}
 	c.RedisURL, err = withCredentials("OPS_REDIS_URL", c.RedisURL, c.RedisUsername, c.RedisPassword)

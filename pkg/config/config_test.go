@@ -130,3 +130,22 @@ func TestCredentialsGoIntoTheURLs(t *testing.T) {
 	require.Equal(t, "postgres://obsops_catalog:p%40ss%2Fw%3Ard%3F%23@db.example:5432/obsops?sslmode=require", c.DatabaseURL)
 	require.Equal(t, "redis://catalog:r3dis@redis.example:6379/0", c.RedisURL)
 }
+
+// TestMainCredentialsReplaceTheServicesAtTheMain: OPS_MAIN_DATABASE_USER and
+// OPS_MAIN_DATABASE_PASSWORD(_FILE) name the role used at the main site's database (a secondary's
+// ingest: obsops_replay, decisions §45) while OPS_DATABASE_USER stays the one at the replica.
+func TestMainCredentialsReplaceTheServicesAtTheMain(t *testing.T) {
+	t.Setenv("OPS_SITE_TYPE", "secondary")
+	t.Setenv("OPS_DATABASE_URL", "postgres://replica.example:5432/obsops")
+	t.Setenv("OPS_MAIN_DATABASE_URL", "postgres://main.example:5432/obsops")
+	t.Setenv("OPS_DATABASE_USER", "obsops_ingest")
+	t.Setenv("OPS_DATABASE_PASSWORD", "ingest-password-0123")
+	t.Setenv("OPS_MAIN_DATABASE_USER", "obsops_replay")
+	file := filepath.Join(t.TempDir(), "password")
+	require.NoError(t, os.WriteFile(file, []byte("replay-password-0123\n"), 0o600))
+	t.Setenv("OPS_MAIN_DATABASE_PASSWORD_FILE", file)
+	var c struct{ config.Common }
+	require.NoError(t, config.Load(&c))
+	require.Equal(t, "postgres://obsops_ingest:ingest-password-0123@replica.example:5432/obsops", c.DatabaseURL)
+	require.Equal(t, "postgres://obsops_replay:replay-password-0123@main.example:5432/obsops", c.MainDB())
+}

@@ -5,8 +5,10 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,6 +69,11 @@ func AttachPools(svc *service.Service, expectedMigration int64) (*Pools, error) 
 		link := newMainLink(read.PingContext, c.MainDBTimeout, svc.Metrics, svc.Log)
 		return &Pools{Read: read, Write: read, Main: link}, nil
 	}
+	if c.MainDatabaseURL == "" {
+		_ = read.Close()
+		return nil, &config.Invalid{Var: "OPS_MAIN_DATABASE_URL", Reason: "required at a secondary site (OPS_SITE_TYPE=secondary) for " + svc.Name +
+			": the main site's primary (OPS_DATABASE_URL is the local replica)"}
+	}
 	link, write, err := OpenMain(c.MainDB(), c.DBMaxConns, c.MainDBTimeout, svc.Metrics, svc.Log)
 	if err != nil {
 		return nil, err
@@ -80,6 +87,61 @@ func AttachPools(svc *service.Service, expectedMigration int64) (*Pools, error) 
 	})
 	return &Pools{Read: read, Write: write, Main: link}, nil
 }
+
+// AttachLocalPools opens the pools of a service that makes no change in the main site's database
+// from a secondary site (authtoken, catalog, site: decisions §45). At the main site it is AttachPools. At a
+// secondary site Read is the local replica and Write is a pool that connects nowhere: every
+// statement on it fails with WriteAtMainSite's problem (409 write_at_main_site naming the main
+// site), so each write the service would make there is refused without any connection to the
+// main (OPS_MAIN_DATABASE_URL is not read); Main is nil.
+func AttachLocalPools(svc *service.Service, expectedMigration int64) (*Pools, error) {
+	c := svc.Common
+	if !c.Secondary() {
+		return AttachPools(svc, expectedMigration)
+	}
+	read, err := Attach(svc, expectedMigration)
+	if err != nil {
+		return nil, err
+	}
+	write := RefusingPool(WriteAtMainSite(c.SiteName, c.MainSiteName))
+	svc.OnClose("refused writes", func(context.Context) error { return write.Close() })
+	return &Pools{Read: read, Write: write}, nil
+}
+
+// WriteAtMainSite is the problem of a change a secondary site (named site) does not make: 409
+// urn:obsops:problem:write_at_main_site, naming the main site (main; empty: "the main site").
+func WriteAtMainSite(site, main string) *problem.Problem {
+	if main == "" {
+		main = "the main site"
+	} else {
+		main = "the main site " + strconv.Quote(main)
+	}
+	return problem.WriteAtMainSite.New(fmt.Sprintf("this change is made at %s only: %q is a secondary site, "+
+		"which reads its replica of the main's database and replays buffered ingest writes, and changes nothing else there; make it at %s",
+		main, site, main))
+}
+
+// AtMainOnly reports whether err is (or wraps) the WriteAtMainSite problem: a change this
+// secondary site does not make.
+func AtMainOnly(err error) bool {
+	var p *problem.Problem
+	return errors.As(err, &p) && p.Kind() == problem.WriteAtMainSite
+}
+
+// RefusingPool is a pool whose every connection attempt fails with err: the write pool of a
+// service that makes no change from where it runs.
+func RefusingPool(err error) *sqlx.DB {
+	return sqlx.NewDb(sql.OpenDB(refusingConnector{err: err}), "postgres")
+}
+
+type refusingConnector struct{ err error }
+
+func (c refusingConnector) Connect(context.Context) (driver.Conn, error) { return nil, c.err }
+func (c refusingConnector) Driver() driver.Driver                        { return refusingDriver{c.err} }
+
+type refusingDriver struct{ err error }
+
+func (d refusingDriver) Open(string) (driver.Conn, error) { return nil, d.err }
 
 // OpenMain opens a pool on the main site's database for a secondary site, with its link: every
 // connection of the pool gives up after timeout without progress (connecting, or any read or

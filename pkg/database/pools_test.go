@@ -2,6 +2,7 @@ package database_test
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/obsops/obsops/pkg/database"
+	"github.com/obsops/obsops/pkg/problem"
 	"github.com/obsops/obsops/pkg/testenv"
 )
 
@@ -78,4 +80,27 @@ func TestMainPoolFailsFastAndRecovers(t *testing.T) {
 	require.Eventually(t, func() bool { return link.Status().Reachable }, 5*time.Second, 20*time.Millisecond)
 	_, err = write()
 	require.NoError(t, err)
+}
+
+// TestRefusingPoolAnswersWriteAtMainSite: every statement on a secondary's refusing write pool
+// fails, without connecting anywhere, with the 409 write_at_main_site problem naming both sites,
+// wrapped or not.
+func TestRefusingPoolAnswersWriteAtMainSite(t *testing.T) {
+	db := database.RefusingPool(database.WriteAtMainSite("observatory", "datacentre"))
+	defer db.Close()
+	_, err := db.ExecContext(context.Background(), `INSERT INTO sources (name) VALUES ('x')`)
+	if !database.AtMainOnly(err) || !database.AtMainOnly(fmt.Errorf("create source: %w", err)) {
+		t.Fatalf("got %v, want the write_at_main_site problem", err)
+	}
+	p := problem.From(fmt.Errorf("wrapped: %w", err))
+	if p.Status != 409 || p.Type != "urn:obsops:problem:write_at_main_site" ||
+		!strings.Contains(p.Detail, `the main site "datacentre"`) || !strings.Contains(p.Detail, `"observatory" is a secondary site`) {
+		t.Fatalf("problem %+v", p)
+	}
+	if _, err := db.BeginTxx(context.Background(), nil); !database.AtMainOnly(err) {
+		t.Fatalf("a transaction: %v", err)
+	}
+	if database.AtMainOnly(database.ErrMainUnreachable) || database.AtMainOnly(nil) {
+		t.Fatal("other errors are not write_at_main_site")
+	}
 }

@@ -41,6 +41,7 @@ const (
 	NotAcceptable         Kind = "not_acceptable"           // 406: no representation the client accepts
 	RequestTimeout        Kind = "request_timeout"          // 408: the client was too slow sending its request
 	Conflict              Kind = "conflict"                 // 409: the request conflicts with the current state
+	WriteAtMainSite       Kind = "write_at_main_site"       // 409: a change a secondary site does not make: make it at the main site
 	PreconditionFailed    Kind = "precondition_failed"      // 412: a conditional request's precondition failed
 	PayloadTooLarge       Kind = "payload_too_large"        // 413: the body exceeds the limit
 	UnsupportedMediaType  Kind = "unsupported_media_type"   // 415: a body of a type the route does not take
@@ -58,7 +59,7 @@ const (
 // Kinds lists the whole vocabulary, in status order (for documentation and tests).
 func Kinds() []Kind {
 	return []Kind{BadRequest, Unauthenticated, Forbidden, InsufficientScope, NotFound, MethodNotAllowed,
-		NotAcceptable, RequestTimeout, Conflict, PreconditionFailed, PayloadTooLarge, UnsupportedMediaType,
+		NotAcceptable, RequestTimeout, Conflict, WriteAtMainSite, PreconditionFailed, PayloadTooLarge, UnsupportedMediaType,
 		Invalid, RateLimited, TooManyFailedAttempts, HeadersTooLarge, Internal, NotImplemented, BadGateway,
 		Unavailable, GatewayTimeout}
 }
@@ -88,6 +89,8 @@ func (k Kind) info() kindInfo {
 		return kindInfo{http.StatusRequestTimeout, "Request timeout"}
 	case Conflict:
 		return kindInfo{http.StatusConflict, "Conflict"}
+	case WriteAtMainSite:
+		return kindInfo{http.StatusConflict, "Write at the main site"}
 	case PreconditionFailed:
 		return kindInfo{http.StatusPreconditionFailed, "Precondition failed"}
 	case PayloadTooLarge:

@@ -1,6 +1,7 @@
 package authtoken_test
 
 import (
+	"database/sql"
 	"encoding/base64"
 	"encoding/json"
 	"maps"
@@ -36,10 +37,10 @@ func TestSecondarySignsWithItsOwnKey(t *testing.T) {
 	mainAdmin := s.JWT(t, "ann", "admin")
 
 	secAuth, secGW := testenv.FreeAddr(t), testenv.FreeAddr(t)
-	env := maps.Clone(s.Env)
+	env := maps.Clone(s.Env) // its database (the local one stands for the replica); none at the main (§45)
+	delete(env, "OPS_MAIN_DATABASE_URL")
 	maps.Copy(env, map[string]string{
 		"OPS_SITE_TYPE": "secondary", "OPS_SITE_NAME": "observatory",
-		"OPS_MAIN_DATABASE_URL":         s.DatabaseURL, // the local database stands for the replica
 		"OPS_REDIS_URL":                 testenv.Redis(t).URL,
 		"OPS_JWT_SIGNING_KEY_FILE":      testenv.SigningKey(t),
 		"OPS_JWT_MAIN_PUBLIC_KEYS_FILE": testenv.PublicKeyFile(t, s.SigningKeyFile),
@@ -62,9 +63,17 @@ func TestSecondarySignsWithItsOwnKey(t *testing.T) {
 	secKid := secKids[0]
 	require.NotEqual(t, mainKids[0], secKid)
 
-	// A login at the secondary gets a JWT signed by the secondary's key, naming the site.
+	// A login at the secondary gets a JWT signed by the secondary's key, naming the site (bob's
+	// account exists at the main, made there by a first login — here by SQL —: a secondary creates
+	// none, decisions §45).
+	bob := person{sub: "sub-bob", username: "bob", email: "bob@example.org", name: "Bob"}
+	db, err := sql.Open("postgres", s.DatabaseURL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	_, err = db.Exec(`INSERT INTO users (username, oidc_issuer, oidc_subject) VALUES ('bob', $1, 'sub-bob')`, idp.Issuer())
+	require.NoError(t, err)
 	f := &loginFlow{suite: sec, idp: idp, browser: c}
-	res, _ := f.login(t, person{sub: "sub-bob", username: "bob", email: "bob@example.org", name: "Bob"})
+	res, _ := f.login(t, bob)
 	kid, site := jwtKidAndSite(t, res.AccessToken)
 	require.Equal(t, secKid, kid)
 	require.Equal(t, "observatory", site)

@@ -225,10 +225,13 @@ type AccountStore interface {
 
 // Errors of token operations, besides problem.ErrNotFound (no such token, or not the caller's).
 var (
-	ErrTokenRevoked       = errors.New("token is revoked")
-	ErrTokenLimit         = errors.New("token limit reached")
-	ErrForbidden          = errors.New("not allowed")
-	ErrAccountInactive    = errors.New("account missing or inactive")
+	ErrTokenRevoked    = errors.New("token is revoked")
+	ErrTokenLimit      = errors.New("token limit reached")
+	ErrForbidden       = errors.New("not allowed")
+	ErrAccountInactive = errors.New("account missing or inactive")
+	// ErrFirstLoginAtMain: a secondary site found no account linked to a login's identity in its
+	// replica; accounts are created at the main site only (decisions §45).
+	ErrFirstLoginAtMain   = errors.New("no account for this identity at this secondary site: log in at the main site first")
 	ErrNotServiceAccount  = errors.New("account exists and is not a service account")
 	errCommandLineNoOwner = fmt.Errorf("%w: the command line owns no tokens", ErrForbidden)
 )

@@ -303,7 +303,7 @@ func (s *Service) Precalculate(ctx context.Context, caller Caller, r PrecalcRequ
 	if errors.Is(err, precalc.ErrTooManyJobs) {
 		return precalc.Job{}, problem.Unavailable.New(err.Error()).WithHeader("Retry-After", "60")
 	}
-	if err != nil && !database.MainUnreachable(err) { // the job is recorded at the main site: that is its own 503
+	if err != nil && !database.MainUnreachable(err) && !database.AtMainOnly(err) { // the job is recorded at the main site: its own 503 or 409
 		s.Log.ErrorContext(ctx, "visibility precalculation not queued", "error", err)
 		return precalc.Job{}, &kindedError{problem.Unavailable, "the precalculation could not be queued; try again"}
 	}

@@ -88,7 +88,6 @@ func startConsoleStack(t *testing.T) *consoleStack {
 	}
 	delete(obsEnv, "OPS_OBSERVATORY_STATUS_URL")
 	obsEnv["OPS_SITE_ADDR"], obsEnv["OPS_SITE_TYPE"], obsEnv["OPS_SITE_NAME"] = obsAddr, "secondary", "observatory"
-	obsEnv["OPS_MAIN_DATABASE_URL"] = obsEnv["OPS_DATABASE_URL"] // one database plays both sites' here
 	obs := testenv.Start(t, "site-observatory", testenv.Binary(t, "site"), obsEnv)
 	testenv.WaitReady(t, obs, "http://"+obsAddr+"/readyz", 30*time.Second)
 	cs.admin = s.JWT(t, "setup-admin", "admin")

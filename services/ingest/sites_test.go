@@ -2,9 +2,12 @@ package ingest_test
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -228,6 +231,40 @@ func TestTwoSitesWANCut(t *testing.T) {
 		require.Equal(t, 1, k, "duplicated %s", p)
 	}
 	testenv.RequireInvariants(t, e.s.DatabaseURL)
+	requireReplayRoleOnly(t, ts)
+}
+
+// requireReplayRoleOnly: the secondary's ingest replayed as obsops_replay (its sessions are at the
+// main primary), and that role, through the WAN as the secondary holds it, may not touch a catalog,
+// authtoken or site table (decisions §45): permission denied, the main unchanged.
+func requireReplayRoleOnly(t *testing.T, ts *twoSites) {
+	t.Helper()
+	e := ts.main
+	var sessions int
+	require.NoError(t, e.db.QueryRow(`SELECT count(*) FROM pg_stat_activity WHERE usename = 'obsops_replay'`).Scan(&sessions))
+	require.Positive(t, sessions, "the secondary's ingest must reach the main as obsops_replay")
+	u, err := url.Parse(ts.MainViaWAN)
+	require.NoError(t, err)
+	u.User = url.User("obsops_replay")
+	replay, err := sql.Open("postgres", u.String())
+	require.NoError(t, err)
+	defer replay.Close()
+	var before int
+	require.NoError(t, e.db.QueryRow(`SELECT count(*) FROM sources`).Scan(&before))
+	for what, stmt := range map[string]string{
+		"insert a source":      `INSERT INTO sources (name) VALUES ('replay-was-here')`,
+		"update obs units":     `UPDATE obs_units SET name = name`,
+		"read API tokens":      `SELECT count(*) FROM api_tokens`,
+		"delete users":         `DELETE FROM users`,
+		"write the PWV series": `DELETE FROM site_weather`,
+	} {
+		_, err := replay.Exec(stmt)
+		var pqErr *pq.Error
+		require.True(t, errors.As(err, &pqErr) && pqErr.Code == "42501", "obsops_replay may %s at the main: %v", what, err)
+	}
+	var after int
+	require.NoError(t, e.db.QueryRow(`SELECT count(*) FROM sources`).Scan(&after))
+	require.Equal(t, before, after)
 }
 
 // requireSecStatus reads at the secondary execution eou (in the list of obs unit ou), package pkg

@@ -57,17 +57,21 @@ type Monitor struct {
 	Secondary bool
 	Main      *database.MainLink // at the main site: the local database, probed by each sample
 	Local     *sqlx.DB           // the local database: at a secondary site its replica
-	MainDB    *sqlx.DB           // the main primary, for BehindMainBytes (secondary sites)
-	Buffers   *BufferInspector
-	Log       *slog.Logger
+	// MainReports, at a secondary site, reads ingest's report of the main database
+	// (database.ReadMainReport): the site service does not connect to the main (decisions §45).
+	// No report (ingest not running) counts as unreachable.
+	MainReports func(context.Context) (database.MainReport, bool, error)
+	Buffers     *BufferInspector
+	Log         *slog.Logger
 	// TokenCacheTTL is OPS_TOKEN_CACHE_TTL, assumed the same in every service of the site: how
 	// long their in-process caches reuse a token's verification (RevocationBound).
 	TokenCacheTTL time.Duration
 
-	mu      sync.Mutex
-	last    Sample
-	history []processed // the buffer's processed totals over the last replayWindow
-	gauges  *monitorGauges
+	mu       sync.Mutex
+	noReport time.Time // since when there has been no report of the main (zero: there is one)
+	last     Sample
+	history  []processed // the buffer's processed totals over the last replayWindow
+	gauges   *monitorGauges
 }
 
 type processed struct {
@@ -101,12 +105,15 @@ func (m *Monitor) Latest() Sample {
 // Sample looks at everything now, records the outcome and returns it.
 func (m *Monitor) Sample(ctx context.Context) Sample {
 	s := Sample{At: time.Now().UTC()}
-	if !m.Secondary {
-		_ = m.Main.Probe(ctx) // the main database is this site's own
-	}
-	s.Main = m.Main.Status()
+	var mainLSN string
 	if m.Secondary {
-		r, err := m.replica(ctx, s.Main.Reachable)
+		s.Main, mainLSN = m.mainReport(ctx)
+	} else {
+		_ = m.Main.Probe(ctx) // the main database is this site's own
+		s.Main = m.Main.Status()
+	}
+	if m.Secondary {
+		r, err := m.replica(ctx, mainLSN)
 		if err != nil && m.Log != nil {
 			m.Log.Warn("replica status unreadable", "error", err)
 		}
@@ -133,6 +140,39 @@ func (m *Monitor) Sample(ctx context.Context) Sample {
 	m.mu.Unlock()
 	m.export(s)
 	return s
+}
+
+// mainReport is the main's state as ingest last reported it, and the main's WAL position then
+// (empty: unknown). Without a current report the main counts as unreachable since the report
+// stopped.
+func (m *Monitor) mainReport(ctx context.Context) (database.MainStatus, string) {
+	var (
+		r   database.MainReport
+		ok  bool
+		err error
+	)
+	if m.MainReports != nil {
+		r, ok, err = m.MainReports(ctx)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if ok {
+		m.noReport = time.Time{}
+		st := r.Status
+		st.UnreachableSeconds = 0
+		if !st.Reachable {
+			st.UnreachableSeconds = time.Since(st.Since).Seconds()
+		}
+		return st, r.WALLSN
+	}
+	if m.noReport.IsZero() {
+		m.noReport = time.Now()
+	}
+	why := "no current report of the main database from ingest (is its worker running?)"
+	if err != nil {
+		why = "ingest's report of the main database unreadable: " + err.Error()
+	}
+	return database.MainStatus{Since: m.noReport.UTC(), UnreachableSeconds: time.Since(m.noReport).Seconds(), LastError: why}, ""
 }
 
 // revocationBound is the most seconds an API token revoked at the main site can still be
@@ -170,9 +210,9 @@ func (m *Monitor) replayRate(at time.Time, total int) float64 {
 	return float64(total-first.total) / span
 }
 
-// replica reads the local replica's replication state; with the main reachable, also how far
-// its replay is behind the main's current WAL position.
-func (m *Monitor) replica(ctx context.Context, mainReachable bool) (*ReplicaStatus, error) {
+// replica reads the local replica's replication state; with the main's WAL position (mainLSN, as
+// ingest reported it), also how far its replay is behind it.
+func (m *Monitor) replica(ctx context.Context, mainLSN string) (*ReplicaStatus, error) {
 	var (
 		r                  ReplicaStatus
 		receive, replay    sql.NullString
@@ -199,11 +239,7 @@ func (m *Monitor) replica(ctx context.Context, mainReachable bool) (*ReplicaStat
 		t := lastReplay.Time.UTC()
 		r.LastReplayAt = &t
 	}
-	if mainReachable && m.MainDB != nil && replay.Valid {
-		var mainLSN string
-		if err := m.MainDB.GetContext(ctx, &mainLSN, `SELECT pg_current_wal_lsn()::text`); err != nil {
-			return &r, nil // the main just went away: BehindMainBytes stays unknown
-		}
+	if mainLSN != "" && replay.Valid {
 		var behind int64
 		if err := m.Local.GetContext(ctx, &behind, `SELECT GREATEST(pg_wal_lsn_diff($1::pg_lsn, $2::pg_lsn), 0)::bigint`, mainLSN, replay.String); err == nil {
 			r.BehindMainBytes = &behind
@@ -212,8 +248,9 @@ func (m *Monitor) replica(ctx context.Context, mainReachable bool) (*ReplicaStat
 	return &r, nil
 }
 
-// monitorGauges are the Monitor's Prometheus gauges (the main link's own are registered by
-// pkg/database: obsops_main_db_reachable, obsops_main_db_unreachable_seconds).
+// monitorGauges are the Monitor's Prometheus gauges (at the main site the main link's own are
+// registered by pkg/database: obsops_main_db_reachable, obsops_main_db_unreachable_seconds; at a
+// secondary, with no link of its own, Register exports them from ingest's report).
 type monitorGauges struct {
 	lagBytes, lagSeconds, behindMain prometheus.Gauge
 	replayRate, lastApply, oldest    prometheus.Gauge
@@ -226,6 +263,23 @@ func (m *Monitor) Register(reg prometheus.Registerer) {
 		x := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
 		reg.MustRegister(x)
 		return x
+	}
+	if m.Secondary {
+		reg.MustRegister(
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "obsops_main_db_reachable",
+				Help: "Whether the main site's database answered, as this secondary's ingest last reported (1) or not (0).",
+			}, func() float64 {
+				if m.Latest().Main.Reachable {
+					return 1
+				}
+				return 0
+			}),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "obsops_main_db_unreachable_seconds",
+				Help: "How long the main site's database has been unreachable, as this secondary's ingest reports; 0 while reachable.",
+			}, func() float64 { return m.Latest().Main.UnreachableSeconds }),
+		)
 	}
 	m.gauges = &monitorGauges{
 		lagBytes:   g("obsops_site_replica_lag_bytes", "Secondary site: WAL received by the local replica but not yet replayed, bytes."),

@@ -46,11 +46,25 @@ func requireMainUnreachable(t *testing.T, a answer, what string) {
 	t.Logf("%s: 503 in %s", what, a.Took.Round(time.Microsecond))
 }
 
+// requireWriteAtMain checks a change a secondary site does not make (decisions §45): 409
+// problem+json urn:obsops:problem:write_at_main_site saying to make it at the main site, at once
+// (no connection to the main is tried), with or without the WAN.
+func requireWriteAtMain(t *testing.T, a answer, what string) {
+	t.Helper()
+	require.Equal(t, http.StatusConflict, a.Status, "%s: %s", what, a.Body)
+	require.Equal(t, "application/problem+json", a.Header.Get("Content-Type"), what)
+	require.Contains(t, string(a.Body), `"type":"urn:obsops:problem:write_at_main_site"`, what)
+	require.Contains(t, string(a.Body), "make it at the main site", what)
+	require.Empty(t, a.Header.Get("Retry-After"), what)
+	require.LessOrEqual(t, a.Took, time.Second, "%s took %s", what, a.Took)
+}
+
 // TestSecondarySiteWANCut runs authtoken, catalog, ingest and site at a secondary site (replica
-// reads, main writes through the WAN) and cuts the WAN: API tokens and JWTs keep verifying and
-// reads keep working; non-buffered writes (a source, an API token) answer a quick 503; token
-// uses made meanwhile wait in the secondary's Redis and reach the main exactly once the WAN is
-// back; /health is degraded (not down) during the cut and ok after; /api/site/info,
+// reads; only ingest writes the main, as obsops_replay, decisions §45) and cuts the WAN: API tokens
+// and JWTs keep verifying and reads keep working; changes authtoken and catalog do not make (a
+// source, an API token) answer 409 write_at_main_site with the WAN up or cut, and leave the main
+// unchanged; ingest's direct write (finalize) answers a quick 503 while the WAN is cut; token uses
+// at the secondary are counted in its Redis and never written to the main; /health is degraded (not down) during the cut and ok after; /api/site/info,
 // /buffer-stats and the metrics follow; the main site's /api/site/observatory (its poll of the
 // secondary's /buffer-stats across the WAN) says unreachable since the cut, keeping the last
 // status, and reachable again after.
@@ -73,6 +87,7 @@ func TestSecondarySiteWANCut(t *testing.T) {
 	require.NoError(t, json.Unmarshal(r.Body, &src))
 	reader := m.Admin(t, "create-service-token", "--account", "reader", "--scopes", "read:sources,read:programs", "--name", "reads")
 	counted := m.Admin(t, "create-service-token", "--account", "reader", "--scopes", "read:sources", "--name", "usage")
+	station := m.Admin(t, "create-service-token", "--account", "weather-station", "--kind", "weather", "--scopes", "write:weather", "--name", "pwv")
 	instrument := m.Admin(t, "create-service-token", "--account", "instrument", "--scopes", "write:observations,write:data,read:data", "--name", "daq",
 		"--kind", "instrument", "--instruments", "1,2,3")
 	var obsUnit int64
@@ -118,7 +133,20 @@ func TestSecondarySiteWANCut(t *testing.T) {
 	var none struct{ Status int }
 	require.Equal(t, 404, get(t, siteURL+"/api/site/observatory", &none), "a secondary watches no observatory")
 
-	// Uses of the counted token before the cut reach the main as usual.
+	// Changes authtoken and catalog do not make at a secondary: refused, the WAN up, nothing at the main.
+	requireWriteAtMain(t, call(t, http.MethodPost, catalog+"/sources/", observer,
+		map[string]any{"name": "at the secondary", "kind": "fixed", "ra_deg": 1, "dec_deg": 2}), "create a source")
+	requireWriteAtMain(t, call(t, http.MethodPost, auth+"/api/tokens", observer,
+		map[string]any{"name": "at the secondary", "scopes": []string{"read:sources"}}), "create an API token")
+	requireWriteAtMain(t, call(t, http.MethodPost, siteURL+"/api/site/weather", station, map[string]any{"items": []map[string]any{
+		{"kind": "measurement", "time": time.Now().UTC().Format(time.RFC3339), "pwv_mm": 0.7, "source": "at the secondary"}}}), "store a PWV reading")
+	var refusedRows int
+	require.NoError(t, mainDB.QueryRow(`SELECT (SELECT count(*) FROM sources WHERE name = 'at the secondary') +
+		(SELECT count(*) FROM api_tokens WHERE name = 'at the secondary') +
+		(SELECT count(*) FROM site_weather WHERE source = 'at the secondary')`).Scan(&refusedRows))
+	require.Zero(t, refusedRows, "the main is unchanged")
+
+	// Uses of the counted token at the secondary stay in its Redis: no flush to the main (§45).
 	use := func(n int) {
 		for range n {
 			a := call(t, http.MethodGet, auth+"/auth/me", counted, nil)
@@ -131,7 +159,6 @@ func TestSecondarySiteWANCut(t *testing.T) {
 		return n
 	}
 	use(3)
-	require.Eventually(t, func() bool { return committed() == 3 }, 10*time.Second, 100*time.Millisecond)
 
 	ts.CutWAN()
 	cutAt := time.Now()
@@ -146,11 +173,11 @@ func TestSecondarySiteWANCut(t *testing.T) {
 	a := call(t, http.MethodGet, catalog+"/sources/?limit=10", reader, nil)
 	require.Equal(t, http.StatusOK, a.Status, "%s", a.Body)
 
-	// Non-buffered writes: a quick 503, every time (the first ones included).
+	// Changes made at the main only: the same 409, every time, with no wait on the cut WAN.
 	for i := range 3 {
-		requireMainUnreachable(t, call(t, http.MethodPost, catalog+"/sources/", observer,
+		requireWriteAtMain(t, call(t, http.MethodPost, catalog+"/sources/", observer,
 			map[string]any{"name": fmt.Sprintf("during cut %d", i), "kind": "fixed", "ra_deg": 1, "dec_deg": 2}), "create a source")
-		requireMainUnreachable(t, call(t, http.MethodPost, auth+"/api/tokens", observer,
+		requireWriteAtMain(t, call(t, http.MethodPost, auth+"/api/tokens", observer,
 			map[string]any{"name": fmt.Sprintf("during cut %d", i), "scopes": []string{"read:sources"}}), "create an API token")
 	}
 
@@ -183,7 +210,7 @@ func TestSecondarySiteWANCut(t *testing.T) {
 	require.Equal(t, http.StatusOK, a.Status, "%s", a.Body)
 	require.NoError(t, json.Unmarshal(a.Body, &usage))
 	require.EqualValues(t, 28, usage.UsageCount, "exact in real time at the secondary: replica row + uses held in Redis")
-	require.EqualValues(t, 25, usage.PendingUses)
+	require.EqualValues(t, 28, usage.PendingUses, "all held at the secondary")
 
 	// Health: degraded, not down; the main named unreachable, since the cut.
 	require.Eventually(t, func() bool {
@@ -211,8 +238,7 @@ func TestSecondarySiteWANCut(t *testing.T) {
 	metrics := string(rawGet(t, siteURL+"/metrics", ""))
 	require.Contains(t, metrics, "obsops_main_db_reachable 0")
 	require.Contains(t, metrics, "obsops_site_replica_lag_bytes ")
-	time.Sleep(1500 * time.Millisecond) // a few flush rounds fail meanwhile
-	require.EqualValues(t, 3, committed(), "nothing reaches the main during the cut")
+	require.Zero(t, committed(), "nothing of the secondary's uses reaches the main")
 
 	// The main site: the observatory unreachable since the cut, its last status kept.
 	require.Eventually(t, func() bool { obs = observatory(); return !obs.Reachable },
@@ -230,20 +256,12 @@ func TestSecondarySiteWANCut(t *testing.T) {
 	ts.RestoreWAN(t)
 	t.Logf("%s: WAN restored", time.Since(begin).Round(time.Millisecond))
 
-	// Every use made during the cut reaches the main, exactly once.
-	require.Eventually(t, func() bool { return committed() == 28 }, 20*time.Second, 100*time.Millisecond,
-		"uses made during the cut must reach the main (have %d)", committed())
-	time.Sleep(2 * time.Second)
-	require.EqualValues(t, 28, committed(), "and not twice")
-
-	// Health back to ok; writes work again.
+	// Health back to ok; ingest's direct write works again, catalog's changes stay refused.
 	require.Eventually(t, func() bool {
 		return get(t, siteURL+"/health", &h) == 200 && h.Status == site.StatusOK && h.Main.Reachable
 	}, 10*time.Second, 200*time.Millisecond, "health after the cut: %+v", h)
-	require.Eventually(t, func() bool {
-		a := call(t, http.MethodPost, catalog+"/sources/", observer, map[string]any{"name": "after cut", "kind": "fixed", "ra_deg": 3, "dec_deg": 4})
-		return a.Status == http.StatusCreated
-	}, 5*time.Second, 200*time.Millisecond, "a write at the secondary after the WAN returned")
+	requireWriteAtMain(t, call(t, http.MethodPost, catalog+"/sources/", observer,
+		map[string]any{"name": "after cut", "kind": "fixed", "ra_deg": 3, "dec_deg": 4}), "create a source after the cut")
 	require.Eventually(t, func() bool {
 		a := call(t, http.MethodPut, ingestURL+"/raw_data_package/"+pkg.ID+"/finalize", instrument, finalize)
 		return a.Status == http.StatusOK && strings.Contains(string(a.Body), `"status":"complete"`)
@@ -254,6 +272,8 @@ func TestSecondarySiteWANCut(t *testing.T) {
 	var n int
 	require.NoError(t, mainDB.QueryRow(`SELECT count(*) FROM sources WHERE name LIKE 'during cut%'`).Scan(&n))
 	require.Zero(t, n, "a refused write left nothing behind")
+	time.Sleep(1500 * time.Millisecond)
+	require.Zero(t, committed(), "the secondary's token uses stay at the secondary (no flush to the main)")
 	require.Eventually(t, func() bool {
 		return get(t, siteURL+"/api/site/info", &info) == 200 && info.Status != nil && info.Status.Main.Reachable &&
 			info.Status.Replica != nil && info.Status.Replica.BehindMainBytes != nil
@@ -268,16 +288,29 @@ func TestSecondarySiteWANCut(t *testing.T) {
 	require.Nil(t, obs.UnreachableSince)
 	require.True(t, obs.LastSeen.After(cutAt))
 
-	// The worst WAN: traffic silently dropped, connections left open. Writes still answer the 503
-	// within 2 s (OPS_MAIN_DB_TIMEOUT, 1.5 s, on the first; at once after), never hang.
+	// site sees the main only through ingest's report: with ingest stopped the main counts as
+	// unreachable (an admin reads why), and with ingest back as reachable again.
+	ts.KillSecondary("ingest")
+	require.Eventually(t, func() bool {
+		return get(t, siteURL+"/health", &h) == 200 && h.Status == site.StatusDegraded && !h.Main.Reachable
+	}, database.MainReportTTL+2*site.SampleInterval+time.Second, 200*time.Millisecond, "health without ingest: %+v", h)
+	a = call(t, http.MethodGet, siteURL+"/health", admin, nil)
+	require.Contains(t, string(a.Body), "no current report of the main database from ingest")
+	ingestURL = ts.RestartSecondary(t, "ingest") // on a new address: site's readiness check of ingest still fails
+	require.Eventually(t, func() bool {
+		return get(t, siteURL+"/health", &h) == 200 && h.Main != nil && h.Main.Reachable
+	}, 10*time.Second, 200*time.Millisecond, "the main with ingest back: %+v", h.Main)
+
+	// The worst WAN: traffic silently dropped, connections left open. ingest's direct writes still
+	// answer the 503 within 2 s (OPS_MAIN_DB_TIMEOUT, 1.5 s, on the first; at once after), never hang.
 	_, err = ts.WAN.Toxics.AddToxicJson(strings.NewReader(`{"name":"drop","type":"timeout","stream":"downstream","attributes":{"timeout":0}}`))
 	require.NoError(t, err)
-	for i := range 3 {
-		requireMainUnreachable(t, call(t, http.MethodPost, catalog+"/sources/", observer,
-			map[string]any{"name": fmt.Sprintf("during drop %d", i), "kind": "fixed", "ra_deg": 1, "dec_deg": 2}), "create a source, WAN dropping")
+	for range 3 {
+		requireMainUnreachable(t, call(t, http.MethodPut, ingestURL+"/raw_data_package/"+pkg.ID+"/finalize", instrument, finalize),
+			"finalize a package, WAN dropping")
 	}
 	require.Eventually(t, func() bool {
-		return get(t, siteURL+"/health", &h) == 200 && h.Status == site.StatusDegraded
+		return get(t, siteURL+"/health", &h) == 200 && h.Status == site.StatusDegraded && h.Main != nil && !h.Main.Reachable
 	}, 5*time.Second, 100*time.Millisecond, "health while the WAN drops traffic: %+v", h)
 	t.Logf("%s: done", time.Since(begin).Round(time.Millisecond))
 }
@@ -298,6 +331,7 @@ func TestRevocationReachesSecondary(t *testing.T) {
 	ts.WaitReplicated(t, 30*time.Second)
 	ts.StartSecondary(t, "authtoken", nil)
 	catalog := ts.StartSecondary(t, "catalog", nil)
+	ts.StartSecondary(t, "ingest", nil, "-role", "all") // site sees the main through ingest's report (§45)
 	siteURL := ts.StartSecondary(t, "site", nil)
 
 	read := func(base string) answer { return call(t, http.MethodGet, base+"/sources/?limit=1", reader, nil) }

@@ -37,6 +37,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/obsops/obsops/migrations"
 	"github.com/obsops/obsops/pkg/testenv"
 )
 
@@ -201,6 +202,15 @@ func (s *Sites) start(t *testing.T, key string, spec procSpec) string {
 	}
 	vars := maps.Clone(s.Env)
 	vars["OPS_"+strings.ToUpper(spec.name)+"_ADDR"] = addr
+	switch spec.name {
+	case "ingest":
+		// The secondary's ingest reaches the main's database as the replay role only (decisions §45).
+		vars["OPS_MAIN_DATABASE_USER"] = migrations.ReplayRole
+	case "authtoken", "catalog", "site":
+		// They make no change at the main and do not connect there (decisions §45; site sees the
+		// main through ingest's report).
+		delete(vars, "OPS_MAIN_DATABASE_URL")
+	}
 	maps.Copy(vars, spec.extra)
 	p := testenv.Start(t, key+"-secondary", testenv.Binary(t, spec.name), vars, spec.args...)
 	base := "http://" + addr

@@ -63,7 +63,7 @@ type Core struct {
 func NewCore(cfg *authtoken.Config, p Parts) *Core {
 	c := &Core{
 		TokenStore: &postgres.Tokens{DB: p.Read, Write: p.Write},
-		UserStore:  &postgres.Users{DB: p.Read, Write: p.Write},
+		UserStore:  &postgres.Users{DB: p.Read, Write: p.Write, Secondary: cfg != nil && cfg.Secondary()},
 		Counter:    usage.NewCounter(p.Redis),
 		Cache:      tokencache.New(p.Redis, recordTTL(cfg)),
 		cfg:        cfg,
@@ -132,8 +132,9 @@ func New(cfg *authtoken.Config, svc *service.Service) (*App, error) {
 		}
 	}
 	// Reads (verification included) from the local database, which at a secondary site is its
-	// replica; changes to the main site's primary (database.Pools).
-	pools, err := database.AttachPools(svc, migrations.Latest())
+	// replica; changes in the main site's database, which a secondary does not connect to: there
+	// every change is refused (409 write_at_main_site, decisions §45).
+	pools, err := database.AttachLocalPools(svc, migrations.Latest())
 	if err != nil {
 		return nil, err
 	}
@@ -157,9 +158,14 @@ func New(cfg *authtoken.Config, svc *service.Service) (*App, error) {
 // process left behind) and the user directory sync (at start, then every
 // authn.DirectorySyncInterval) — serves until ctx ends, and at shutdown, once the HTTP server
 // has stopped, flushes the last counted uses and stops the sync, before the databases close.
+//
+// At a secondary site there is no flusher: it would write the main, which the site does not
+// (decisions §45). Uses counted there stay in its Redis (GET /api/tokens/{id}/usage there adds them).
 func (a *App) Run(ctx context.Context) error {
-	a.Flusher.Start()
-	a.svc.OnShutdown("token usage flush", a.Flusher.Stop)
+	if !a.cfg.Secondary() {
+		a.Flusher.Start()
+		a.svc.OnShutdown("token usage flush", a.Flusher.Stop)
+	}
 	return a.svc.RunWithLoops(ctx,
 		service.Loop{Name: "user directory sync", Run: func(ctx context.Context) error { a.Users.RunSync(ctx); return nil }})
 }

@@ -178,6 +178,13 @@ func (h *Handlers) exchangeCode(ctx context.Context, in *tokenInput) (*tokenOutp
 // loginProblem turns a login failure into its problem+json answer; causes stay in the log.
 func loginProblem(err error) error {
 	var le *login.Error
+	if errors.As(err, &le) && errors.Is(err, authtoken.ErrFirstLoginAtMain) {
+		return problem.WriteAtMainSite.New(le.Detail)
+	}
+	var refused *problem.Problem
+	if errors.As(err, &refused) && refused.Kind() == problem.WriteAtMainSite {
+		return refused // a change the login needs (roles of a bootstrap admin) made at the main only
+	}
 	if errors.As(err, &le) {
 		if le.Field != "" {
 			return huma.NewError(le.Status, le.Detail, &huma.ErrorDetail{Location: le.Field, Message: le.Detail})

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -43,13 +44,15 @@ type Service struct {
 	BootstrapAdmins []string
 	// DefaultRole is the role of an account a login creates (viewer when empty).
 	DefaultRole string
-	Log         *slog.Logger
+	// MainSiteName names the main site where a secondary sends a first login (OPS_MAIN_SITE_NAME).
+	MainSiteName string
+	Log          *slog.Logger
 }
 
 // New builds the login service from the authtoken configuration; without OPS_OIDC_ISSUER
 // logins answer ErrNotConfigured.
 func New(cfg *authtoken.Config, rdb redis.Cmdable, users Users, issuer *signing.Issuer, log *slog.Logger) *Service {
-	s := &Service{Users: users, Issuer: issuer, Log: log, DefaultRole: cfg.LoginDefaultRole}
+	s := &Service{Users: users, Issuer: issuer, Log: log, DefaultRole: cfg.LoginDefaultRole, MainSiteName: cfg.MainSiteName}
 	for _, name := range cfg.BootstrapAdmins {
 		if name = strings.TrimSpace(name); name != "" {
 			s.BootstrapAdmins = append(s.BootstrapAdmins, name)
@@ -179,6 +182,10 @@ func (s *Service) account(ctx context.Context, id Identity) (authtoken.User, err
 		return authtoken.User{}, &Error{Status: http.StatusBadRequest, Detail: "the identity provider gave no usable username (preferred_username, email or sub)"}
 	}
 	u, created, err := s.Users.UpsertOIDC(ctx, id.Issuer, id.Subject, id.Username, id.Email, id.DisplayName)
+	if errors.Is(err, authtoken.ErrFirstLoginAtMain) {
+		return authtoken.User{}, &Error{Status: http.StatusConflict, Detail: "this is a secondary site, where accounts are not created: log in at " +
+			s.mainSite() + " first (your account is created there), then here", Err: err}
+	}
 	if errors.Is(err, authtoken.ErrIdentityConflict) {
 		return authtoken.User{}, &Error{Status: http.StatusConflict, Detail: fmt.Sprintf("no free username for %q: ask an admin to link your identity to an account", id.Username), Err: err}
 	}
@@ -214,6 +221,14 @@ func (s *Service) account(ctx context.Context, id Identity) (authtoken.User, err
 		u.Roles = slices.Compact(u.Roles)
 	}
 	return u, nil
+}
+
+// mainSite names the main site in a message.
+func (s *Service) mainSite() string {
+	if s.MainSiteName == "" {
+		return "the main site"
+	}
+	return "the main site " + strconv.Quote(s.MainSiteName)
 }
 
 func (s *Service) logFailure(msg string, err error) {

@@ -27,6 +27,9 @@ type Users struct {
 	// Write, when set, takes every statement that changes rows: the main site's primary
 	// (database.Pools.Write). Unset: DB.
 	Write *sqlx.DB
+	// Secondary: a secondary site, which changes no row at the main (decisions §45): a login only
+	// reads the account linked to its identity (UpsertOIDC).
+	Secondary bool
 }
 
 // writer is the pool for changes (see Write).
@@ -108,7 +111,18 @@ const maxUsernameTries = 20
 // login creates an account: under the username the provider gave when it is free, else under the
 // first free one of name-2, name-3, … (an existing account is linked to an identity only by an
 // admin: LinkIdentity). created tells which happened.
+//
+// At a secondary site (Secondary) it only reads: the account linked to the identity, in the replica,
+// unchanged (no profile refresh, no last_login_at); none is authtoken.ErrFirstLoginAtMain.
 func (s *Users) UpsertOIDC(ctx context.Context, issuer, subject, username, email, displayName string) (authtoken.User, bool, error) {
+	if s.Secondary {
+		var r userRow
+		err := s.DB.GetContext(ctx, &r, `SELECT `+userColumns+` FROM users WHERE oidc_issuer = $1 AND oidc_subject = $2`, issuer, subject)
+		if errors.Is(err, sql.ErrNoRows) {
+			return authtoken.User{}, false, authtoken.ErrFirstLoginAtMain
+		}
+		return r.user(), false, err
+	}
 	for try := range maxUsernameTries {
 		var r userRow
 		err := s.writer().GetContext(ctx, &r, `

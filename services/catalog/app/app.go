@@ -33,9 +33,12 @@ type App struct {
 
 // New builds the catalog from its configuration (cfg, and vcfg for the heatmaps) on the chassis
 // svc: reads go to the local database (at a secondary site its replica), changes to the main
-// site's primary (database.Pools); cone searches have a pool of their own.
+// site's primary, refused at a secondary site (database.AttachLocalPools); cone searches have a
+// pool of their own.
 func New(cfg *catalog.Config, vcfg *visibility.Config, svc *service.Service) (*App, error) {
-	pools, err := database.AttachPools(svc, migrations.Latest())
+	// At a secondary site no connection to the main: every change there is refused (409
+	// write_at_main_site, decisions §45).
+	pools, err := database.AttachLocalPools(svc, migrations.Latest())
 	if err != nil {
 		return nil, err
 	}

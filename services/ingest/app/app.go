@@ -65,6 +65,14 @@ func New(svc *service.Service, cfg *ingest.Config, role string) (*App, error) {
 	buf := buffer.New(svc.Redis, cfg.RedisTimeout)
 	buf.MaxIdempotencyPerUser = cfg.IdempotencyMaxPerCredential
 	a := &App{svc: svc}
+	if cfg.SiteType == "secondary" {
+		// The site service watches the main through this report (decisions §45): ingest is the one
+		// service of a secondary that reaches the main database.
+		a.loops = append(a.loops, service.Loop{Name: "main report", Run: func(ctx context.Context) error {
+			database.PublishMainReport(ctx, svc.Redis, pools)
+			return nil
+		}})
+	}
 	if role != ingest.RoleWorker {
 		status := ingest.Committed
 		if cfg.SiteType == "secondary" {

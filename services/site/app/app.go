@@ -31,17 +31,22 @@ type App struct {
 	svc *service.Service
 }
 
-// New attaches the databases to svc — the local one (at a secondary site its replica) and the
-// main site's, whose reachability the monitor probes — builds the monitor and the health checker
+// New attaches the database to svc — the local one (at a secondary site its replica, and the main
+// seen through ingest's report) — builds the monitor and the health checker
 // and registers every route. version and commit are the build's, for /api/site/info.
 func New(cfg *site.Config, svc *service.Service, version, commit string) (*App, error) {
-	pools, err := database.AttachPools(svc, migrations.Latest())
+	// At a secondary site no connection to the main (decisions §45): it sees the main through
+	// ingest's report, and its writes (the PWV series) answer 409 write_at_main_site.
+	pools, err := database.AttachLocalPools(svc, migrations.Latest())
 	if err != nil {
 		return nil, err
 	}
 	inspector := asynq.NewInspectorFromRedisClient(svc.Redis)
 	monitor := &site.Monitor{
-		Secondary: cfg.Secondary(), Main: pools.Main, Local: pools.Read, MainDB: pools.Write, Log: svc.Log,
+		Secondary: cfg.Secondary(), Main: pools.Main, Local: pools.Read, Log: svc.Log,
+		MainReports: func(ctx context.Context) (database.MainReport, bool, error) {
+			return database.ReadMainReport(ctx, svc.Redis)
+		},
 		TokenCacheTTL: cfg.TokenCacheTTL,
 		Buffers:       &site.BufferInspector{Inspector: inspector, Redis: svc.Redis, Site: cfg.SiteName, SiteType: cfg.SiteType},
 	}

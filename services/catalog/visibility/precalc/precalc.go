@@ -122,8 +122,9 @@ func (s *Service) Get(ctx context.Context, year int, srcs []Source) (*Heatmap, e
 			return nil, &NotCachedError{Year: year, Missing: len(missing), Want: len(srcs), SyncMax: s.SyncMax}
 		}
 		computed, err := s.compute(ctx, visibility.NewYear(s.Site, year), year, missing)
-		if database.MainUnreachable(err) && computed != nil {
-			// A secondary site with its WAN down: the answer stands, only caching it waits.
+		if (database.MainUnreachable(err) || database.AtMainOnly(err)) && computed != nil {
+			// A secondary site (it caches nothing: decisions §45), or the main's WAN down: the
+			// answer stands, only caching it waits.
 			s.Log.WarnContext(ctx, "visibility heatmap computed but not cached: the main site is unreachable", "sources", len(missing))
 			err = nil
 		}

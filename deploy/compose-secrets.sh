@@ -6,7 +6,7 @@
 #
 #   postgres-password, database-url   the schema owner (PostgreSQL's superuser obsops): postgres
 #                                     and the migration job only
-#   SERVICE-database-password         PostgreSQL role obsops_SERVICE, one per migrations/grants/SERVICE.sql
+#   SERVICE-database-password         PostgreSQL role obsops_SERVICE, one per migrations/grants/SERVICE.sql (not replay: a secondary's)
 #   USER-redis-password               Redis ACL user USER, one per user of pkg/redisacl/users.acl
 #                                     (not keda: KEDA runs on Kubernetes only)
 #   redis-admin-password              Redis' admin user, for operators
@@ -42,7 +42,11 @@ put() {
 put postgres-password "$(random)"
 put database-url "postgres://obsops:$(tr -d '\r\n' <"$dir/postgres-password")@postgres:5432/obsops?sslmode=disable"
 for f in "$root"/migrations/grants/*.sql; do
-	put "$(basename "$f" .sql)-database-password" "$(random)"
+	role=$(basename "$f" .sql)
+	# obsops_replay is a secondary site's role at the main database (docs/decisions.md §45); the
+	# Compose stack is one site.
+	[ "$role" = replay ] && continue
+	put "$role-database-password" "$(random)"
 done
 for user in $(awk '$1 == "user" && $2 != "keda" { print $2 }' "$root/pkg/redisacl/users.acl"); do
 	put "$user-redis-password" "$(random)"

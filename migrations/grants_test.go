@@ -191,9 +191,9 @@ func TestReplayRoleGrantsAreExactly(t *testing.T) {
 	db := migrated(t)
 	want := []string{
 		"executed_obs_units:INSERT", "executed_obs_units:SELECT", "executed_obs_units:UPDATE",
-		"ingest_replayed_files:INSERT", // ingest_note_replayed_files, on raw_data_files: the main's committed filter learns them (§48)
 		"ingest_collisions:INSERT", "ingest_collisions:SELECT", "ingest_collisions:UPDATE",
 		"ingest_collisions_id_seq:SELECT", "ingest_collisions_id_seq:USAGE",
+		"ingest_replayed_files:INSERT", // ingest_note_replayed_files, on raw_data_files: the main's committed filter learns them (§48)
 		"raw_data_files:INSERT", "raw_data_files:SELECT", "raw_data_files:UPDATE",
 		"raw_data_package_files:INSERT", "raw_data_package_files:SELECT", "raw_data_package_files:UPDATE",
 		"raw_data_packages:INSERT", "raw_data_packages:SELECT", "raw_data_packages:UPDATE",

@@ -12,9 +12,9 @@ import (
 )
 
 // The committed filter: a Bloom filter, in Redis, of every committed file's path (on its module)
-// and id, so that a registration of a new path — nearly every one — is acknowledged without
-// asking PostgreSQL whether a committed file has it (issue 23's rule 2 at acknowledgement, at no
-// cost to the ingest figures; docs/decisions.md §48).
+// and of the ids clients choose, so that a registration of a new path — nearly every one — is
+// acknowledged without asking PostgreSQL whether a committed file has it (issue 23's rule 2 at
+// acknowledgement without a query; docs/decisions.md §48).
 //
 // Key: committedKey, a string of filterWords 32-bit words after word 0, whose first bit says
 // "built" (every committed file has been learnt). It is a blocked Bloom filter: a unique key

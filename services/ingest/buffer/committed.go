@@ -280,11 +280,13 @@ func (b *Buffer) KeepCommitted(ctx context.Context, src CommittedSource, interva
 
 // holdFilterLua is the hold script's committed-filter probe (see holdScript): unchecked(pa, e, l)
 // sets the e probed and l learnt keys whose (word, mask) pairs start at ARGV[pa] and answers
-// whether a probed key may be taken (all of its bits were set), or the filter is not built.
+// whether a probed key may be taken (all of its bits were set), or the filter is not built (its
+// flag, read once per call: nothing clears it while a script runs).
 var holdFilterLua = filterLua + `
+local built = nil -- the "built" flag, read once per script call (a round holds many writes)
 local function unchecked(pa, e, l)
   if e + l == 0 then return false end
-  local built = redis.call('GETBIT', '` + committedKey + `', 0) == 1
+  if built == nil then built = redis.call('GETBIT', '` + committedKey + `', 0) == 1 end
   local before = filter_set(pa, e + l)
   if e == 0 then return false end
   if not built then return true end

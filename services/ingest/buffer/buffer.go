@@ -61,7 +61,6 @@ type Buffer struct {
 	// txStates reads the states of transactions for the reads (receipts.go)
 	txStates  *redis.Script
 	beginIdem *redis.Script // idempotency.go
-	learnKeys *redis.Script // committed.go
 	rounds    groupcommit.Group[holdRound]
 
 	// MaxIdempotencyPerUser is the most unexpired Idempotency-Key entries one user (every
@@ -77,7 +76,6 @@ func New(rdb redis.UniversalClient, timeout time.Duration) *Buffer {
 		timeout: timeout, hold: redis.NewScript(holdScript), reclaim: redis.NewScript(reclaimScript),
 		fence: redis.NewScript(fenceScript), seal: redis.NewScript(sealScript), release: redis.NewScript(releaseScript),
 		txStates: redis.NewScript(txStatesScript), beginIdem: redis.NewScript(beginIdemScript),
-		learnKeys: redis.NewScript(learnScript),
 	}
 }
 

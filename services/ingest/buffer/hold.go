@@ -98,9 +98,22 @@ func (b *Buffer) Hold(ctx context.Context, w ingest.Write) (ingest.HoldResult, e
 func (b *Buffer) holdRound(r *holdRound) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
 	defer cancel()
+	// The committed filter first (committed.go): a write it cannot clear is answered "check" and
+	// not held.
+	unchecked, err := b.probeRound(ctx, r.writes)
+	if err != nil {
+		for _, hw := range r.writes {
+			hw.err = fmt.Errorf("%w: %v", ingest.ErrBufferUnavailable, err)
+		}
+		return
+	}
 	var calls [][]*heldWrite
 	items := 0
-	for _, hw := range r.writes {
+	for i, hw := range r.writes {
+		if unchecked != nil && unchecked[i] {
+			hw.outcome = "check"
+			continue
+		}
 		if n := len(calls); n == 0 || (items+len(hw.w.Items) > roundItems && len(calls[n-1]) > 0) {
 			calls, items = append(calls, nil), 0
 		}
@@ -138,7 +151,7 @@ func (b *Buffer) holdRound(r *holdRound) {
 		_, err := pipe.Exec(ctx)
 		return err
 	}
-	err := run(func(p redis.Pipeliner, keys []string, args ...any) *redis.Cmd {
+	err = run(func(p redis.Pipeliner, keys []string, args ...any) *redis.Cmd {
 		return b.hold.EvalSha(ctx, p, keys, args...)
 	})
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
@@ -232,7 +245,6 @@ func holdArgs(ws []*heldWrite) ([]string, []any, error) {
 			args = append(args, f)
 		}
 		args = appendClaims(args, w.Items)
-		args = committedProbes(args, w)
 	}
 	return keys, args, nil
 }
@@ -289,10 +301,9 @@ func claimConflict(w ingest.Write, detail string) error {
 // its ids (conflict); answers the original transaction if every record is already held,
 // identical (replay — or unqueued when that transaction's task is gone, taken off the queue by
 // hand: the caller enqueues it again); refuses it if one of its fence keys exists (fenced: an obs
-// unit being or having been deleted, see fence.go); answers "check" (holding nothing) if the
-// committed filter cannot rule out that a committed record has one of its unique keys
-// (committed.go: the caller asks the database and holds again, checked); else caches the records in their kind's hash (one HSET
-// per 1,000 records; only the records not held yet when some are) with their index entries, and
+// unit being or having been deleted, see fence.go); else caches the records in their kind's hash
+// (one HSET per 1,000 records; only the records not held yet when some are) with their index
+// entries, and
 // the transaction's receipt info, and accepts its payload. The records held already are asked
 // for with one HMGET per 1,000 ids. The task is written the way asynq's client does (asynq
 // v0.26's enqueue script: the task hash with its encoded message, state pending and
@@ -306,11 +317,11 @@ func claimConflict(w ingest.Write, detail string) error {
 // payload is {"writes":[…]} of the accepted writes' payloads; "0": the one write's payload as it
 // is), number of writes; then per write: number of records n, number of index entries m, tx, tx
 // info, payload, number of fence keys f, then n pairs (record id, cache entry), then m pairs
-// (index set, member), then f fence keys, then its claims (appendClaims), then its
-// committed-filter probes (committedProbes). Replies one {outcome, detail} per write: {"new",
-// ""}, {"replay", tx}, {"unqueued", tx}, {"conflict", i} (1-based record), {"claimed",
-// "j|owner,…"}, {"fenced", value of the fence key} or {"check", ""}.
-var holdScript = holdFilterLua + `
+// (index set, member), then f fence keys, then its claims (appendClaims). Replies one {outcome,
+// detail} per write: {"new", ""}, {"replay", tx}, {"unqueued", tx}, {"conflict", i} (1-based
+// record), {"claimed", "j|owner,…"} or {"fenced", value of the fence key}. (The committed filter
+// is asked before, in the same round: Buffer.probeRound.)
+var holdScript = `
 local function varint(n)
   local s = ''
   while n >= 128 do s = s .. string.char(n % 128 + 128); n = math.floor(n / 128) end
@@ -347,9 +358,7 @@ for w = 1, tonumber(ARGV[8]) do
   local fa, f = ia + 2 * m, tonumber(ARGV[a + 5])
   local ca = fa + f
   local c = tonumber(ARGV[ca])
-  local pa = ca + 1 + 2 * c
-  local pe, pl = tonumber(ARGV[pa]), tonumber(ARGV[pa + 1])
-  k, a = k + 2, pa + 2 + 2 * (pe + pl)
+  k, a = k + 2, ca + 1 + 2 * c
   local taken = nil
   local vals = {}
   for c = 0, n - 1, 1000 do
@@ -385,8 +394,6 @@ for w = 1, tonumber(ARGV[8]) do
     out[w] = {queued and 'replay' or 'unqueued', first}
   elseif f > 0 and fenced(fa, f) then
     out[w] = {'fenced', fv}
-  elseif unchecked(pa + 2, pe, pl) then
-    out[w] = {'check', ''}
   else
     if held == 0 then
       for c = 0, n - 1, 1000 do

@@ -91,6 +91,24 @@ func (e *env) ingestAdmin(t *testing.T, args ...string) string {
 	return out.String()
 }
 
+// startThenDelete acknowledges a start of obs unit ou and deletes its program (short name
+// program, cascading to the obs unit) before the worker can apply it: the obs unit's row is
+// locked (FOR UPDATE) from before the start until the delete commits, so the worker's foreign
+// key check waits for the delete and then fails, however quickly the worker runs.
+func startThenDelete(t *testing.T, e *env, ou int64, program string) answer {
+	t.Helper()
+	tx, err := e.db.Begin()
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback() }()
+	_, err = tx.Exec(`SELECT 1 FROM obs_units WHERE id = $1 FOR UPDATE`, ou)
+	require.NoError(t, err)
+	r := e.start(t, startBody(ou))
+	_, err = tx.Exec(`DELETE FROM observing_programs WHERE short_name = $1`, program)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit())
+	return r
+}
+
 // TestOutageRetriesAndDeadLetters: while the main database is unreachable tasks are retried,
 // never dead-lettered, and drain by themselves once it is back; a task that can never apply (its
 // obs unit was deleted) becomes a dead letter with its error, shown in the receipt, in
@@ -149,9 +167,7 @@ func TestOutageRetriesAndDeadLetters(t *testing.T) {
 
 	// A start for an obs unit deleted before the worker applies it: a dead letter.
 	ou2 := seedObsUnit(t, e.db, "P2")
-	orphan := e.start(t, startBody(ou2))
-	_, err := e.db.Exec(`DELETE FROM observing_programs WHERE short_name = 'P2'`) // cascades to the obs unit
-	require.NoError(t, err)
+	orphan := startThenDelete(t, e, ou2, "P2")
 	require.Eventually(t, func() bool {
 		s, _, _ := e.receipt(t, orphan.TransactionID)
 		return s == "dead"
@@ -175,7 +191,7 @@ func TestOutageRetriesAndDeadLetters(t *testing.T) {
 	// The operator restores the obs unit (same id) and retries: it applies.
 	var src int64
 	require.NoError(t, e.db.QueryRow(`SELECT id FROM sources LIMIT 1`).Scan(&src))
-	_, err = e.db.Exec(`INSERT INTO observing_programs (id, short_name, title, pi) VALUES (9999, 'P2b', 't', 'pi')`)
+	_, err := e.db.Exec(`INSERT INTO observing_programs (id, short_name, title, pi) VALUES (9999, 'P2b', 't', 'pi')`)
 	require.NoError(t, err)
 	_, err = e.db.Exec(`INSERT INTO obs_units (id, program_id, name, source_id, instrument_module_id, duration_s) VALUES ($1, 9999, 'u', $2, 11, 60)`, ou2, src)
 	require.NoError(t, err)
@@ -185,9 +201,7 @@ func TestOutageRetriesAndDeadLetters(t *testing.T) {
 
 	// Another dead letter, dropped.
 	ou3 := seedObsUnit(t, e.db, "P3")
-	gone := e.start(t, startBody(ou3))
-	_, err = e.db.Exec(`DELETE FROM observing_programs WHERE short_name = 'P3'`)
-	require.NoError(t, err)
+	gone := startThenDelete(t, e, ou3, "P3")
 	require.Eventually(t, func() bool { return e.bufferStats(t).Archived == 1 }, 30*time.Second, 100*time.Millisecond)
 	rdb := e.s.Redis.Client()
 	require.True(t, rdb.HExists(context.Background(), "ingest:rec:start", gone.ID).Val(), "a dead letter's record is still cached")

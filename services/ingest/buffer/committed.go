@@ -22,12 +22,12 @@ import (
 // (ingest.Unique) sets filterHashes bits of one word, both chosen by a hash of it (FNV-1a,
 // mixed), and "may be taken" when all of them are set. One word per key keeps a key's bits in
 // one cache line; for that, it needs more bits per key than a classic filter for the same false
-// positives. A key's bits are set and read in one native BITFIELD per round (setOps), never from
-// Lua.
+// positives. A round reads its keys' bits in one native BITFIELD_RO and sets them in one
+// BITFIELD (bitOps), never from Lua.
 //
 // Invariant: every committed file's keys are set in the filter before it commits, so a key
 // whose bits are not all set is not taken. A round sets its writes' keys just before the hold
-// script holds them (probeRound; whatever it answers: extra bits only cost a lookup), so every
+// script holds them (setKeys; whatever it answers: extra bits only cost a lookup), so every
 // file this site's buffer commits is learnt before its task exists; the direct writes learn theirs before they apply
 // (Buffer.LearnCommitted); rows committed before the filter existed are learnt by BuildCommitted,
 // and a secondary site's replayed files, which never pass this Redis, by TakeReplayed (migration
@@ -78,24 +78,28 @@ func fmix64(x uint64) uint64 {
 	return x
 }
 
-// setOps appends to a BITFIELD command the filterHashes operations that set key's bits, each
-// answering the bit as it was ("SET u1 offset 1"). Word w is bits 32w to 32w+31 of the string,
-// the mask's bit b at 32w+31-b (BITFIELD counts from the most significant bit: the word is the
-// big-endian i32 at "#w", as the filter's first version wrote it from Lua, so a filter built by
-// it stays valid). One native command sets and reads a round's keys atomically, bit by bit:
-// cheaper than reading and writing whole words from Lua (4.6–7 µs per key there; make bench),
-// and no read-modify-write that two API replicas could interleave.
-func setOps(cmd []any, key string) []any {
+// bitOps appends to a BITFIELD command the filterHashes operations on key's bits: "GET u1
+// offset" (op GET) or "SET u1 offset 1" (op SET, each answering the bit as it was). Word w is
+// bits 32w to 32w+31 of the string, the mask's bit b at 32w+31-b (BITFIELD counts from the most
+// significant bit: the word is the big-endian i32 at "#w", as the filter's first version wrote
+// it from Lua, so a filter it built stays valid). Bit by bit in native commands is cheaper than
+// reading and writing whole words from Lua (4.6–7 µs per key there; make bench), and setting a
+// bit needs no read-modify-write that two API replicas could interleave.
+func bitOps(cmd []any, op, key string) []any {
 	word, mask := filterBits(key)
 	for b := 31; b >= 0; b-- {
 		if mask&(1<<b) != 0 {
-			cmd = append(cmd, "SET", "u1", 32*word+uint64(31-b), 1)
+			if op == "SET" {
+				cmd = append(cmd, "SET", "u1", 32*word+uint64(31-b), 1)
+			} else {
+				cmd = append(cmd, "GET", "u1", 32*word+uint64(31-b))
+			}
 		}
 	}
 	return cmd
 }
 
-// opsPerKey is how many BITFIELD operations setOps appended for key (its mask's bits: at most
+// opsPerKey is how many BITFIELD operations bitOps appended for key (its mask's bits: at most
 // filterHashes, fewer when two hashes chose the same bit).
 func opsPerKey(key string) int {
 	_, mask := filterBits(key)
@@ -112,7 +116,7 @@ func (b *Buffer) learn(ctx context.Context, keys []string, built bool) error {
 	for s := 0; s < len(keys); s += learnChunk {
 		cmd := []any{"BITFIELD", committedKey}
 		for _, k := range keys[s:min(s+learnChunk, len(keys))] {
-			cmd = setOps(cmd, k)
+			cmd = bitOps(cmd, "SET", k)
 		}
 		pipe.Do(ctx, cmd...)
 	}
@@ -128,21 +132,32 @@ func (b *Buffer) learn(ctx context.Context, keys []string, built bool) error {
 	return nil
 }
 
-// probeRound sets the committed-filter keys of a round's writes (one BITFIELD: the flag's bit
-// read first, then every write's keys in order) and answers which writes the filter cannot
-// clear: one of its probed keys had all its bits set already (committed, a replay, another write
-// of the round or still buffered with the same key, or a false positive), or the filter is not
-// built. Those are answered "check" without being held; the others go to the hold script, which
-// knows nothing of the filter. Setting the bits before the hold keeps the invariant (a committed
-// file's keys are set before its task exists); bits of a write that is then not held only cost
-// a lookup later.
+// probeRound reads the committed filter for a round's writes (one BITFIELD_RO, read-only: no
+// AOF write, so no fsync of its own — the flag's bit first, then the probed keys' bits) and
+// answers which writes it cannot clear: one of its probed keys has all its bits set (committed,
+// a replay, or a false positive), or the filter is not built. Those are answered "check" without
+// being held; the others go to the hold script, which knows nothing of the filter, and their keys
+// are set by setKeys in the same round trip as the script, just before it (one fsync for both).
+//
+// Between this read and the hold, the claims and the held records decide: a path (every file
+// has its path's claim) or an id held by another write after this read is in the claims or the
+// records when the script runs (a path's claim outlives its commit by claimGrace). What the
+// filter alone must know — the committed files whose claims are gone — had their bits set long
+// before. The one gap is an id a client chose, held, committed and evicted by another request
+// within this round's two round trips (a millisecond): the worker then keeps the second aside as
+// a collision (decisions §31), as it does for two sites' buffers.
 func (b *Buffer) probeRound(ctx context.Context, ws []*heldWrite) (unchecked []bool, err error) {
-	cmd := []any{"BITFIELD", committedKey, "GET", "u1", 0}
+	cmd := []any{"BITFIELD_RO", committedKey, "GET", "u1", 0}
 	keys := 0
 	for _, hw := range ws {
+		if hw.w.Checked {
+			continue
+		}
 		for _, it := range hw.w.Items {
 			for _, u := range it.Unique {
-				cmd, keys = setOps(cmd, u.Key), keys+1
+				if u.Probe {
+					cmd, keys = bitOps(cmd, "GET", u.Key), keys+1
+				}
 			}
 		}
 	}
@@ -156,24 +171,46 @@ func (b *Buffer) probeRound(ctx context.Context, ws []*heldWrite) (unchecked []b
 	built, at := len(res) > 0 && res[0] == 1, 1
 	unchecked = make([]bool, len(ws))
 	for i, hw := range ws {
+		if hw.w.Checked {
+			continue
+		}
 		for _, it := range hw.w.Items {
 			for _, u := range it.Unique {
+				if !u.Probe {
+					continue
+				}
 				n := opsPerKey(u.Key)
 				if at+n > len(res) {
-					return nil, fmt.Errorf("BITFIELD answered %d values", len(res))
+					return nil, fmt.Errorf("BITFIELD_RO answered %d values", len(res))
 				}
-				if u.Probe && !hw.w.Checked {
-					taken := true
-					for _, v := range res[at : at+n] {
-						taken = taken && v == 1
-					}
-					unchecked[i] = unchecked[i] || taken || !built
+				taken := true
+				for _, v := range res[at : at+n] {
+					taken = taken && v == 1
 				}
+				unchecked[i] = unchecked[i] || taken || !built
 				at += n
 			}
 		}
 	}
 	return unchecked, nil
+}
+
+// setKeys is the BITFIELD that sets the committed-filter keys of ws (nil: they have none); the
+// round sends it just before the hold script, so a held write's keys are set before its task
+// exists.
+func setKeys(ws []*heldWrite) []any {
+	cmd := []any{"BITFIELD", committedKey}
+	for _, hw := range ws {
+		for _, it := range hw.w.Items {
+			for _, u := range it.Unique {
+				cmd = bitOps(cmd, "SET", u.Key)
+			}
+		}
+	}
+	if len(cmd) == 2 {
+		return nil
+	}
+	return cmd
 }
 
 // LearnCommitted sets the unique keys of items in the committed filter: a write applied without

@@ -2,6 +2,7 @@ package buffer
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -12,20 +13,23 @@ import (
 	"github.com/obsops/obsops/services/ingest"
 )
 
-// TestProbeRound: the committed filter as a round asks it (one BITFIELD). Not built, every probe
-// is unchecked; built, a new key passes and is set at once, so the same key again — in a later
-// round or later in the same round — is unchecked; a checked write only sets its keys; learnt
-// keys (LearnCommitted) are unchecked; keys without Probe are set, never judged.
+// TestProbeRound: the committed filter as a round asks it (one read-only BITFIELD_RO). Not
+// built, every probe is unchecked; built, a new key passes, a learnt one (LearnCommitted, or a
+// write held by Hold, which sets its keys in the script's round trip) is unchecked; a checked
+// write is not read at all; two writes of one new key in one round both pass (the claims decide
+// between them, as between rounds); keys without Probe are set, never judged.
 func TestProbeRound(t *testing.T) {
 	rdb := testenv.Redis(t).Client()
 	b := New(rdb, time.Second)
 	ctx := context.Background()
 	write := func(checked bool, keys ...string) *heldWrite {
-		it := ingest.Item{Kind: ingest.KindFile, ID: ingest.NewID()}
+		id := ingest.NewID()
+		it := ingest.Item{Kind: ingest.KindFile, ID: id, Hash: "0123456789abcdef0123456789abcdef", Record: map[string]string{"id": id}}
 		for _, k := range keys {
 			it.Unique = append(it.Unique, ingest.Unique{Key: k, Probe: true})
 		}
-		return &heldWrite{w: ingest.Write{Items: []ingest.Item{it}, Checked: checked}}
+		return &heldWrite{w: ingest.Write{Tx: ingest.NewID(), TaskType: ingest.TaskFiles, TaskID: "files:" + id, Items: []ingest.Item{it}, Checked: checked,
+			Payload: func(tx string) ([]byte, error) { return json.Marshal(map[string]string{"tx": tx, "id": id}) }}}
 	}
 	probe := func(ws ...*heldWrite) []bool {
 		t.Helper()
@@ -40,41 +44,47 @@ func TestProbeRound(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, built)
 
-	require.Equal(t, []bool{true}, probe(write(false, "path:1:a")), "set by the unbuilt round's probe")
-	require.Equal(t, []bool{false, true, false}, probe(write(false, "path:1:b"), write(false, "path:1:b"), write(false, "path:1:c")),
-		"the second write of a key in one round is unchecked")
-	require.Equal(t, []bool{true}, probe(write(false, "path:1:c", "path:1:new")), "one key that may be taken is enough")
-	require.Equal(t, []bool{false}, probe(write(true, "path:1:d")), "checked: only set")
-	require.Equal(t, []bool{true}, probe(write(false, "path:1:d")))
+	require.Equal(t, []bool{false}, probe(write(false, "path:1:a")), "reading sets nothing")
+	require.Equal(t, []bool{false, false}, probe(write(false, "path:1:b"), write(false, "path:1:b")), "one round: the claims decide")
+	require.Nil(t, probe(write(true, "path:1:c")), "checked: not read")
 
 	require.NoError(t, b.LearnCommitted(ctx, []ingest.Item{{Unique: []ingest.Unique{{Key: "path:2:x"}}}}))
 	require.Equal(t, []bool{true}, probe(write(false, "path:2:x")))
+	require.Equal(t, []bool{false, true}, probe(write(false, "path:2:new"), write(false, "path:2:new2", "path:2:x")), "one key that may be taken is enough")
+
+	// Hold sets the keys of what it holds (and of a checked write, which it only learns).
+	for _, hw := range []*heldWrite{write(false, "path:3:held"), write(true, "path:3:checked")} {
+		_, err := b.Hold(ctx, hw.w)
+		require.NoError(t, err)
+	}
+	require.Equal(t, []bool{true, true}, probe(write(false, "path:3:held"), write(false, "path:3:checked")))
+	_, err = b.Hold(ctx, write(false, "path:3:held").w)
+	require.ErrorIs(t, err, ingest.ErrUnchecked)
 
 	noProbe := write(false)
-	noProbe.w.Items[0].Unique = []ingest.Unique{{Key: "path:3:y"}}
-	require.Equal(t, []bool{false}, probe(noProbe), "learnt only")
-	require.Equal(t, []bool{true}, probe(write(false, "path:3:y")))
-
-	require.Nil(t, probe(&heldWrite{w: ingest.Write{Items: []ingest.Item{{ID: "x"}}}}), "no keys: no command")
+	noProbe.w.Items[0].Unique = []ingest.Unique{{Key: "path:4:y"}}
+	require.Nil(t, probe(noProbe), "learnt only: nothing to read")
+	require.Nil(t, setKeys([]*heldWrite{{w: ingest.Write{Items: []ingest.Item{{ID: "x"}}}}}), "no keys: no command")
 
 	// Many keys in one round, as a bulk registration: none of 5,000 new paths is a false positive
-	// here, and all are taken afterwards.
+	// here, and all are taken once set.
 	many := write(false)
 	var keys []string
 	for i := range 5000 {
-		keys = append(keys, fmt.Sprintf("path:4:/data/2026-11-28/scan%04d/file%06d.fits", i/100, i))
+		keys = append(keys, fmt.Sprintf("path:5:/data/2026-11-28/scan%04d/file%06d.fits", i/100, i))
 	}
 	for _, k := range keys {
 		many.w.Items[0].Unique = append(many.w.Items[0].Unique, ingest.Unique{Key: k, Probe: true})
 	}
 	require.Equal(t, []bool{false}, probe(many))
+	require.NoError(t, rdb.Do(ctx, setKeys([]*heldWrite{many})...).Err())
 	for _, k := range keys[:50] {
 		require.Equal(t, []bool{true}, probe(write(false, k)), k)
 	}
 }
 
 // TestFilterLayoutOfFirstVersion: the filter's first version set a key's mask as the big-endian
-// 32-bit integer at word "#w" (BITFIELD … i32 #w, from Lua); setOps sets and reads the same
+// 32-bit integer at word "#w" (BITFIELD … i32 #w, from Lua); bitOps sets and reads the same
 // bits one by one, so a filter it built stays valid after an upgrade.
 func TestFilterLayoutOfFirstVersion(t *testing.T) {
 	rdb := testenv.Redis(t).Client()
@@ -93,5 +103,5 @@ func TestFilterLayoutOfFirstVersion(t *testing.T) {
 	word, mask = filterBits(fresh)
 	v, err := rdb.Do(ctx, "BITFIELD", committedKey, "GET", "i32", fmt.Sprintf("#%d", word)).Int64Slice()
 	require.NoError(t, err)
-	require.Equal(t, int64(int32(mask)), v[0]&int64(int32(mask)), "setOps sets the word's mask as the first version read it")
+	require.Equal(t, int64(int32(mask)), v[0]&int64(int32(mask)), "bitOps sets the word's mask as the first version read it")
 }

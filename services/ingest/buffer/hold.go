@@ -99,7 +99,7 @@ func (b *Buffer) holdRound(r *holdRound) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
 	defer cancel()
 	// The committed filter first (committed.go): a write it cannot clear is answered "check" and
-	// not held.
+	// not held; the others' keys are set in the script's round trip (setKeys).
 	unchecked, err := b.probeRound(ctx, r.writes)
 	if err != nil {
 		for _, hw := range r.writes {
@@ -142,9 +142,18 @@ func (b *Buffer) holdRound(r *holdRound) {
 	if len(prepared) == 0 {
 		return
 	}
+	var held []*heldWrite
+	for _, c := range prepared {
+		held = append(held, c.ws...)
+	}
+	set := setKeys(held)
 	cmds := make([]*redis.Cmd, len(prepared))
+	var setCmd *redis.Cmd
 	run := func(eval func(p redis.Pipeliner, keys []string, args ...any) *redis.Cmd) error {
 		pipe := b.rdb.Pipeline()
+		if set != nil { // before the script: a held write's keys are set before its task exists
+			setCmd = pipe.Do(ctx, set...)
+		}
 		for i, c := range prepared {
 			cmds[i] = eval(pipe, c.keys, c.args...)
 		}
@@ -159,6 +168,12 @@ func (b *Buffer) holdRound(r *holdRound) {
 		err = run(func(p redis.Pipeliner, keys []string, args ...any) *redis.Cmd {
 			return b.hold.Eval(ctx, p, keys, args...)
 		})
+	}
+	if setCmd != nil && setCmd.Err() != nil {
+		// The keys may not be set: answer 503 (a write the script held anyway is replayed by
+		// the retry, whose round sets its keys).
+		fail(held, fmt.Errorf("%w: committed filter: %v", ingest.ErrBufferUnavailable, setCmd.Err()))
+		return
 	}
 	for i, c := range prepared {
 		res, cerr := cmds[i].Slice()

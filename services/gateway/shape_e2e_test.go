@@ -246,3 +246,44 @@ func rawExchange(t *testing.T, base, raw string) string {
 	b, _ := io.ReadAll(conn)
 	return string(b)
 }
+
+// TestWriteAtMainSiteDocumented: at a secondary site every change authtoken, catalog and site
+// would make in the main database answers 409 write_at_main_site (decisions §45), so every
+// operation of theirs that changes something lists 409 in its OpenAPI document. The exceptions
+// change nothing there.
+func TestWriteAtMainSiteDocumented(t *testing.T) {
+	s := testenv.StartSuite(t, testenv.SuiteOptions{Skip: []string{"gateway", "transfer", "ingest"}})
+	changesNothing := map[string]string{
+		"POST /sources/resolve":         "resolves names: a read",
+		"POST /visibility/precalculate": "reads the sources and queues a job in Redis: the route changes nothing in the database",
+	}
+	checked, seen := 0, map[string]bool{}
+	for _, name := range []string{"authtoken", "catalog", "site"} {
+		_, doc := send(t, "GET", s.URLs[name]+"/openapi.json", "", "")
+		var d struct {
+			Paths map[string]map[string]struct {
+				Responses map[string]json.RawMessage `json:"responses"`
+			} `json:"paths"`
+		}
+		require.NoError(t, json.Unmarshal(doc, &d), name)
+		for path, ops := range d.Paths {
+			for method, op := range ops {
+				if method == "get" || method == "head" {
+					continue
+				}
+				what := strings.ToUpper(method) + " " + path
+				if _, ok := changesNothing[what]; ok {
+					seen[what] = true
+					continue
+				}
+				_, listed := op.Responses["409"]
+				require.True(t, listed, "%s (%s) does not list 409: at a secondary site it answers write_at_main_site", what, name)
+				checked++
+			}
+		}
+	}
+	require.Greater(t, checked, 10)
+	for what := range changesNothing {
+		require.True(t, seen[what], "%s is listed as an exception but not documented: drop it from the list", what)
+	}
+}

@@ -56,7 +56,7 @@ func Register(api huma.API, h *Handlers) {
 	}), h.finishLogin)
 	huma.Register(api, h.Auth.Op(huma.Operation{
 		OperationID: "idp-token", Method: http.MethodPost, Path: "/idp/token",
-		Summary: "Exchange a native app's one-time code for a session JWT", Tags: []string{"Authentication"}, Errors: []int{400, 422, 503},
+		Summary: "Exchange a native app's one-time code for a session JWT", Tags: []string{"Authentication"}, Errors: []int{400, 409, 422, 503},
 		Description: "The end of a native app's login (the obsops command; RFC 8252 with PKCE, RFC 7636): the app started it at " +
 			"/idp/login with redirect_uri on a loopback address and code_challenge, the browser brought the one-time code to that " +
 			"address, and the app sends it here with its code_verifier and the same redirect_uri. The code is spent by the first " +
@@ -103,7 +103,7 @@ func Register(api huma.API, h *Handlers) {
 	}), h.tokenAuditLog)
 	huma.Register(api, h.Auth.Op(huma.Operation{
 		OperationID: "bulk-revoke-tokens", Method: http.MethodPost, Path: "/api/tokens/bulk-revoke",
-		Summary: "Revoke several tokens", Tags: tokens, Errors: []int{422},
+		Summary: "Revoke several tokens", Tags: tokens, Errors: []int{409, 422},
 		Description: "Revokes up to 100 tokens in one transaction and reports each id: revoked, already_revoked, or " +
 			"not_found (no such token, or not yours: reported, never revoked).",
 	}), h.bulkRevokeTokens)
@@ -147,7 +147,7 @@ func Register(api huma.API, h *Handlers) {
 	}), h.updateToken)
 	huma.Register(api, h.Auth.Op(huma.Operation{
 		OperationID: "revoke-token", Method: http.MethodDelete, Path: "/api/tokens/{id}",
-		Summary: "Revoke a token", Tags: tokens, Errors: []int{404, 422},
+		Summary: "Revoke a token", Tags: tokens, Errors: []int{404, 409, 422},
 		Description: "Revokes the token at once: it no longer verifies anywhere. Revoking a revoked token changes nothing. " +
 			"Answers the token as it now is.",
 	}), h.revokeToken)

@@ -31,7 +31,7 @@ func Register(api huma.API, h *Handlers) {
 	weatherTags := []string{"Weather"}
 	huma.Register(api, h.Auth.Op(huma.Operation{
 		OperationID: "post-weather", Method: http.MethodPost, Path: "/api/site/weather",
-		Summary: "Store weather readings", Tags: weatherTags, Errors: []int{401, 403, 422, 503},
+		Summary: "Store weather readings", Tags: weatherTags, Errors: []int{401, 403, 409, 422, 503},
 		Description: "Stores 1-1000 PWV readings in one statement (all or none): measurements (kind measurement, e.g. source " +
 			"\"radiometer\") and forecast points (kind forecast, the model as source, issued_at the run). A point already " +
 			"stored (same kind, source, time and run) takes the new value. An admin's session JWT, or a service account's " +

@@ -22,13 +22,13 @@ import (
 // (ingest.Unique) sets filterHashes bits of one word, both chosen by a hash of it (FNV-1a,
 // mixed), and "may be taken" when all of them are set. One word per key keeps a key's bits in
 // one cache line; for that, it needs more bits per key than a classic filter for the same false
-// positives. A round reads its keys' bits in one native BITFIELD_RO and sets them in one
-// BITFIELD (bitOps), never from Lua.
+// positives. The hold script reads a write's words with BITFIELD_RO (committedProbes); the round
+// sets the bits with one native BITFIELD (bitOps), not from Lua.
 //
 // Invariant: every committed file's keys are set in the filter before it commits, so a key
-// whose bits are not all set is not taken. A round sets its writes' keys just before the hold
-// script holds them (setKeys; whatever it answers: extra bits only cost a lookup), so every
-// file this site's buffer commits is learnt before its task exists; the direct writes learn theirs before they apply
+// whose bits are not all set is not taken. A round sets its writes' keys in the hold script's
+// round trip (setKeys, right after it; whatever it answers: extra bits only cost a lookup), so
+// every file this site's buffer commits is learnt before its task can have run; the direct writes learn theirs before they apply
 // (Buffer.LearnCommitted); rows committed before the filter existed are learnt by BuildCommitted,
 // and a secondary site's replayed files, which never pass this Redis, by TakeReplayed (migration
 // 00031's trigger lists them in ingest_replayed_files). Until built (a new or flushed Redis, a
@@ -132,72 +132,61 @@ func (b *Buffer) learn(ctx context.Context, keys []string, built bool) error {
 	return nil
 }
 
-// probeRound reads the committed filter for a round's writes (one BITFIELD_RO, read-only: no
-// AOF write, so no fsync of its own — the flag's bit first, then the probed keys' bits) and
-// answers which writes it cannot clear: one of its probed keys has all its bits set (committed,
-// a replay, or a false positive), or the filter is not built. Those are answered "check" without
-// being held; the others go to the hold script, which knows nothing of the filter, and their keys
-// are set by setKeys in the same round trip as the script, just before it (one fsync for both).
+// committedProbes are the hold script's filter arguments for a write: the number p of keys it
+// probes (none for a checked write), then p triples "GET i32 #w" (their words, for one
+// BITFIELD_RO the script sends as they are), then their p masks. The script answers "check" for
+// the write if one probed key's mask is all set in its word (committed, a replay, or a false
+// positive) or the filter is not built; its keys are set by setKeys right after the script, in
+// the same round trip.
 //
-// Between this read and the hold, the claims and the held records decide: a path (every file
-// has its path's claim) or an id held by another write after this read is in the claims or the
-// records when the script runs (a path's claim outlives its commit by claimGrace). What the
-// filter alone must know — the committed files whose claims are gone — had their bits set long
-// before. The one gap is an id a client chose, held, committed and evicted by another request
-// within this round's two round trips (a millisecond): the worker then keeps the second aside as
-// a collision (decisions §31), as it does for two sites' buffers.
-func (b *Buffer) probeRound(ctx context.Context, ws []*heldWrite) (unchecked []bool, err error) {
-	cmd := []any{"BITFIELD_RO", committedKey, "GET", "u1", 0}
-	keys := 0
-	for _, hw := range ws {
-		if hw.w.Checked {
-			continue
-		}
-		for _, it := range hw.w.Items {
-			for _, u := range it.Unique {
-				if u.Probe {
-					cmd, keys = bitOps(cmd, "GET", u.Key), keys+1
-				}
+// Between the script and that BITFIELD the claims and held records decide: a write of the same
+// path or id held by another request meanwhile meets this write's claim (every file claims its
+// path; a path's claim outlives its commit by claimGrace) or its record. The one gap is an id a
+// client chose, held by this round, committed and evicted before the BITFIELD that follows in the
+// same pipeline (microseconds), while another request holds it again.
+func committedProbes(args []any, w ingest.Write) []any {
+	if w.Checked {
+		return append(args, 0)
+	}
+	var words, masks []any
+	for _, it := range w.Items {
+		for _, u := range it.Unique {
+			if u.Probe {
+				word, mask := filterBits(u.Key)
+				words = append(words, "GET", "i32", "#"+strconv.FormatUint(word, 10))
+				masks = append(masks, int64(int32(mask)))
 			}
 		}
 	}
-	if keys == 0 {
-		return nil, nil
-	}
-	res, err := b.rdb.Do(ctx, cmd...).Int64Slice()
-	if err != nil {
-		return nil, err
-	}
-	built, at := len(res) > 0 && res[0] == 1, 1
-	unchecked = make([]bool, len(ws))
-	for i, hw := range ws {
-		if hw.w.Checked {
-			continue
-		}
-		for _, it := range hw.w.Items {
-			for _, u := range it.Unique {
-				if !u.Probe {
-					continue
-				}
-				n := opsPerKey(u.Key)
-				if at+n > len(res) {
-					return nil, fmt.Errorf("BITFIELD_RO answered %d values", len(res))
-				}
-				taken := true
-				for _, v := range res[at : at+n] {
-					taken = taken && v == 1
-				}
-				unchecked[i] = unchecked[i] || taken || !built
-				at += n
-			}
-		}
-	}
-	return unchecked, nil
+	args = append(args, len(masks))
+	return append(append(args, words...), masks...)
 }
 
-// setKeys is the BITFIELD that sets the committed-filter keys of ws (nil: they have none); the
-// round sends it just before the hold script, so a held write's keys are set before its task
-// exists.
+// holdFilterLua is the hold script's committed-filter probe (see holdScript): unchecked(s, e)
+// answers whether one of the e probed keys whose "GET i32 #w" triples start at ARGV[s] (their
+// masks after them) may be taken — all its bits are set — or the filter is not built (its flag,
+// read once per script call: nothing clears it while a script runs). One BITFIELD_RO per 1,000
+// keys, its arguments unpacked as they came: no Lua table is built per key.
+const holdFilterLua = `
+local built = nil
+local function unchecked(s, e)
+  if built == nil then built = redis.call('GETBIT', '` + committedKey + `', 0) == 1 end
+  if not built then return true end
+  for c = 0, e - 1, 1000 do
+    local n = math.min(1000, e - c)
+    local r = redis.call('BITFIELD_RO', '` + committedKey + `', unpack(ARGV, s + 3 * c, s + 3 * (c + n) - 1))
+    for i = 1, n do
+      local m = tonumber(ARGV[s + 3 * e + c + i - 1])
+      if bit.band(r[i], m) == m then return true end
+    end
+  end
+  return false
+end
+`
+
+// setKeys is the BITFIELD that sets the committed-filter keys of ws, probed or only learnt
+// (nil: they have none); the round sends it right after the hold script, in its round trip (one
+// AOF fsync for both).
 func setKeys(ws []*heldWrite) []any {
 	cmd := []any{"BITFIELD", committedKey}
 	for _, hw := range ws {

@@ -98,22 +98,9 @@ func (b *Buffer) Hold(ctx context.Context, w ingest.Write) (ingest.HoldResult, e
 func (b *Buffer) holdRound(r *holdRound) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
 	defer cancel()
-	// The committed filter first (committed.go): a write it cannot clear is answered "check" and
-	// not held; the others' keys are set in the script's round trip (setKeys).
-	unchecked, err := b.probeRound(ctx, r.writes)
-	if err != nil {
-		for _, hw := range r.writes {
-			hw.err = fmt.Errorf("%w: %v", ingest.ErrBufferUnavailable, err)
-		}
-		return
-	}
 	var calls [][]*heldWrite
 	items := 0
-	for i, hw := range r.writes {
-		if unchecked != nil && unchecked[i] {
-			hw.outcome = "check"
-			continue
-		}
+	for _, hw := range r.writes {
 		if n := len(calls); n == 0 || (items+len(hw.w.Items) > roundItems && len(calls[n-1]) > 0) {
 			calls, items = append(calls, nil), 0
 		}
@@ -151,16 +138,16 @@ func (b *Buffer) holdRound(r *holdRound) {
 	var setCmd *redis.Cmd
 	run := func(eval func(p redis.Pipeliner, keys []string, args ...any) *redis.Cmd) error {
 		pipe := b.rdb.Pipeline()
-		if set != nil { // before the script: a held write's keys are set before its task exists
-			setCmd = pipe.Do(ctx, set...)
-		}
 		for i, c := range prepared {
 			cmds[i] = eval(pipe, c.keys, c.args...)
+		}
+		if set != nil { // after the script, which reads the bits as they were
+			setCmd = pipe.Do(ctx, set...)
 		}
 		_, err := pipe.Exec(ctx)
 		return err
 	}
-	err = run(func(p redis.Pipeliner, keys []string, args ...any) *redis.Cmd {
+	err := run(func(p redis.Pipeliner, keys []string, args ...any) *redis.Cmd {
 		return b.hold.EvalSha(ctx, p, keys, args...)
 	})
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
@@ -170,8 +157,8 @@ func (b *Buffer) holdRound(r *holdRound) {
 		})
 	}
 	if setCmd != nil && setCmd.Err() != nil {
-		// The keys may not be set: answer 503 (a write the script held anyway is replayed by
-		// the retry, whose round sets its keys).
+		// The keys may not be set: answer 503 (a write the script held is replayed by the
+		// retry, whose round sets its keys).
 		fail(held, fmt.Errorf("%w: committed filter: %v", ingest.ErrBufferUnavailable, setCmd.Err()))
 		return
 	}
@@ -260,6 +247,7 @@ func holdArgs(ws []*heldWrite) ([]string, []any, error) {
 			args = append(args, f)
 		}
 		args = appendClaims(args, w.Items)
+		args = committedProbes(args, w)
 	}
 	return keys, args, nil
 }
@@ -316,7 +304,10 @@ func claimConflict(w ingest.Write, detail string) error {
 // its ids (conflict); answers the original transaction if every record is already held,
 // identical (replay — or unqueued when that transaction's task is gone, taken off the queue by
 // hand: the caller enqueues it again); refuses it if one of its fence keys exists (fenced: an obs
-// unit being or having been deleted, see fence.go); else caches the records in their kind's hash
+// unit being or having been deleted, see fence.go); answers "check" (holding nothing) if the
+// committed filter cannot rule out that a committed record has one of its unique keys
+// (committed.go: the caller asks the database and holds again, checked); else caches the
+// records in their kind's hash
 // (one HSET per 1,000 records; only the records not held yet when some are) with their index
 // entries, and
 // the transaction's receipt info, and accepts its payload. The records held already are asked
@@ -332,11 +323,12 @@ func claimConflict(w ingest.Write, detail string) error {
 // payload is {"writes":[…]} of the accepted writes' payloads; "0": the one write's payload as it
 // is), number of writes; then per write: number of records n, number of index entries m, tx, tx
 // info, payload, number of fence keys f, then n pairs (record id, cache entry), then m pairs
-// (index set, member), then f fence keys, then its claims (appendClaims). Replies one {outcome,
-// detail} per write: {"new", ""}, {"replay", tx}, {"unqueued", tx}, {"conflict", i} (1-based
-// record), {"claimed", "j|owner,…"} or {"fenced", value of the fence key}. (The committed filter
-// is asked before, in the same round: Buffer.probeRound.)
-var holdScript = `
+// (index set, member), then f fence keys, then its claims (appendClaims), then its
+// committed-filter probes (committedProbes). Replies one {outcome, detail} per write: {"new",
+// ""}, {"replay", tx}, {"unqueued", tx}, {"conflict", i} (1-based record), {"claimed",
+// "j|owner,…"}, {"fenced", value of the fence key} or {"check", ""}. The round sets the
+// writes' filter keys right after it (setKeys).
+var holdScript = holdFilterLua + `
 local function varint(n)
   local s = ''
   while n >= 128 do s = s .. string.char(n % 128 + 128); n = math.floor(n / 128) end
@@ -373,7 +365,9 @@ for w = 1, tonumber(ARGV[8]) do
   local fa, f = ia + 2 * m, tonumber(ARGV[a + 5])
   local ca = fa + f
   local c = tonumber(ARGV[ca])
-  k, a = k + 2, ca + 1 + 2 * c
+  local pa = ca + 1 + 2 * c
+  local pe = tonumber(ARGV[pa])
+  k, a = k + 2, pa + 1 + 4 * pe
   local taken = nil
   local vals = {}
   for c = 0, n - 1, 1000 do
@@ -409,6 +403,8 @@ for w = 1, tonumber(ARGV[8]) do
     out[w] = {queued and 'replay' or 'unqueued', first}
   elseif f > 0 and fenced(fa, f) then
     out[w] = {'fenced', fv}
+  elseif pe > 0 and unchecked(pa + 1, pe) then
+    out[w] = {'check', ''}
   else
     if held == 0 then
       for c = 0, n - 1, 1000 do

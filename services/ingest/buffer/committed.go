@@ -28,11 +28,12 @@ import (
 // Invariant: every committed file's keys are set in the filter before it commits, so a key
 // whose bits are not all set is not taken. A round sets its writes' keys in the hold script's
 // round trip (setKeys, right after it; whatever it answers: extra bits only cost a lookup), so
-// every file this site's buffer commits is learnt before its task can have run; the direct writes learn theirs before they apply
+// every file this site's buffer commits is learnt before its task can have run (and its claims
+// and record cover it until then); the direct writes learn theirs before they apply
 // (Buffer.LearnCommitted); rows committed before the filter existed are learnt by BuildCommitted,
 // and a secondary site's replayed files, which never pass this Redis, by TakeReplayed (migration
 // 00031's trigger lists them in ingest_replayed_files). Until built (a new or flushed Redis, a
-// deleted key: the flag reads 0), a round answers "check" to every probe, so the API asks
+// deleted key: the flag reads 0), the script answers "check" to every probe, so the API asks
 // PostgreSQL as it did before. The filter only grows (a deleted file's bits stay: a false
 // positive, never a false negative). The secondary site does not use it (its API asks its
 // replica, which holds the main's files too).

@@ -83,6 +83,31 @@ func TestCommittedProbes(t *testing.T) {
 		require.ErrorIs(t, hold(write(false, k)), ingest.ErrUnchecked, k)
 	}
 	require.ErrorIs(t, hold(write(false, "path:5:also-new", keys[4999])), ingest.ErrUnchecked, "the last chunk's keys are read")
+
+	// A write of more records than a round's share is read before its round (probeRound): held
+	// when new, its keys set; "check" when one record's key is taken.
+	large := func(prefix string, n int, extra ...string) *heldWrite {
+		hw := write(false)
+		hw.w.Items = nil
+		for i := range n {
+			id := ingest.NewID()
+			hw.w.Items = append(hw.w.Items, ingest.Item{Kind: ingest.KindFile, ID: id, Hash: "0123456789abcdef0123456789abcdef",
+				Record: map[string]string{"id": id}, Unique: []ingest.Unique{{Key: fmt.Sprintf("%s/%d", prefix, i), Probe: true}}})
+		}
+		for _, k := range extra {
+			id := ingest.NewID()
+			hw.w.Items = append(hw.w.Items, ingest.Item{Kind: ingest.KindFile, ID: id, Hash: "0123456789abcdef0123456789abcdef",
+				Record: map[string]string{"id": id}, Unique: []ingest.Unique{{Key: k, Probe: true}}})
+		}
+		return hw
+	}
+	require.NoError(t, hold(large("path:6:bulk", 1000)))
+	require.ErrorIs(t, hold(write(false, "path:6:bulk/999")), ingest.ErrUnchecked)
+	require.ErrorIs(t, hold(large("path:6:other", 500, "path:6:bulk/7")), ingest.ErrUnchecked)
+	checked := large("path:6:checked", 200, "path:6:bulk/8")
+	checked.w.Checked = true
+	require.NoError(t, hold(checked))
+	require.ErrorIs(t, hold(write(false, "path:6:checked/199")), ingest.ErrUnchecked)
 }
 
 // TestFilterLayoutOfFirstVersion: the filter's first version set a key's mask as the big-endian

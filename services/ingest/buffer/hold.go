@@ -41,9 +41,10 @@ type holdRound struct{ writes []*heldWrite }
 // heldWrite is one write in a round and how it was held.
 type heldWrite struct {
 	w       ingest.Write
-	outcome string // holdScript's: new, replay, unqueued, conflict, fenced
+	outcome string // holdScript's: new, replay, unqueued, conflict, fenced, check
 	detail  string
 	err     error
+	probed  bool // the committed filter was read before the round (probeRound): the script does not read it
 }
 
 // Hold caches the write's records and enqueues its task, in one round trip (holdScript), shared
@@ -56,7 +57,7 @@ func (b *Buffer) Hold(ctx context.Context, w ingest.Write) (ingest.HoldResult, e
 	defer cancel()
 	hw := &heldWrite{w: w}
 	if len(w.Items) > coalesceItems {
-		b.holdRound(&holdRound{writes: []*heldWrite{hw}})
+		b.holdLarge(hw)
 	} else if _, err := b.rounds.Join(ctx, func(r *holdRound) { r.writes = append(r.writes, hw) }, func(r *holdRound) error {
 		b.holdRound(r)
 		return nil
@@ -91,6 +92,25 @@ func (b *Buffer) Hold(ctx context.Context, w ingest.Write) (ingest.HoldResult, e
 		return ingest.HoldResult{Tx: hw.detail, Replayed: true}, nil
 	}
 	return ingest.HoldResult{Tx: w.Tx}, nil
+}
+
+// holdLarge holds a write larger than a round's share alone, reading the committed filter for it
+// first (probeRound).
+func (b *Buffer) holdLarge(hw *heldWrite) {
+	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
+	unchecked, err := b.probeRound(ctx, []*heldWrite{hw})
+	cancel()
+	switch {
+	case err != nil:
+		hw.err = fmt.Errorf("%w: committed filter: %v", ingest.ErrBufferUnavailable, err)
+		return
+	case unchecked != nil && unchecked[0]:
+		hw.outcome = "check"
+		return
+	case unchecked != nil:
+		hw.probed = true
+	}
+	b.holdRound(&holdRound{writes: []*heldWrite{hw}})
 }
 
 // holdRound holds the writes of r, roundItems records per script call, the calls pipelined, and
@@ -247,7 +267,7 @@ func holdArgs(ws []*heldWrite) ([]string, []any, error) {
 			args = append(args, f)
 		}
 		args = appendClaims(args, w.Items)
-		args = committedProbes(args, w)
+		args = committedProbes(args, hw)
 	}
 	return keys, args, nil
 }

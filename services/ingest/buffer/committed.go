@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
-	"math/bits"
 	"strconv"
 	"time"
 
@@ -23,7 +22,7 @@ import (
 // mixed), and "may be taken" when all of them are set. One word per key keeps a key's bits in
 // one cache line; for that, it needs more bits per key than a classic filter for the same false
 // positives. The hold script reads a write's words with BITFIELD_RO (committedProbes); the round
-// sets the bits with one native BITFIELD (bitOps), not from Lua.
+// sets the bits with one native BITFIELD (setOps), not from Lua.
 //
 // Invariant: every committed file's keys are set in the filter before it commits, so a key
 // whose bits are not all set is not taken. A round sets its writes' keys in the hold script's
@@ -79,32 +78,20 @@ func fmix64(x uint64) uint64 {
 	return x
 }
 
-// bitOps appends to a BITFIELD command the filterHashes operations on key's bits: "GET u1
-// offset" (op GET) or "SET u1 offset 1" (op SET, each answering the bit as it was). Word w is
-// bits 32w to 32w+31 of the string, the mask's bit b at 32w+31-b (BITFIELD counts from the most
+// setOps appends to a BITFIELD command the operations that set key's filterHashes bits, "SET u1
+// offset 1" each. Word w is bits 32w to 32w+31 of the string, the mask's bit b at 32w+31-b (BITFIELD counts from the most
 // significant bit: the word is the big-endian i32 at "#w", as the filter's first version wrote
 // it from Lua, so a filter it built stays valid). Bit by bit in native commands is cheaper than
 // reading and writing whole words from Lua (4.6–7 µs per key there; make bench), and setting a
 // bit needs no read-modify-write that two API replicas could interleave.
-func bitOps(cmd []any, op, key string) []any {
+func setOps(cmd []any, key string) []any {
 	word, mask := filterBits(key)
 	for b := 31; b >= 0; b-- {
 		if mask&(1<<b) != 0 {
-			if op == "SET" {
-				cmd = append(cmd, "SET", "u1", 32*word+uint64(31-b), 1)
-			} else {
-				cmd = append(cmd, "GET", "u1", 32*word+uint64(31-b))
-			}
+			cmd = append(cmd, "SET", "u1", 32*word+uint64(31-b), 1)
 		}
 	}
 	return cmd
-}
-
-// opsPerKey is how many BITFIELD operations bitOps appended for key (its mask's bits: at most
-// filterHashes, fewer when two hashes chose the same bit).
-func opsPerKey(key string) int {
-	_, mask := filterBits(key)
-	return bits.OnesCount32(mask)
 }
 
 // learnChunk bounds the keys of one BITFIELD command (five operations, twenty arguments each).
@@ -117,7 +104,7 @@ func (b *Buffer) learn(ctx context.Context, keys []string, built bool) error {
 	for s := 0; s < len(keys); s += learnChunk {
 		cmd := []any{"BITFIELD", committedKey}
 		for _, k := range keys[s:min(s+learnChunk, len(keys))] {
-			cmd = bitOps(cmd, "SET", k)
+			cmd = setOps(cmd, k)
 		}
 		pipe.Do(ctx, cmd...)
 	}
@@ -188,14 +175,14 @@ end
 
 // probeRound reads the committed filter for writes held alone (larger than coalesceItems: a bulk
 // registration) before their round: one BITFIELD_RO (read-only: no AOF write, no fsync; the
-// flag's bit first, then the probed keys' bits, GET u1 per bit, parsed natively) instead of the
+// flag's bit first, then each probed key's word, GET u32, parsed natively) instead of the
 // script's unpacked words, whose Lua arguments cost a 1,000-file bulk ~20 µs of Redis per row;
 // the extra round trip is shared by the write's rows. It answers which writes it cannot clear
 // (one probed key has all its bits set, or the filter is not built). The race it leaves until the
 // script runs is the one committedProbes describes, a round trip long instead of microseconds.
 func (b *Buffer) probeRound(ctx context.Context, ws []*heldWrite) (unchecked []bool, err error) {
 	cmd := []any{"BITFIELD_RO", committedKey, "GET", "u1", 0}
-	keys := 0
+	var masks []uint32
 	for _, hw := range ws {
 		if hw.w.Checked {
 			continue
@@ -203,19 +190,24 @@ func (b *Buffer) probeRound(ctx context.Context, ws []*heldWrite) (unchecked []b
 		for _, it := range hw.w.Items {
 			for _, u := range it.Unique {
 				if u.Probe {
-					cmd, keys = bitOps(cmd, "GET", u.Key), keys+1
+					word, mask := filterBits(u.Key)
+					cmd = append(cmd, "GET", "u32", "#"+strconv.FormatUint(word, 10))
+					masks = append(masks, mask)
 				}
 			}
 		}
 	}
-	if keys == 0 {
+	if len(masks) == 0 {
 		return nil, nil
 	}
 	res, err := b.rdb.Do(ctx, cmd...).Int64Slice()
 	if err != nil {
 		return nil, err
 	}
-	built, at := len(res) > 0 && res[0] == 1, 1
+	if len(res) != 1+len(masks) {
+		return nil, fmt.Errorf("BITFIELD_RO answered %d values for %d", len(res), 1+len(masks))
+	}
+	built, at := res[0] == 1, 1
 	unchecked = make([]bool, len(ws))
 	for i, hw := range ws {
 		if hw.w.Checked {
@@ -223,19 +215,11 @@ func (b *Buffer) probeRound(ctx context.Context, ws []*heldWrite) (unchecked []b
 		}
 		for _, it := range hw.w.Items {
 			for _, u := range it.Unique {
-				if !u.Probe {
-					continue
+				if u.Probe {
+					m := masks[at-1]
+					unchecked[i] = unchecked[i] || uint32(res[at])&m == m || !built
+					at++
 				}
-				n := opsPerKey(u.Key)
-				if at+n > len(res) {
-					return nil, fmt.Errorf("BITFIELD_RO answered %d values", len(res))
-				}
-				taken := true
-				for _, v := range res[at : at+n] {
-					taken = taken && v == 1
-				}
-				unchecked[i] = unchecked[i] || taken || !built
-				at += n
 			}
 		}
 	}
@@ -250,7 +234,7 @@ func setKeys(ws []*heldWrite) []any {
 	for _, hw := range ws {
 		for _, it := range hw.w.Items {
 			for _, u := range it.Unique {
-				cmd = bitOps(cmd, "SET", u.Key)
+				cmd = setOps(cmd, u.Key)
 			}
 		}
 	}

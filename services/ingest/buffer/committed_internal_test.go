@@ -111,7 +111,7 @@ func TestCommittedProbes(t *testing.T) {
 }
 
 // TestFilterLayoutOfFirstVersion: the filter's first version set a key's mask as the big-endian
-// 32-bit integer at word "#w" (BITFIELD … i32 #w, from Lua); bitOps sets and reads the same
+// 32-bit integer at word "#w" (BITFIELD … i32 #w, from Lua); setOps sets the same
 // bits one by one, so a filter it built stays valid after an upgrade.
 func TestFilterLayoutOfFirstVersion(t *testing.T) {
 	rdb := testenv.Redis(t).Client()
@@ -132,5 +132,5 @@ func TestFilterLayoutOfFirstVersion(t *testing.T) {
 	word, mask = filterBits(fresh)
 	v, err := rdb.Do(ctx, "BITFIELD", committedKey, "GET", "i32", fmt.Sprintf("#%d", word)).Int64Slice()
 	require.NoError(t, err)
-	require.Equal(t, int64(int32(mask)), v[0]&int64(int32(mask)), "bitOps sets the word's mask as the first version read it")
+	require.Equal(t, int64(int32(mask)), v[0]&int64(int32(mask)), "setOps sets the word's mask as the first version read it")
 }

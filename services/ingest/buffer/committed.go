@@ -121,7 +121,7 @@ func (b *Buffer) learn(ctx context.Context, keys []string, built bool) error {
 }
 
 // committedProbes are the hold script's filter arguments for a write: the number p of keys it
-// probes (none for a checked write, or one probeRound read), then p triples "GET i32 #w" (their words, for one
+// probes (none for a checked write, or one probeLarge read), then p triples "GET i32 #w" (their words, for one
 // BITFIELD_RO the script sends as they are), then their p masks. The script answers "check" for
 // the write if one probed key's mask is all set in its word (committed, a replay, or a false
 // positive) or the filter is not built; its keys are set by setKeys right after the script, in
@@ -173,57 +173,48 @@ local function unchecked(s, e)
 end
 `
 
-// probeRound reads the committed filter for writes held alone (larger than coalesceItems: a bulk
-// registration) before their round: one BITFIELD_RO (read-only: no AOF write, no fsync; the
+// probeLarge reads the committed filter for a write held alone (larger than coalesceItems: a bulk
+// registration) before its round: one BITFIELD_RO (read-only: no AOF write, no fsync; the
 // flag's bit first, then each probed key's word, GET u32, parsed natively) instead of the
 // script's unpacked words, whose Lua arguments cost a 1,000-file bulk ~20 µs of Redis per row;
-// the extra round trip is shared by the write's rows. It answers which writes it cannot clear
-// (one probed key has all its bits set, or the filter is not built). The race it leaves until the
+// the extra round trip is shared by the write's rows. It answers whether it cannot clear the
+// write (one probed key has all its bits set, or the filter is not built) and whether it read
+// anything (probed: the script then reads nothing). The race it leaves until the
 // script runs is the one committedProbes describes, a round trip long instead of microseconds.
-func (b *Buffer) probeRound(ctx context.Context, ws []*heldWrite) (unchecked []bool, err error) {
+func (b *Buffer) probeLarge(ctx context.Context, w ingest.Write) (unchecked, probed bool, err error) {
+	if w.Checked {
+		return false, false, nil
+	}
 	cmd := []any{"BITFIELD_RO", committedKey, "GET", "u1", 0}
 	var masks []uint32
-	for _, hw := range ws {
-		if hw.w.Checked {
-			continue
-		}
-		for _, it := range hw.w.Items {
-			for _, u := range it.Unique {
-				if u.Probe {
-					word, mask := filterBits(u.Key)
-					cmd = append(cmd, "GET", "u32", "#"+strconv.FormatUint(word, 10))
-					masks = append(masks, mask)
-				}
+	for _, it := range w.Items {
+		for _, u := range it.Unique {
+			if u.Probe {
+				word, mask := filterBits(u.Key)
+				cmd = append(cmd, "GET", "u32", "#"+strconv.FormatUint(word, 10))
+				masks = append(masks, mask)
 			}
 		}
 	}
 	if len(masks) == 0 {
-		return nil, nil
+		return false, false, nil
 	}
 	res, err := b.rdb.Do(ctx, cmd...).Int64Slice()
 	if err != nil {
-		return nil, err
+		return false, false, err
 	}
 	if len(res) != 1+len(masks) {
-		return nil, fmt.Errorf("BITFIELD_RO answered %d values for %d", len(res), 1+len(masks))
+		return false, false, fmt.Errorf("BITFIELD_RO answered %d values for %d", len(res), 1+len(masks))
 	}
-	built, at := res[0] == 1, 1
-	unchecked = make([]bool, len(ws))
-	for i, hw := range ws {
-		if hw.w.Checked {
-			continue
-		}
-		for _, it := range hw.w.Items {
-			for _, u := range it.Unique {
-				if u.Probe {
-					m := masks[at-1]
-					unchecked[i] = unchecked[i] || uint32(res[at])&m == m || !built
-					at++
-				}
-			}
+	if res[0] != 1 {
+		return true, true, nil // not built
+	}
+	for k, m := range masks {
+		if uint32(res[1+k])&m == m {
+			return true, true, nil
 		}
 	}
-	return unchecked, nil
+	return false, true, nil
 }
 
 // setKeys is the BITFIELD that sets the committed-filter keys of ws, probed or only learnt

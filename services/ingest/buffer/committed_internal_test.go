@@ -84,7 +84,7 @@ func TestCommittedProbes(t *testing.T) {
 	}
 	require.ErrorIs(t, hold(write(false, "path:5:also-new", keys[4999])), ingest.ErrUnchecked, "the last chunk's keys are read")
 
-	// A write of more records than a round's share is read before its round (probeRound): held
+	// A write of more records than a round's share is read before its round (probeLarge): held
 	// when new, its keys set; "check" when one record's key is taken.
 	large := func(prefix string, n int, extra ...string) *heldWrite {
 		hw := write(false)

@@ -44,7 +44,7 @@ type heldWrite struct {
 	outcome string // holdScript's: new, replay, unqueued, conflict, fenced, check
 	detail  string
 	err     error
-	probed  bool // the committed filter was read before the round (probeRound): the script does not read it
+	probed  bool // the committed filter was read before the round (probeLarge): the script does not read it
 }
 
 // Hold caches the write's records and enqueues its task, in one round trip (holdScript), shared
@@ -95,21 +95,20 @@ func (b *Buffer) Hold(ctx context.Context, w ingest.Write) (ingest.HoldResult, e
 }
 
 // holdLarge holds a write larger than a round's share alone, reading the committed filter for it
-// first (probeRound).
+// first (probeLarge).
 func (b *Buffer) holdLarge(hw *heldWrite) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
-	unchecked, err := b.probeRound(ctx, []*heldWrite{hw})
+	unchecked, probed, err := b.probeLarge(ctx, hw.w)
 	cancel()
 	switch {
 	case err != nil:
 		hw.err = fmt.Errorf("%w: committed filter: %v", ingest.ErrBufferUnavailable, err)
 		return
-	case unchecked != nil && unchecked[0]:
+	case unchecked:
 		hw.outcome = "check"
 		return
-	case unchecked != nil:
-		hw.probed = true
 	}
+	hw.probed = probed
 	b.holdRound(&holdRound{writes: []*heldWrite{hw}})
 }
 

@@ -326,10 +326,9 @@ func claimConflict(w ingest.Write, detail string) error {
 // unit being or having been deleted, see fence.go); answers "check" (holding nothing) if the
 // committed filter cannot rule out that a committed record has one of its unique keys
 // (committed.go: the caller asks the database and holds again, checked); else caches the
-// records in their kind's hash
-// (one HSET per 1,000 records; only the records not held yet when some are) with their index
-// entries, and
-// the transaction's receipt info, and accepts its payload. The records held already are asked
+// records in their kind's hash (one HSET per 1,000 records; only the records not held yet when
+// some are) with their index entries, and the transaction's receipt info, and accepts its
+// payload. The records held already are asked
 // for with one HMGET per 1,000 ids. The task is written the way asynq's client does (asynq
 // v0.26's enqueue script: the task hash with its encoded message, state pending and
 // pending_since, its id pushed on the queue's pending list, the queue in the set of queues; see

@@ -79,9 +79,9 @@ func fmix64(x uint64) uint64 {
 }
 
 // setOps appends to a BITFIELD command the operations that set key's filterHashes bits, "SET u1
-// offset 1" each. Word w is bits 32w to 32w+31 of the string, the mask's bit b at 32w+31-b (BITFIELD counts from the most
-// significant bit: the word is the big-endian i32 at "#w", as the filter's first version wrote
-// it from Lua, so a filter it built stays valid). Bit by bit in native commands is cheaper than
+// offset 1" each. Word w is bits 32w to 32w+31 of the string, the mask's bit b at 32w+31-b
+// (BITFIELD counts from the most significant bit: the word is the big-endian i32 at "#w", as the
+// filter's first version wrote it from Lua, so a filter it built stays valid). Bit by bit in native commands is cheaper than
 // reading and writing whole words from Lua (4.6–7 µs per key there; make bench), and setting a
 // bit needs no read-modify-write that two API replicas could interleave.
 func setOps(cmd []any, key string) []any {

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/obsops/obsops/services/ingest"
+	"github.com/obsops/obsops/services/ingest/buffer"
 )
 
 // TestHoldClaims: a write whose claim another owner holds is refused with that owner and nothing
@@ -102,6 +103,22 @@ func TestHoldClaims(t *testing.T) {
 	owners, err := b.ClaimOwners(ctx, "path:11:x.fits", "path:11:nobody")
 	require.NoError(t, err)
 	require.Equal(t, map[string]string{"path:11:x.fits": c}, owners)
+
+	// Evict removes a task's writes together: one release batch with every write's claims.
+	e1, e2 := ingest.NewID(), ingest.NewID()
+	w1 := claimed(e1, ingest.Claim{Key: "path:12:a.fits", Owner: e1})
+	w2 := claimed(e2, ingest.Claim{Key: "path:12:b.fits", Owner: e2})
+	for _, w := range []ingest.Write{w1, w2} {
+		_, err := b.Hold(ctx, w)
+		require.NoError(t, err)
+	}
+	require.NoError(t, b.Evict(ctx, []buffer.Applied{{Tx: w1.Tx, Items: w1.Items}, {Tx: w2.Tx, Items: w2.Items}}, "0/1", time.Now()))
+	require.False(t, rdb.HExists(ctx, "ingest:rec:file", e1).Val())
+	require.False(t, rdb.HExists(ctx, "ingest:rec:file", e2).Val())
+	batches := rdb.Keys(ctx, "ingest:claims:batch:*").Val()
+	require.Len(t, batches, 1, "one batch for the task")
+	require.Equal(t, int64(1), rdb.ZCard(ctx, "ingest:claims:release").Val())
+	require.JSONEq(t, `[["path:12:a.fits","`+e1+`"],["path:12:b.fits","`+e2+`"]]`, rdb.Get(ctx, batches[0]).Val())
 }
 
 func isClaimConflict(err error) bool {

@@ -22,6 +22,8 @@ func (e NotMoverError) Error() string {
 	switch e.Kind {
 	case "":
 		return "only a service account of kind mover uses the agent API; this account has no kind yet (an admin gives it one: PUT /api/tokens/service/{username}/bindings)"
+	case "instrument":
+		return "only a service account of kind mover uses the agent API, not an instrument account"
 	default:
 		return "only a service account of kind mover uses the agent API, not a " + e.Kind + " account"
 	}

@@ -25,10 +25,15 @@ func TestMoversAreTheirOwnKind(t *testing.T) {
 	legacy := s.Admin(t, "create-service-token", "--account", "old-mover", "--scopes", "write:data")
 	rdp := map[string]any{"kinds": []string{"raw_data_package"}, "max": 10, "agent": "h"}
 
-	for name, tok := range map[string]string{"instrument": instrument, "no kind": legacy} {
+	for name, c := range map[string]struct{ token, says string }{
+		"instrument": {instrument, "not an instrument account"},
+		"no kind":    {legacy, "this account has no kind yet"},
+	} {
+		tok := c.token
 		r := call(t, "POST", gw+"/api/transfer/agent/claim", tok, rdp)
 		require.Equal(t, 403, r.Status, "%s: %s", name, r.Body)
-		require.Contains(t, problemOf(t, r).Detail, "mover")
+		require.Contains(t, problemOf(t, r).Detail, "only a service account of kind mover")
+		require.Contains(t, problemOf(t, r).Detail, c.says)
 		r = call(t, "POST", gw+"/api/transfer/agent/operations/1/heartbeat", tok, map[string]any{"agent": "h"})
 		require.Equal(t, 403, r.Status, "%s: %s", name, r.Body)
 	}

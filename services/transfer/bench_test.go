@@ -1,6 +1,7 @@
 package transfer_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -211,9 +212,15 @@ func TestBenchAgentThroughput(t *testing.T) {
 	httpCPU := cpu.perOp(done.Load(), "operation")
 	rate := float64(done.Load()) / elapsed.Seconds()
 
-	// The same work on the store alone (no HTTP, no token verification), in this process, through
-	// the same Claimer and Completer the handlers use: what the database path carries.
+	// The same work without HTTP (no token verification, no JSON), in this process, through the
+	// use cases the handlers call (transfer.Service: the same Claimer and Completer, the mover's
+	// data locations, a planner wake-up after each complete, so the service's planner groups the
+	// completed packages into DTPs here as it does during the HTTP phase): what the database path
+	// carries.
 	var direct atomic.Int64
+	wakeCtx, stopWakes := context.WithCancel(t.Context())
+	go s.Kit.Waker.Run(wakeCtx)
+	locations := []int64{1, 2, 3, 4, 5} // the bench mover's (startStack)
 	cpu = startCPU(db, s.DatabaseURL)
 	stop = time.Now().Add(benchSeconds())
 	t0 = time.Now()
@@ -224,7 +231,7 @@ func TestBenchAgentThroughput(t *testing.T) {
 			holder := "direct-" + strconv.Itoa(w)
 			one := int64(1)
 			for time.Now().Before(stop) {
-				ops, err := s.Kit.Claimer.Claim(t.Context(), transfer.ClaimRequest{Holder: holder, Kinds: []transfer.Kind{transfer.KindRawDataPackage}, Max: max})
+				ops, err := s.Kit.Service.Claim(t.Context(), transfer.ClaimRequest{Holder: holder, Kinds: []transfer.Kind{transfer.KindRawDataPackage}, Max: max, Locations: locations})
 				if err != nil {
 					t.Error(err)
 					return
@@ -235,7 +242,7 @@ func TestBenchAgentThroughput(t *testing.T) {
 				}
 				lease(ids...)
 				for _, o := range ops {
-					if _, err := s.Kit.Completer.Complete(t.Context(), transfer.CompleteRequest{ID: o.ID, Holder: holder, Bytes: &one, Checksum: "xxh64:0123456789abcdef"}); err != nil {
+					if _, err := s.Kit.Service.Complete(t.Context(), transfer.CompleteRequest{ID: o.ID, Holder: holder, Bytes: &one, Checksum: "xxh64:0123456789abcdef", Locations: locations}); err != nil {
 						t.Error(err)
 						return
 					}
@@ -245,6 +252,7 @@ func TestBenchAgentThroughput(t *testing.T) {
 		}(w)
 	}
 	wg.Wait()
+	stopWakes()
 	drate := float64(direct.Load()) / time.Since(t0).Seconds()
 	storeCPU := cpu.perOp(direct.Load(), "operation")
 

@@ -50,6 +50,27 @@ type Principal struct {
 	// else). It travels with the verified token (authtoken's cached record, CachedTokens), so
 	// ingest and transfer check ownership in memory, with no lookup per request.
 	Service *ServiceBinding `json:"service,omitempty"`
+
+	// use is the counting of this verification's use while the request runs, for a token verified
+	// from the cache (CachedTokens); nil when it was counted before the principal was returned.
+	use *pendingUse
+}
+
+// UseCounted waits until the use of the API token that verified p is counted and tells whether
+// it could not be: a token verified from a service's cache has its use counted while the request
+// runs (CachedTokens), and the middleware calls this after the handler, before the answer is
+// sent, so an answered request's use is committed (SPEC 5.2, rule 4). Nil at once for every other
+// principal.
+func (p *Principal) UseCounted(ctx context.Context) error {
+	if p == nil || p.use == nil {
+		return nil
+	}
+	select {
+	case <-p.use.done:
+		return p.use.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Kinds of service account (users.service_kind): what a service account is for, and so what

@@ -270,6 +270,9 @@ func (a *Authenticator) Protect(op huma.Operation, rule Rule) huma.Operation {
 			ctx = huma.WithContext(ctx, WithPrincipal(ctx.Context(), p))
 		}
 		next(ctx)
+		// The answer waits until the token's use is counted (the cache counts it while the
+		// handler runs; a use it could not count is logged there, the answer stands).
+		_ = p.UseCounted(ctx.Context())
 	})
 	op.Security = []map[string][]string{{"bearer": {}}}
 	if op.Responses == nil {
@@ -306,7 +309,9 @@ func (a *Authenticator) Fiber(rule Rule) fiber.Handler {
 		if p != nil {
 			c.SetUserContext(WithPrincipal(c.UserContext(), p))
 		}
-		return c.Next()
+		err := c.Next()
+		_ = p.UseCounted(c.UserContext()) // as in Protect
+		return err
 	}
 }
 

@@ -38,11 +38,12 @@ const usageTimeout = 200 * time.Millisecond
 //     token's scopes);
 //   - the user directory (Users) is applied as for a session JWT: a disabled user, or a role
 //     taken away, takes effect at the same moment as everywhere else;
-//   - the use is counted exactly as authtoken counts it (contract.TokenUsageCountKey), before the
-//     request goes on, so usage_count, last_used_at and last_used_ip stay exact; if Redis cannot
-//     take it the request is verified at authtoken instead (which then counts it, with its own
-//     fallback). Uses of concurrent requests are written together (a group commit, see
-//     usageWrite): one Redis MULTI per batch instead of one per request.
+//   - the use is counted exactly as authtoken counts it (contract.TokenUsageCountKey), while the
+//     request runs and committed before its answer is sent (the principal carries the pending
+//     use: Principal.UseCounted, which the middleware waits for), so usage_count, last_used_at
+//     and last_used_ip stay exact; if Redis cannot take it, authtoken verifies the token again
+//     and counts it (with its own fallback). Uses of concurrent requests are written together
+//     (a group commit, see usageWrite): one Redis MULTI per batch instead of one per request.
 //
 // Invalidation: authtoken announces every change to tokens on contract.TokenInvalidationChannel
 // after dropping its own cached records, and every new user directory version is announced on
@@ -144,9 +145,9 @@ func (c *CachedTokens) VerifyToken(ctx context.Context, req VerifyRequest) (*Pri
 // flight is a verification at authtoken that other requests for the same token wait for.
 type flight struct{ done chan struct{} }
 
-// hit answers req from entry e, in authtoken's order (the user, then the scopes); ok false
-// sends the request to authtoken instead (the directory refusing or restricting the user, Redis
-// not counting the use).
+// hit answers req from entry e, in authtoken's order (the user, then the scopes, then the use,
+// counted while the request runs: countUse); ok false sends the request to authtoken instead
+// (the directory refusing or restricting the user).
 func (c *CachedTokens) hit(ctx context.Context, e *cachedToken, req VerifyRequest, now time.Time) (*Principal, bool, error) {
 	if c.Users != nil {
 		roles, err := c.Users.Check(ctx, e.p.UserID, e.p.Username, nil, e.p.Roles)
@@ -157,11 +158,41 @@ func (c *CachedTokens) hit(ctx context.Context, e *cachedToken, req VerifyReques
 	if missing := MissingScopes(e.p.Scopes, req.Scopes); len(missing) > 0 {
 		return nil, true, &InsufficientScopeError{Missing: missing} // not a use: authtoken counts none either
 	}
-	if err := c.recordUse(ctx, e.p.TokenID, now, ClientAddr(req.ClientIP)); err != nil {
-		return nil, false, nil
-	}
 	p := e.p // a copy: the caller owns what it gets
+	p.use = c.countUse(ctx, req, e.p.TokenID, now)
 	return &p, true, nil
+}
+
+// pendingUse is one cache hit's use being counted: done closes once it is in Redis, or counted
+// at authtoken instead, or not at all (err).
+type pendingUse struct {
+	done chan struct{}
+	err  error
+}
+
+// usageFallbackTimeout bounds counting a use at authtoken when Redis did not take it (authtoken
+// verifies the token again and counts it, in its Redis or straight in the row).
+const usageFallbackTimeout = DefaultVerifyTimeout
+
+// countUse counts one use of token id while the request runs: in Redis with the concurrent
+// requests' uses (recordUse), else at authtoken (Next, which counts what it verifies). The
+// request does not wait for it here — Redis' round trip and fsync were a fifth of an agent
+// request's latency (make bench) — but before its answer (Principal.UseCounted).
+func (c *CachedTokens) countUse(ctx context.Context, req VerifyRequest, id int64, now time.Time) *pendingUse {
+	u := &pendingUse{done: make(chan struct{})}
+	ctx = context.WithoutCancel(ctx)
+	go func() {
+		defer close(u.done)
+		if c.recordUse(ctx, id, now, ClientAddr(req.ClientIP)) == nil {
+			return
+		}
+		fctx, cancel := context.WithTimeout(ctx, usageFallbackTimeout)
+		defer cancel()
+		if _, u.err = c.Next.VerifyToken(fctx, req); u.err != nil && c.Log != nil {
+			c.Log.Warn("token cache: a use could be counted neither in Redis nor at authtoken", "token_id", id, "error", u.err)
+		}
+	}()
+	return u
 }
 
 // fill caches p unless an invalidation came since gen was read.
@@ -219,9 +250,9 @@ func (c *CachedTokens) listen() {
 // usageWrite is one MULTI's worth of uses of cache hits: counts and the latest use per token.
 // The uses are written as a group commit (groupcommit.Group): the first request to arrive writes
 // its use at once; requests arriving while that write is in flight join the next write. Every
-// request waits for the write holding its use, so counts stay exact, while at thousands of
-// requests per second one MULTI carries dozens of uses (Redis round trips are most of a cached
-// verification's cost).
+// request's answer waits for the write holding its use (countUse, Principal.UseCounted), so
+// counts stay exact, while at thousands of requests per second one MULTI carries dozens of uses
+// (Redis round trips are most of a cached verification's cost).
 type usageWrite struct {
 	counts map[int64]int64
 	last   map[int64]tokenUse

@@ -2,8 +2,8 @@ package authn_test
 
 import (
 	"context"
-	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strconv"
 	"sync"
@@ -11,10 +11,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/adapters/humafiber"
+	"github.com/gofiber/fiber/v2"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/obsops/obsops/pkg/authn"
+	"github.com/obsops/obsops/pkg/problem"
 	"github.com/obsops/obsops/pkg/testenv"
 )
 
@@ -56,23 +61,32 @@ func TestCachedTokens(t *testing.T) {
 	deaf := authn.NewRemote(cfg, s.URLs["authtoken"], s.Env["OPS_INTERNAL_SECRET"], testenv.Redis(t).Client(), nil)
 	rule := authn.UserOrScopes("read:data")
 
+	// Requests through a route the middleware protects: a cache hit's use is counted while the
+	// handler runs, and the answer waits for it (Principal.UseCounted).
+	app := fiber.New(fiber.Config{ErrorHandler: problem.ErrorHandler})
+	api := humafiber.NewV2(app, huma.DefaultConfig("t", "1"))
+	var tokenID atomic.Int64
+	huma.Register(api, a.Protect(huma.Operation{Method: http.MethodGet, Path: "/who"}, rule), func(ctx context.Context, _ *struct{}) (*whoOutput, error) {
+		p := authn.PrincipalFrom(ctx)
+		tokenID.Store(p.TokenID)
+		out := &whoOutput{}
+		out.Body.Username = p.Username
+		return out, nil
+	})
+
 	before := verifications(t, s)
 	const n = 200
 	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var tokenID int64
-	for i := range n {
+	for range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p, f := a.Authenticate(ctx, "Bearer "+token, fmt.Sprintf("192.0.2.%d", 1+i%2), rule)
-			if !assert.Nil(t, f) {
-				return
+			req := httptest.NewRequest(http.MethodGet, "/who", nil)
+			req.Header.Set("Authorization", "Bearer "+token)
+			resp, err := app.Test(req, -1)
+			if assert.NoError(t, err) {
+				assert.Equal(t, 200, resp.StatusCode)
 			}
-			assert.Equal(t, "instrument-7", p.Username)
-			mu.Lock()
-			tokenID = p.TokenID
-			mu.Unlock()
 		}()
 	}
 	wg.Wait()
@@ -80,20 +94,33 @@ func TestCachedTokens(t *testing.T) {
 	require.Less(t, remote, n/4, "most verifications came from the cache")
 	t.Logf("%d verifications, %d of them at authtoken", n, remote)
 
-	// Every use counted, exactly (those verified at authtoken and those from the cache).
-	r := testenv.Do(t, http.DefaultClient, testenv.Request(t, http.MethodGet, s.URLs["authtoken"]+"/api/tokens/"+strconv.FormatInt(tokenID, 10)+"/usage", admin, nil))
-	require.Equal(t, 200, r.Status, "%s", r.Body)
-	var u struct {
+	// Every use counted, exactly, once the answers are in (those verified at authtoken and those
+	// from the cache): read at once, no waiting.
+	type usage struct {
 		UsageCount int64   `json:"usage_count"`
 		LastUsedIP *string `json:"last_used_ip"`
 	}
-	r.JSON(t, &u)
-	require.EqualValues(t, n, u.UsageCount)
+	readUsage := func() usage {
+		r := testenv.Do(t, http.DefaultClient, testenv.Request(t, http.MethodGet, s.URLs["authtoken"]+"/api/tokens/"+strconv.FormatInt(tokenID.Load(), 10)+"/usage", admin, nil))
+		require.Equal(t, 200, r.Status, "%s", r.Body)
+		var u usage
+		r.JSON(t, &u)
+		return u
+	}
+	require.EqualValues(t, n, readUsage().UsageCount)
+
+	// Without the middleware: the principal carries its pending use, counted (with the client's
+	// address) once UseCounted returns.
+	p, f := a.Authenticate(ctx, "Bearer "+token, "192.0.2.9", rule)
+	require.Nil(t, f)
+	require.NoError(t, p.UseCounted(ctx))
+	u := readUsage()
+	require.EqualValues(t, n+1, u.UsageCount)
 	require.NotNil(t, u.LastUsedIP)
-	require.Regexp(t, `^192\.0\.2\.[12]$`, *u.LastUsedIP)
+	require.Equal(t, "192.0.2.9", *u.LastUsedIP)
 
 	// Scopes are checked on every request, cached or not; a refusal is no use.
-	_, f := a.Authenticate(ctx, "Bearer "+token, "192.0.2.1", authn.UserOrScopes("write:data"))
+	_, f = a.Authenticate(ctx, "Bearer "+token, "192.0.2.1", authn.UserOrScopes("write:data"))
 	require.NotNil(t, f)
 	require.Equal(t, 403, f.Problem.Status)
 	require.Contains(t, f.Problem.Detail, "write:data")
@@ -103,7 +130,7 @@ func TestCachedTokens(t *testing.T) {
 	require.Nil(t, f)
 	_, f = a.Authenticate(ctx, "Bearer "+token, "192.0.2.1", rule)
 	require.Nil(t, f, "cached")
-	r = testenv.Do(t, http.DefaultClient, testenv.Request(t, http.MethodDelete, s.URLs["authtoken"]+"/api/tokens/"+strconv.FormatInt(tokenID, 10), admin, nil))
+	r := testenv.Do(t, http.DefaultClient, testenv.Request(t, http.MethodDelete, s.URLs["authtoken"]+"/api/tokens/"+strconv.FormatInt(tokenID.Load(), 10), admin, nil))
 	require.Contains(t, []int{200, 204}, r.Status, "%s", r.Body)
 	revoked := time.Now()
 	refused := func(a *authn.Authenticator) time.Duration {
@@ -169,4 +196,51 @@ func TestCachedTokenExpiresUnderLoad(t *testing.T) {
 	}
 	wg.Wait()
 	require.EqualValues(t, 2, slow.calls.Load(), "50 requests finding the entry expired: one verification at authtoken")
+}
+
+// slowPipelines delays every pipeline (the cache's usage MULTI) by delay: a Redis slower than the
+// handler.
+type slowPipelines struct{ delay time.Duration }
+
+func (slowPipelines) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (slowPipelines) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h slowPipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		time.Sleep(h.delay)
+		return next(ctx, cmds)
+	}
+}
+
+// TestCachedTokenUseCountedBeforeTheAnswer: a cache hit's use is counted while the handler runs,
+// and the answer waits for it — with Redis slower than the handler, each answer's use is in the
+// count the moment the answer arrives.
+func TestCachedTokenUseCountedBeforeTheAnswer(t *testing.T) {
+	s := authtokenOnly(t)
+	admin := s.JWT(t, "root", authn.RoleAdmin)
+	token := s.Admin(t, "create-service-token", "--account", "instrument-8", "--scopes", "read:data", "--name", "slow")
+	cfg := authn.Config{JWTIssuer: "obsops", JWTAudience: "obsops", JWTLeeway: 30 * time.Second, TokenCacheTTL: time.Second}
+	rdb := s.Redis.Client()
+	rdb.AddHook(slowPipelines{delay: 80 * time.Millisecond})
+	a := authn.NewRemote(cfg, s.URLs["authtoken"], s.Env["OPS_INTERNAL_SECRET"], rdb, nil)
+	app := fiber.New(fiber.Config{ErrorHandler: problem.ErrorHandler})
+	api := humafiber.NewV2(app, huma.DefaultConfig("t", "1"))
+	var tokenID atomic.Int64
+	huma.Register(api, a.Protect(huma.Operation{Method: http.MethodGet, Path: "/who"}, authn.UserOrScopes("read:data")), func(ctx context.Context, _ *struct{}) (*whoOutput, error) {
+		tokenID.Store(authn.PrincipalFrom(ctx).TokenID)
+		return &whoOutput{}, nil
+	})
+	for i := 1; i <= 4; i++ {
+		req := httptest.NewRequest(http.MethodGet, "/who", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := app.Test(req, -1)
+		require.NoError(t, err)
+		require.Equal(t, 200, resp.StatusCode)
+		r := testenv.Do(t, http.DefaultClient, testenv.Request(t, http.MethodGet, s.URLs["authtoken"]+"/api/tokens/"+strconv.FormatInt(tokenID.Load(), 10)+"/usage", admin, nil))
+		require.Equal(t, 200, r.Status, "%s", r.Body)
+		var u struct {
+			UsageCount int64 `json:"usage_count"`
+		}
+		r.JSON(t, &u)
+		require.EqualValues(t, i, u.UsageCount, "answer %d: its use is counted when it arrives", i)
+	}
 }

@@ -175,14 +175,22 @@ type pendingUse struct {
 const usageFallbackTimeout = DefaultVerifyTimeout
 
 // countUse counts one use of token id while the request runs: in Redis with the concurrent
-// requests' uses (recordUse), else at authtoken (Next, which counts what it verifies). The
-// request does not wait for it here — Redis' round trip and fsync were a fifth of an agent
-// request's latency (make bench) — but before its answer (Principal.UseCounted).
+// requests' uses (recordUse), else at authtoken (Next, which counts what it verifies), within
+// the verification's deadline (ctx's: OPS_TOKEN_VERIFY_TIMEOUT from when it began, as when the
+// request waited for it), so a hung Redis delays no answer beyond that bound. The request does
+// not wait for it here — Redis' round trip and fsync were a fifth of an agent request's latency
+// (make bench) — but before its answer (Principal.UseCounted).
 func (c *CachedTokens) countUse(ctx context.Context, req VerifyRequest, id int64, now time.Time) *pendingUse {
 	u := &pendingUse{done: make(chan struct{})}
-	ctx = context.WithoutCancel(ctx)
+	deadline, bounded := ctx.Deadline()
+	ctx = context.WithoutCancel(ctx) // the verification's context ends when VerifyToken returns
 	go func() {
 		defer close(u.done)
+		if bounded {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, deadline)
+			defer cancel()
+		}
 		if c.recordUse(ctx, id, now, ClientAddr(req.ClientIP)) == nil {
 			return
 		}

@@ -104,8 +104,8 @@ func TestBenchOverview(t *testing.T) {
 }
 
 // Claim/complete throughput of the agent API with 8 concurrent movers (through the real HTTP
-// routes, API-token authenticated), and that no operation is leased twice; then the same work on
-// the store alone (no HTTP, no token verification) as the baseline, and the token verification
+// routes, API-token authenticated), and that no operation is leased twice; then the same work
+// without HTTP (the handlers' use cases, no token verification) as the baseline, and the token verification
 // hop to authtoken alone, all in the same run. Each phase also prints its CPU time per operation
 // by part (noise-robust where wall-clock rates are not) and database transactions per operation.
 func TestBenchAgentThroughput(t *testing.T) {

@@ -81,9 +81,10 @@ func fmix64(x uint64) uint64 {
 // setOps appends to a BITFIELD command the operations that set key's filterHashes bits, "SET u1
 // offset 1" each. Word w is bits 32w to 32w+31 of the string, the mask's bit b at 32w+31-b
 // (BITFIELD counts from the most significant bit: the word is the big-endian i32 at "#w", as the
-// filter's first version wrote it from Lua, so a filter it built stays valid). Bit by bit in native commands is cheaper than
-// reading and writing whole words from Lua (4.6–7 µs per key there; make bench), and setting a
-// bit needs no read-modify-write that two API replicas could interleave.
+// filter's first version wrote it from Lua, so a filter it built stays valid). Bit by bit in
+// native commands is cheaper than reading and writing whole words from Lua (4.6–7 µs per key
+// there; make bench), and setting a bit needs no read-modify-write that two API replicas could
+// interleave.
 func setOps(cmd []any, key string) []any {
 	word, mask := filterBits(key)
 	for b := 31; b >= 0; b-- {
@@ -137,18 +138,28 @@ func committedProbes(args []any, hw *heldWrite) []any {
 	if w.Checked || hw.probed {
 		return append(args, 0)
 	}
-	var words, masks []any
+	words, masks := probedBits(w)
+	args = append(args, len(masks))
+	for _, word := range words {
+		args = append(args, "GET", "i32", "#"+strconv.FormatUint(word, 10))
+	}
+	for _, m := range masks {
+		args = append(args, int64(int32(m)))
+	}
+	return args
+}
+
+// probedBits are the filter words and masks of the keys write w probes (Unique.Probe), in order.
+func probedBits(w ingest.Write) (words []uint64, masks []uint32) {
 	for _, it := range w.Items {
 		for _, u := range it.Unique {
 			if u.Probe {
 				word, mask := filterBits(u.Key)
-				words = append(words, "GET", "i32", "#"+strconv.FormatUint(word, 10))
-				masks = append(masks, int64(int32(mask)))
+				words, masks = append(words, word), append(masks, mask)
 			}
 		}
 	}
-	args = append(args, len(masks))
-	return append(append(args, words...), masks...)
+	return words, masks
 }
 
 // holdFilterLua is the hold script's committed-filter probe (see holdScript): unchecked(s, e)
@@ -185,19 +196,13 @@ func (b *Buffer) probeLarge(ctx context.Context, w ingest.Write) (unchecked, pro
 	if w.Checked {
 		return false, false, nil
 	}
-	cmd := []any{"BITFIELD_RO", committedKey, "GET", "u1", 0}
-	var masks []uint32
-	for _, it := range w.Items {
-		for _, u := range it.Unique {
-			if u.Probe {
-				word, mask := filterBits(u.Key)
-				cmd = append(cmd, "GET", "u32", "#"+strconv.FormatUint(word, 10))
-				masks = append(masks, mask)
-			}
-		}
-	}
+	words, masks := probedBits(w)
 	if len(masks) == 0 {
 		return false, false, nil
+	}
+	cmd := []any{"BITFIELD_RO", committedKey, "GET", "u1", 0}
+	for _, word := range words {
+		cmd = append(cmd, "GET", "u32", "#"+strconv.FormatUint(word, 10))
 	}
 	res, err := b.rdb.Do(ctx, cmd...).Int64Slice()
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 
 	"github.com/obsops/obsops/pkg/authn"
 	"github.com/obsops/obsops/pkg/problem"
@@ -22,10 +23,12 @@ func (e NotMoverError) Error() string {
 	switch e.Kind {
 	case "":
 		return "only a service account of kind mover uses the agent API; this account has no kind yet (an admin gives it one: PUT /api/tokens/service/{username}/bindings)"
-	case "instrument":
-		return "only a service account of kind mover uses the agent API, not an instrument account"
 	default:
-		return "only a service account of kind mover uses the agent API, not a " + e.Kind + " account"
+		article := "a "
+		if strings.ContainsRune("aeiou", rune(e.Kind[0])) {
+			article = "an "
+		}
+		return "only a service account of kind mover uses the agent API, not " + article + e.Kind + " account"
 	}
 }
 

@@ -82,9 +82,9 @@ func fmix64(x uint64) uint64 {
 // offset 1" each. Word w is bits 32w to 32w+31 of the string, the mask's bit b at 32w+31-b
 // (BITFIELD counts from the most significant bit: the word is the big-endian i32 at "#w", as the
 // filter's first version wrote it from Lua, so a filter it built stays valid). Bit by bit in
-// native commands is cheaper than reading and writing whole words from Lua (4.6–7 µs per key
-// there; make bench), and setting a bit needs no read-modify-write that two API replicas could
-// interleave.
+// native commands costs Redis about what reading and writing whole words from Lua does (2.8–3.2
+// against 2.7–3.05 µs per key; docs/benchmarks.md), needs no script, and setting a bit needs no
+// read-modify-write that two API replicas could interleave.
 func setOps(cmd []any, key string) []any {
 	word, mask := filterBits(key)
 	for b := 31; b >= 0; b-- {

@@ -141,31 +141,40 @@ func walk(dir, skip string) ([]string, error) {
 	return out, err
 }
 
-// readState reads the state file (missing: nothing registered yet).
-func (r *registration) readState() ([]*batchState, error) {
+// readState reads the state file (missing: nothing registered yet) and how many of its bytes are
+// whole lines: a line cut short by a crash (no newline, or not JSON) ends what stands.
+func (r *registration) readState() ([]*batchState, int64, error) {
 	f, err := os.Open(r.statePath)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return nil, 0, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer f.Close()
 	byN := map[int]*batchState{}
 	var order []*batchState
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	var valid int64
+	rd := bufio.NewReaderSize(f, 1<<20)
 	first := true
-	for sc.Scan() {
-		var l stateLine
-		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-			break // a line cut short by a crash: everything before it stands
+	for {
+		line, err := rd.ReadBytes('\n')
+		if errors.Is(err, io.EOF) {
+			return order, valid, nil // a last line without its newline is cut short
 		}
+		if err != nil {
+			return nil, 0, err
+		}
+		var l stateLine
+		if err := json.Unmarshal(line, &l); err != nil {
+			return order, valid, nil
+		}
+		valid += int64(len(line))
 		switch {
 		case first:
 			first = false
 			if l.Execution != r.execution || l.Module != r.module || l.Algorithm != r.algorithm || l.Package != r.pkg {
-				return nil, fmt.Errorf("state file %s belongs to another registration (execution %s, module %d, checksum %s): use --state to choose another",
+				return nil, 0, fmt.Errorf("state file %s belongs to another registration (execution %s, module %d, checksum %s): use --state to choose another",
 					r.statePath, l.Execution, l.Module, l.Algorithm)
 			}
 		case l.Batch != nil:
@@ -178,7 +187,21 @@ func (r *registration) readState() ([]*batchState, error) {
 			}
 		}
 	}
-	return order, sc.Err()
+}
+
+// dropCutLine truncates the state file to its whole lines (readState's count), so that a run
+// resumed after a crash in the middle of a write appends after the last whole line: lines
+// appended after a cut one would never be read again.
+// A file with no whole line of a registration's state is refused, never truncated.
+func dropCutLine(path string, valid int64) error {
+	st, err := os.Stat(path)
+	if err != nil || st.Size() <= valid {
+		return nil // missing: nothing to drop
+	}
+	if valid == 0 {
+		return fmt.Errorf("%s is not the state file of a registration: use --state to choose another", path)
+	}
+	return os.Truncate(path, valid)
 }
 
 // stateWriter appends lines to the state file. A batch's "planned" line is synced before the
@@ -405,8 +428,11 @@ func (r *registration) run(ctx context.Context, c *client.Client, tok string) ([
 	if err != nil {
 		return nil, err
 	}
-	batches, err := r.readState()
+	batches, valid, err := r.readState()
 	if err != nil {
+		return nil, err
+	}
+	if err := dropCutLine(r.statePath, valid); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(filepath.Dir(r.statePath), 0o700); err != nil {

@@ -85,7 +85,9 @@ func TestChecksummer(t *testing.T) {
 // TestReadStateInFlight reads a state file as a run with two requests in flight leaves it when
 // killed: batches planned in order, their answers in any order, one batch never answered and a
 // last line cut short. The unanswered batch is to be resent with its key and files; the
-// answered ones are done, whatever the order of their lines.
+// answered ones are done, whatever the order of their lines; the cut line is dropped before a
+// resumed run appends (lines after it would never be read), and a file that is no state file
+// is refused, untouched.
 func TestReadStateInFlight(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "state.jsonl")
 	r := &registration{execution: "01a2200b-59a6-7ca6-a675-9553d1f286bd", module: 11, algorithm: "xxh64", statePath: state}
@@ -101,9 +103,12 @@ func TestReadStateInFlight(t *testing.T) {
 	if err := os.WriteFile(state, []byte(strings.Join(lines, "\n")), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	batches, err := r.readState()
+	batches, valid, err := r.readState()
 	if err != nil {
 		t.Fatal(err)
+	}
+	if whole := int64(len(strings.Join(lines[:6], "\n")) + 1); valid != whole {
+		t.Errorf("%d bytes of whole lines, want %d", valid, whole)
 	}
 	if len(batches) != 3 {
 		t.Fatalf("%d batches, want 3 (the cut line is no batch)", len(batches))
@@ -119,10 +124,41 @@ func TestReadStateInFlight(t *testing.T) {
 			t.Errorf("batch %d: %+v, want %+v", i, *b, want)
 		}
 	}
+	// A resumed run drops the cut line before it appends: what it appends is read again.
+	if err := dropCutLine(state, valid); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(state, os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(`{"done":2,"transaction_id":"t2","status":"buffered"}` + "\n"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if batches, _, err = r.readState(); err != nil || len(batches) != 3 || !batches[2].done {
+		t.Errorf("after the resumed run's line: %v %+v", err, batches)
+	}
 	// Another registration's state file is refused.
 	r.module = 12
-	if _, err := r.readState(); err == nil || !strings.Contains(err.Error(), "another registration") {
+	if _, _, err := r.readState(); err == nil || !strings.Contains(err.Error(), "another registration") {
 		t.Errorf("another module's state: %v", err)
+	}
+	// A file that is no state file at all is refused, and left as it is.
+	other := filepath.Join(t.TempDir(), "notes.txt")
+	if err := os.WriteFile(other, []byte("not a state file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r.statePath = other
+	_, valid, err = r.readState()
+	if err != nil || valid != 0 {
+		t.Fatalf("notes: %d %v", valid, err)
+	}
+	if err := dropCutLine(other, valid); err == nil || !strings.Contains(err.Error(), "not the state file") {
+		t.Errorf("notes: %v", err)
+	}
+	if b, _ := os.ReadFile(other); string(b) != "not a state file\n" {
+		t.Errorf("notes changed: %q", b)
 	}
 }
 

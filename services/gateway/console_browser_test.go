@@ -248,7 +248,9 @@ func (b *browser) run(t *testing.T, timeout time.Duration, steps ...chromedp.Act
 	t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, timeout)
 	defer cancel()
-	require.NoError(t, chromedp.Do(ctx, steps...))
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		t.Fatalf("%v; %s", err, b.state())
+	}
 }
 
 // get runs one action that answers a value, within timeout.
@@ -257,8 +259,24 @@ func get[T any](t *testing.T, b *browser, timeout time.Duration, a chromedp.Acti
 	ctx, cancel := context.WithTimeout(b.ctx, timeout)
 	defer cancel()
 	v, err := chromedp.Run(ctx, a)
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("%v; %s", err, b.state())
+	}
 	return v
+}
+
+// state describes what the page shows, for a failure's message: the hash, the fields the
+// browser's own validation holds invalid (a submit they block sends nothing) and main's text.
+func (b *browser) state() string {
+	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+	defer cancel()
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`"the page at " + location.hash + ", invalid fields [" +
+		[...document.querySelectorAll("main :invalid")].map((e) => e.name || e.id || e.tagName).join(", ") +
+		"], shows:\n" + document.getElementById("main").innerText`))
+	if err != nil {
+		return fmt.Sprintf("the page could not be read: %v", err)
+	}
+	return s
 }
 
 // signIn goes through the console's Sign in, devidp's form, and back to the console.
@@ -287,8 +305,7 @@ func (b *browser) goTo(t *testing.T, hash, waitFor string) {
 	defer cancel()
 	err := chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`void (location.hash = `+jsString(hash)+`)`), chromedp.WaitVisible(chromedp.CSS(waitFor)))
 	if err != nil {
-		page, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.getElementById("main").innerText`))
-		t.Fatalf("%s: %s not shown (%v); the page shows:\n%s", hash, waitFor, err, page)
+		t.Fatalf("%s: %s not shown (%v); %s", hash, waitFor, err, b.state())
 	}
 }
 
@@ -460,7 +477,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	t.Run("the funnel changes on screen within a second of a mover's complete", func(t *testing.T) {
 		alice.goTo(t, "#/overview", `#funnel[data-seq]`)
 		completed := `document.querySelector("#operations tbody tr:first-child td:nth-of-type(3)").textContent`
-		get(t, alice, 5*time.Second, chromedp.Poll[bool](completed+` === "0"`))
+		get(t, alice, 5*time.Second, chromedp.Poll[bool](completed+` === "0"`, chromedp.WithPollingInterval(50*time.Millisecond)))
 		cs.api(t, "POST", fmt.Sprintf("/api/transfer/operation/raw_data_package/%d/reset?reason=retry", failedOp), cs.admin, nil, 200)
 		t0 := cs.completeNext(t, failedPkg)
 		get(t, alice, 5*time.Second, chromedp.Poll[bool](completed+` === "1"`, chromedp.WithPollingInterval(10*time.Millisecond)))
@@ -498,7 +515,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	t.Run("the source page shows Orion KL's plot and windows for a fixed night", func(t *testing.T) {
 		alice.goTo(t, fmt.Sprintf("#/sources/%d/2026-12-01", cs.orion), "#visibility-plot")
 		width := get(t, alice, 20*time.Second,
-			chromedp.Poll[int](`(() => { const i = document.getElementById("visibility-plot"); return i && i.complete && i.naturalWidth > 0 ? i.naturalWidth : null })()`))
+			chromedp.Poll[int](`(() => { const i = document.getElementById("visibility-plot"); return i && i.complete && i.naturalWidth > 0 ? i.naturalWidth : null })()`, chromedp.WithPollingInterval(50*time.Millisecond)))
 		rows := get(t, alice, 5*time.Second, chromedp.Evaluate[int](`document.querySelectorAll("#windows tbody tr").length`))
 		require.Positive(t, width)
 		require.Positive(t, rows)
@@ -545,7 +562,7 @@ func TestConsoleInBrowser(t *testing.T) {
 			"status": "active", "obs_units": []map[string]any{{"name": "edit-u1", "source_id": cs.orion, "instrument_module_id": 31, "duration_s": 3600,
 				"max_airmass": 2, "lst_range": map[string]any{"start_hours": 22, "end_hours": 2}}}}, 201).JSON(t, &created)
 		alice.goTo(t, fmt.Sprintf("#/programs/%d", created.ID), "#obs-units")
-		get(t, alice, 10*time.Second, chromedp.Poll[bool](`(document.querySelector("h1").textContent === "CONSOLE-EDIT: Before" && !!document.getElementById("edit-program-button")) || null`))
+		get(t, alice, 10*time.Second, chromedp.Poll[bool](`(document.querySelector("h1").textContent === "CONSOLE-EDIT: Before" && !!document.getElementById("edit-program-button")) || null`, chromedp.WithPollingInterval(50*time.Millisecond)))
 		alice.run(t, 20*time.Second,
 			chromedp.Click(chromedp.CSS(`#edit-program-button`)),
 			chromedp.WaitVisible(chromedp.CSS(`#edit-program input[name="title"]`)),
@@ -553,7 +570,7 @@ func TestConsoleInBrowser(t *testing.T) {
 			chromedp.SendKeys(chromedp.CSS(`#edit-program input[name="title"]`), "After"),
 			chromedp.Evaluate[chromedp.Void](`void (document.querySelector('#edit-program input[name="unit_duration_s"]').value = "7200")`),
 			chromedp.Click(chromedp.CSS(`#edit-program button[type="submit"]`)))
-		saved := get(t, alice, 10*time.Second, chromedp.Poll[string](`document.querySelector("h1").textContent === "CONSOLE-EDIT: After" ? "saved" : (document.querySelector("#edit-program .problem") || {}).textContent || null`))
+		saved := get(t, alice, 10*time.Second, chromedp.Poll[string](`document.querySelector("h1").textContent === "CONSOLE-EDIT: After" ? "saved" : (document.querySelector("#edit-program .problem") || {}).textContent || null`, chromedp.WithPollingInterval(50*time.Millisecond)))
 		require.Equal(t, "saved", saved)
 		units := get(t, alice, 5*time.Second, chromedp.Text(chromedp.CSS("#obs-units")))
 		require.Contains(t, units, "2.00 h")
@@ -570,6 +587,28 @@ func TestConsoleInBrowser(t *testing.T) {
 		bob.goTo(t, fmt.Sprintf("#/programs/%d", created.ID), "#obs-units")
 		edits := get(t, bob, 5*time.Second, chromedp.Evaluate[int](`document.querySelectorAll("#edit-program-button, #edit-program").length`))
 		require.Zero(t, edits, "a viewer gets no Edit button")
+	})
+
+	t.Run("a page answered after the reader went on does not replace the page gone to", func(t *testing.T) {
+		var created struct {
+			ID int64 `json:"id"`
+		}
+		cs.api(t, "POST", "/observing_program/", cs.JWT(t, "alice"), map[string]any{"short_name": "CONSOLE-SLOW", "title": "Slow", "pi": "A. Alice",
+			"status": "active", "obs_units": []map[string]any{}}, 201).JSON(t, &created)
+		// the program's answer comes 1.5 s late (the page's own fetch, wrapped); the reader goes
+		// to the account page meanwhile
+		alice.run(t, 5*time.Second, chromedp.Evaluate[chromedp.Void](`void (() => {
+			const slow = "/observing_program/`+fmt.Sprint(created.ID)+`", f = window.fetch;
+			window.slowAnswered = false;
+			window.fetch = (u, o) => !String(u).includes(slow) ? f(u, o) :
+				new Promise((r) => setTimeout(r, 1500)).then(() => f(u, o)).then((resp) => { window.slowAnswered = true; window.fetch = f; return resp; });
+		})()`))
+		alice.run(t, 5*time.Second, chromedp.Evaluate[chromedp.Void](`void (location.hash = "#/programs/`+fmt.Sprint(created.ID)+`")`))
+		alice.goTo(t, "#/account", "#new-token")
+		get(t, alice, 10*time.Second, chromedp.Poll[bool](`window.slowAnswered || null`, chromedp.WithPollingInterval(50*time.Millisecond)))
+		time.Sleep(300 * time.Millisecond) // the late page's answer is read and would be shown
+		page := get(t, alice, 5*time.Second, chromedp.Evaluate[string](`location.hash + " " + document.querySelector("h1").textContent + " " + !!document.getElementById("new-token")`))
+		require.Equal(t, "#/account Account true", page, "the account page stays; the program's late answer changes nothing")
 	})
 
 	t.Run("the live indicator shows reconnecting while transfer is down and recovers", func(t *testing.T) {

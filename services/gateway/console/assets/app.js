@@ -20,9 +20,11 @@ const pages = {
 
 const main = document.getElementById("main");
 let leave = null; // the current page's clean-up (e.g. closing its WebSocket)
+let shown = 0; // the number of the route being shown: each navigation takes the next
 let whoami = null; // the /auth/me of the sign-in: pages but the overview wait for it (roles)
 
 function signInPage(note) {
+  shown++; // a page still loading must not replace the sign-in
   document.getElementById("nav").hidden = true;
   document.getElementById("signout").hidden = true;
   document.getElementById("who").textContent = "";
@@ -35,8 +37,16 @@ function signInPage(note) {
     h("p", { class: "muted" }, "Your session stays in this tab's memory only: reloading the page signs you out."));
 }
 
+// viewOf is the <main> route number n's page writes to: once the reader has gone on to another
+// page, the late answers of this one change nothing (a slow program's page would otherwise
+// replace the faster page the reader went to after it).
+function viewOf(n) {
+  return { replaceChildren: (...nodes) => { if (n === shown) main.replaceChildren(...nodes); } };
+}
+
 async function route() {
   if (leave) { leave(); leave = null; }
+  const n = ++shown;
   if (!api.signedIn()) { signInPage(); return; }
   const [name, ...args] = location.hash.replace(/^#\/?/, "").split("/");
   const page = pages[name] ? name : "overview";
@@ -47,10 +57,13 @@ async function route() {
     if (a.getAttribute("href") === "#/" + page) a.setAttribute("aria-current", "page");
     else a.removeAttribute("aria-current");
   }
+  const view = viewOf(n);
   try {
-    leave = (await pages[page](main, args.map(decodeURIComponent))) || null;
+    const cleanUp = (await pages[page](view, args.map(decodeURIComponent))) || null;
+    if (n === shown) leave = cleanUp;
+    else if (cleanUp) cleanUp(); // the reader left before the page was ready: close what it opened
   } catch (err) {
-    main.replaceChildren(h("h1", null, "Error"), problemBox(err));
+    view.replaceChildren(h("h1", null, "Error"), problemBox(err));
   }
 }
 

@@ -76,7 +76,7 @@ async function renderProgram(main, id) {
       { label: "Min. elevation", value: (u) => u.min_elevation_deg == null ? "site" : u.min_elevation_deg + "°" },
       { label: "Constraints", value: constraintsText },
     ], p.obs_units || [], { id: "obs-units" }),
-    mayEdit(p) ? editProgramForm(p) : null,
+    mayEdit(p) ? editProgramForm(p, main) : null,
     h("h2", null, `Hours observable per day in ${year}`), heat);
   try {
     heat.replaceChildren(await plot("/visibility/heatmap", { year, program_id: p.id, format: "svg" }, `Heatmap of the hours each source of ${p.short_name} is observable per day of ${year}`, "heatmap-img"));
@@ -222,8 +222,9 @@ function unitRow(u) {
 }
 
 // editProgramForm edits a program and its obs units, saved as a JSON merge patch; a PI or admin
-// sends the program's fields and units, a member only the units (the rest is not theirs).
-function editProgramForm(p) {
+// sends the program's fields and units, a member only the units (the rest is not theirs); a save
+// shows the program again in main, the page's view.
+function editProgramForm(p, main) {
   const owner = api.isAdmin() || p.pi_username === api.me().user.username;
   const units = h("tbody", null, (p.obs_units || []).map(unitRow));
   const form = h("form", { class: "card", id: "edit-program", hidden: true },
@@ -262,7 +263,7 @@ function editProgramForm(p) {
     }
     try {
       await api.call("PATCH", "/observing_program/" + encodeURIComponent(p.id), { body, contentType: "application/merge-patch+json" });
-      await renderProgram(document.querySelector("main"), p.id);
+      await renderProgram(main, p.id);
     } catch (err) {
       form.querySelector(".form-problem").replaceChildren(problemBox(err, form));
     }

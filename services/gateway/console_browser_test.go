@@ -265,6 +265,13 @@ func get[T any](t *testing.T, b *browser, timeout time.Duration, a chromedp.Acti
 	return v
 }
 
+// poll waits until the page's expression js is truthy and answers its value, evaluated every
+// 50 ms: on a timer, not on animation frames (chromedp's default), which a busy or unpainted page
+// may not produce.
+func poll[T any](js string) chromedp.Action[T] {
+	return chromedp.Poll[T](js, chromedp.WithPollingInterval(50*time.Millisecond))
+}
+
 // state describes what the page shows, for a failure's message: the hash, the fields the
 // browser's own validation holds invalid (a submit they block sends nothing) and main's text.
 func (b *browser) state() string {
@@ -477,7 +484,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	t.Run("the funnel changes on screen within a second of a mover's complete", func(t *testing.T) {
 		alice.goTo(t, "#/overview", `#funnel[data-seq]`)
 		completed := `document.querySelector("#operations tbody tr:first-child td:nth-of-type(3)").textContent`
-		get(t, alice, 5*time.Second, chromedp.Poll[bool](completed+` === "0"`, chromedp.WithPollingInterval(50*time.Millisecond)))
+		get(t, alice, 5*time.Second, poll[bool](completed+` === "0"`))
 		cs.api(t, "POST", fmt.Sprintf("/api/transfer/operation/raw_data_package/%d/reset?reason=retry", failedOp), cs.admin, nil, 200)
 		t0 := cs.completeNext(t, failedPkg)
 		get(t, alice, 5*time.Second, chromedp.Poll[bool](completed+` === "1"`, chromedp.WithPollingInterval(10*time.Millisecond)))
@@ -515,7 +522,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	t.Run("the source page shows Orion KL's plot and windows for a fixed night", func(t *testing.T) {
 		alice.goTo(t, fmt.Sprintf("#/sources/%d/2026-12-01", cs.orion), "#visibility-plot")
 		width := get(t, alice, 20*time.Second,
-			chromedp.Poll[int](`(() => { const i = document.getElementById("visibility-plot"); return i && i.complete && i.naturalWidth > 0 ? i.naturalWidth : null })()`, chromedp.WithPollingInterval(50*time.Millisecond)))
+			poll[int](`(() => { const i = document.getElementById("visibility-plot"); return i && i.complete && i.naturalWidth > 0 ? i.naturalWidth : null })()`))
 		rows := get(t, alice, 5*time.Second, chromedp.Evaluate[int](`document.querySelectorAll("#windows tbody tr").length`))
 		require.Positive(t, width)
 		require.Positive(t, rows)
@@ -562,7 +569,7 @@ func TestConsoleInBrowser(t *testing.T) {
 			"status": "active", "obs_units": []map[string]any{{"name": "edit-u1", "source_id": cs.orion, "instrument_module_id": 31, "duration_s": 3600,
 				"max_airmass": 2, "lst_range": map[string]any{"start_hours": 22, "end_hours": 2}}}}, 201).JSON(t, &created)
 		alice.goTo(t, fmt.Sprintf("#/programs/%d", created.ID), "#obs-units")
-		get(t, alice, 10*time.Second, chromedp.Poll[bool](`(document.querySelector("h1").textContent === "CONSOLE-EDIT: Before" && !!document.getElementById("edit-program-button")) || null`, chromedp.WithPollingInterval(50*time.Millisecond)))
+		get(t, alice, 10*time.Second, poll[bool](`(document.querySelector("h1").textContent === "CONSOLE-EDIT: Before" && !!document.getElementById("edit-program-button")) || null`))
 		alice.run(t, 20*time.Second,
 			chromedp.Click(chromedp.CSS(`#edit-program-button`)),
 			chromedp.WaitVisible(chromedp.CSS(`#edit-program input[name="title"]`)),
@@ -570,7 +577,7 @@ func TestConsoleInBrowser(t *testing.T) {
 			chromedp.SendKeys(chromedp.CSS(`#edit-program input[name="title"]`), "After"),
 			chromedp.Evaluate[chromedp.Void](`void (document.querySelector('#edit-program input[name="unit_duration_s"]').value = "7200")`),
 			chromedp.Click(chromedp.CSS(`#edit-program button[type="submit"]`)))
-		saved := get(t, alice, 10*time.Second, chromedp.Poll[string](`document.querySelector("h1").textContent === "CONSOLE-EDIT: After" ? "saved" : (document.querySelector("#edit-program .problem") || {}).textContent || null`, chromedp.WithPollingInterval(50*time.Millisecond)))
+		saved := get(t, alice, 10*time.Second, poll[string](`document.querySelector("h1").textContent === "CONSOLE-EDIT: After" ? "saved" : (document.querySelector("#edit-program .problem") || {}).textContent || null`))
 		require.Equal(t, "saved", saved)
 		units := get(t, alice, 5*time.Second, chromedp.Text(chromedp.CSS("#obs-units")))
 		require.Contains(t, units, "2.00 h")
@@ -605,7 +612,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		})()`))
 		alice.run(t, 5*time.Second, chromedp.Evaluate[chromedp.Void](`void (location.hash = "#/programs/`+fmt.Sprint(created.ID)+`")`))
 		alice.goTo(t, "#/account", "#new-token")
-		get(t, alice, 10*time.Second, chromedp.Poll[bool](`window.slowAnswered || null`, chromedp.WithPollingInterval(50*time.Millisecond)))
+		get(t, alice, 10*time.Second, poll[bool](`window.slowAnswered || null`))
 		time.Sleep(300 * time.Millisecond) // the late page's answer is read and would be shown
 		page := get(t, alice, 5*time.Second, chromedp.Evaluate[string](`location.hash + " " + document.querySelector("h1").textContent + " " + !!document.getElementById("new-token")`))
 		require.Equal(t, "#/account Account true", page, "the account page stays; the program's late answer changes nothing")

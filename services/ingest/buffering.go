@@ -44,8 +44,8 @@ type Buffer interface {
 	TxStates(ctx context.Context, txs ...string) (map[string]TxState, error)
 	// Receipt tells where a transaction is (ErrNoTransaction when unknown).
 	Receipt(ctx context.Context, tx string) (Receipt, error)
-	// LearnCommitted sets the unique keys of items in the committed filter (a direct write,
-	// before it applies).
+	// LearnCommitted makes every API's committed filter learn the unique keys of items (a
+	// direct write, before it applies).
 	LearnCommitted(ctx context.Context, items []Item) error
 	// RecordDirect records the receipt of a write applied without buffering (best effort).
 	RecordDirect(ctx context.Context, w Write, lsn string, committedAt time.Time)
@@ -76,28 +76,19 @@ type Item struct {
 	// Claims are what the record reserves while it is buffered (see Claim); released with it.
 	Claims []Claim
 	// Unique are the keys the record takes once committed (a file's path on its module, its
-	// id): the buffer's committed filter learns them when the write is held and is asked
-	// whether one may be taken already (see Unique, Write.Checked).
-	Unique []Unique
-}
-
-// Unique is a key a committed record takes, for the buffer's committed filter (a Bloom filter of
-// every committed file's path and id, docs/decisions.md §48). Probe asks whether a committed
-// record may hold it already: a key made for this write (a new id the API chose) cannot be, and
-// is only learnt.
-type Unique struct {
-	Key   string
-	Probe bool
+	// id): the buffer's committed filter (a Bloom filter of every committed file's path and
+	// id, docs/decisions.md §49) is asked whether one may be taken already before the write is
+	// held (see Write.Checked), and learns them when the worker commits the record.
+	Unique []string
 }
 
 // FileUnique are the keys of a file for the committed filter: its path on its module, and its
-// id when a client chose it and the filter may hold it (IDInFilter).
-func FileUnique(f File, clientID bool) []Unique {
-	u := []Unique{{Key: UniquePath(f.InstrumentModuleID, f.Path), Probe: true}}
-	if clientID && IDInFilter(f.ID) {
-		u = append(u, Unique{Key: UniqueFileID(f.ID), Probe: true})
+// id when the filter may hold it (IDInFilter: not a version 7 UUID, the kind the API assigns).
+func FileUnique(f File) []string {
+	if IDInFilter(f.ID) {
+		return []string{UniquePath(f.InstrumentModuleID, f.Path), UniqueFileID(f.ID)}
 	}
-	return u
+	return []string{UniquePath(f.InstrumentModuleID, f.Path)}
 }
 
 // IDInFilter reports whether the committed filter holds a file id: not for a version 7 UUID, the
@@ -200,8 +191,8 @@ type Write struct {
 	// Fences are keys that must not exist for the write to be held (a start lists its obs
 	// unit's fence, Buffer.OUFence): Hold answers *FencedError if one does.
 	Fences []string
-	// Checked says the items' unique keys were checked against the committed rows already: the
-	// committed filter only learns them (else Hold may answer ErrUnchecked).
+	// Checked says the items' unique keys were checked against the committed rows already:
+	// the committed filter is not asked (else Hold may answer ErrUnchecked).
 	Checked bool
 }
 

@@ -12,32 +12,31 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/obsops/obsops/pkg/testenv"
 	"github.com/obsops/obsops/services/ingest"
 	"github.com/obsops/obsops/services/ingest/postgres"
 )
 
-// committedFilterKey is buffer.committedKey: bit 0 says the filter is built.
-const committedFilterKey = "ingest:committed:v1"
-
 // TestCommittedFilter: at the main site a registration of a new path is acknowledged without a
-// query (the committed filter rules committed files out), one of a committed path goes to the
-// database (409 for another id, 201 for the replay); the filter lost from Redis sends every
-// registration to the database until the API has rebuilt it from the committed rows, with their
-// paths; and the files a secondary site's replay commits (a worker connection naming its site)
-// are learnt within a second, so the main refuses their paths too.
+// query (the API's committed filter rules committed files out), one of a committed path goes to
+// the database once its claim is gone (409 for another id, 201 for the replay); an API started
+// again builds its filter from the committed rows, with their paths; and the files a secondary site's replay commits (a
+// worker connection naming its site) are learnt within a second, so the main refuses their
+// paths too.
 func TestCommittedFilter(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	rdb := e.s.Redis.Client()
-	built := func() bool { v, err := rdb.GetBit(ctx, committedFilterKey, 0).Result(); return err == nil && v == 1 }
-	require.Eventually(t, built, 15*time.Second, 20*time.Millisecond, "the API builds the filter at start")
-	checks := func(by string) int {
+	metric := func(name string) int {
 		r := doURL(t, e.c, http.MethodGet, e.s.URLs["ingest"]+"/metrics", "", nil)
-		m := regexp.MustCompile(`(?m)^obsops_ingest_committed_checks_total\{by="` + by + `"\} (\d+)$`).FindStringSubmatch(string(r.Body))
-		require.NotNil(t, m, "metric by=%s in %s", by, r.Body)
+		m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + ` (\d+)$`).FindStringSubmatch(string(r.Body))
+		require.NotNil(t, m, "metric %s in %s", name, r.Body)
 		n, _ := strconv.Atoi(m[1])
 		return n
 	}
+	checks := func(by string) int { return metric(`obsops_ingest_committed_checks_total{by="` + by + `"}`) }
+	ready := func() bool { return metric("obsops_ingest_committed_filter_ready") == 1 }
+	require.Eventually(t, ready, 15*time.Second, 20*time.Millisecond, "the API builds the filter at start")
 
 	st := e.start(t, startBody(e.obsUnit))
 	filter, database := checks("filter"), checks("database")
@@ -53,6 +52,10 @@ func TestCommittedFilter(t *testing.T) {
 	require.GreaterOrEqual(t, checks("filter")-filter, 20, "new paths need no query")
 	require.LessOrEqual(t, checks("database")-database, 1)
 	e.waitCommitted(t, first.TransactionID)
+	// The claims' grace over (30 s after the commit, claimGrace): only the filter and the
+	// database stand between a committed path and another file.
+	graceOver := func() { require.NoError(t, rdb.Del(ctx, "ingest:claims").Err()) }
+	graceOver()
 
 	path := "filter/new-0.fits"
 	refused := func(stage string) {
@@ -77,19 +80,24 @@ func TestCommittedFilter(t *testing.T) {
 	own := uuid.NewString()
 	a := e.created(t, "/raw_data_files/", withID(fileBody(st.ID, "filter/own.fits"), own))
 	e.waitCommitted(t, a.TransactionID)
-	r = e.post(t, "/raw_data_files/", withID(fileBody(st.ID, "filter/own-other.fits"), own))
-	require.Equal(t, http.StatusConflict, r.Status, "a client's committed id with other content: %s", r.Body)
+	graceOver()
+	require.Eventually(t, func() bool {
+		r = e.post(t, "/raw_data_files/", withID(fileBody(st.ID, "filter/own-other.fits"), own))
+		return r.Status == http.StatusConflict
+	}, 5*time.Second, 20*time.Millisecond, "a client's committed id with other content, learnt from the worker's stream: %s", r.Body)
 	require.Contains(t, r.detail(t), "body.id")
 
-	// The filter lost (a flushed Redis, the key deleted by hand): nothing is ruled out by it
-	// until it is rebuilt from the database — with the committed paths in it.
-	require.NoError(t, rdb.Del(ctx, committedFilterKey).Err())
-	refused("filter lost")
-	database = checks("database")
-	e.created(t, "/raw_data_files/", fileBody(st.ID, "filter/while-lost.fits"))
-	require.Equal(t, database+1, checks("database"), "an unbuilt filter sends a new path to the database")
-	require.Eventually(t, built, 15*time.Second, 20*time.Millisecond, "the API rebuilds the filter")
+	// The API started again builds its filter from the database: with the committed paths.
+	p := e.s.Procs["ingest"]
+	require.NoError(t, p.Stop(5*time.Second))
+	p = testenv.Start(t, "ingest", testenv.Binary(t, "ingest"), e.s.Env, "-role", "all")
+	e.s.Procs["ingest"] = p
+	testenv.WaitReady(t, p, e.s.URLs["ingest"]+"/readyz", 30*time.Second)
+	require.Eventually(t, ready, 15*time.Second, 20*time.Millisecond, "the API builds the filter again")
 	refused("filter rebuilt")
+	database = checks("database")
+	e.created(t, "/raw_data_files/", fileBody(st.ID, "filter/after-restart.fits"))
+	require.Equal(t, database, checks("database"), "a new path needs no query again")
 
 	// A secondary site's replay: its worker's connection names its site (obsops.origin_site), the
 	// trigger lists its files, the main's API learns them and empties the list.

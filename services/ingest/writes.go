@@ -351,7 +351,7 @@ func (s *Service) holdFiles(ctx context.Context, files []File, prefix func(int) 
 		rec = append(append(append(append(append(rec, `{"at":`...), atJSON...), `,"r":`...), b...), '}') // cacheRecord{at, f}
 		items[i] = Item{Kind: KindFile, ID: f.ID, Hash: HashJSON(b), Record: json.RawMessage(rec), Claims: FileClaims(f)}
 		if s.CommittedFilter { // a secondary site keeps no filter: it asks its replica
-			items[i].Unique = FileUnique(f, clientID[i])
+			items[i].Unique = FileUnique(f)
 		}
 		if f.RawDataPackageID != "" {
 			items[i].Index = s.Buffer.PackageIndex(f.RawDataPackageID)
@@ -461,8 +461,8 @@ func (s *Service) writeStatus() string {
 // applyDirect applies a write to the database at once (buffering disabled) with the worker's
 // statements, and records its receipt as committed.
 func (s *Service) applyDirect(ctx context.Context, w Write) (string, error) {
-	// The committed filter learns what the write commits before it is committed (its
-	// invariant, buffer/committed.go), for when buffering is enabled again.
+	// Every API's committed filter learns what the write commits (buffer/committed.go) before
+	// it is committed, for when buffering is enabled again.
 	if err := s.Buffer.LearnCommitted(ctx, w.Items); err != nil {
 		return "", err
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/obsops/obsops/migrations"
 	"github.com/obsops/obsops/pkg/authn"
@@ -95,6 +96,14 @@ func New(svc *service.Service, cfg *ingest.Config, role string) (*App, error) {
 		httpapi.RegisterDeadLetters(svc.API, auth, &httpapi.DeadLetters{
 			Letters: admin.Letters{Insp: asynq.NewInspectorFromRedisClient(svc.Redis), Buf: buf}, Log: svc.Log})
 		if s.CommittedFilter {
+			svc.Metrics.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "obsops_ingest_committed_filter_ready",
+				Help: "1 when this API's committed filter rules out committed paths (built, following its stream); 0: every registration is checked in the database."},
+				func() float64 {
+					if buf.CommittedReady() {
+						return 1
+					}
+					return 0
+				}))
 			a.loops = append(a.loops, service.Loop{Name: "committed filter", Run: func(ctx context.Context) error {
 				buf.KeepCommitted(ctx, store, time.Second, svc.Log)
 				return nil

@@ -12,6 +12,7 @@ package buffer
 
 import (
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -62,6 +63,9 @@ type Buffer struct {
 	txStates  *redis.Script
 	beginIdem *redis.Script // idempotency.go
 	rounds    groupcommit.Group[holdRound]
+	// committed is this process's copy of the committed filter (committed.go), kept by
+	// KeepCommitted; nil where it does not run (workers, a secondary site's API).
+	committed atomic.Pointer[Filter]
 
 	// MaxIdempotencyPerUser is the most unexpired Idempotency-Key entries one user (every
 	// credential of theirs) may hold (OPS_INGEST_IDEMPOTENCY_MAX_PER_CREDENTIAL); 0: no limit.

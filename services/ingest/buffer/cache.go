@@ -104,9 +104,10 @@ type Applied struct {
 // receipt, in one round trip; called by the worker after its transaction committed. The
 // records of every write applied are removed together (one release batch of claims, one HDEL
 // per kind): a task of a round holds many single-file writes, and a removal per write cost
-// Redis four commands and a script call per registration (make bench).
+// Redis four commands and a script call per registration (make bench). The records' unique
+// keys are appended to the committed filter's stream first, in a round trip of its own: only
+// once every API can learn them may their claims' grace begin (committed.go).
 func (b *Buffer) Evict(ctx context.Context, applied []Applied, lsn string, committedAt time.Time) error {
-	pipe := b.rdb.Pipeline()
 	n := 0
 	for _, a := range applied {
 		n += len(a.Items)
@@ -114,6 +115,12 @@ func (b *Buffer) Evict(ctx context.Context, applied []Applied, lsn string, commi
 	items := make([]ingest.Item, 0, n)
 	for _, a := range applied {
 		items = append(items, a.Items...)
+	}
+	if err := b.learn(ctx, uniqueKeys(items)); err != nil {
+		return err
+	}
+	pipe := b.rdb.Pipeline()
+	for _, a := range applied {
 		queueCommit(ctx, pipe, a.Tx, lsn, committedAt)
 	}
 	queueRemoval(ctx, pipe, items)

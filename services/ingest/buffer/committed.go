@@ -2,73 +2,101 @@ package buffer
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"strconv"
+	"sync/atomic"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/obsops/obsops/services/ingest"
 )
 
-// The committed filter: a Bloom filter, in Redis, of every committed file's path (on its module)
-// and of the ids clients choose, so that a registration of a new path — nearly every one — is
-// acknowledged without asking PostgreSQL whether a committed file has it (issue 23's rule 2 at
-// acknowledgement without a query; docs/decisions.md §48).
+// The committed filter: a Bloom filter of every committed file's path (on its module) and of the
+// ids clients choose, so that a registration of a new path — nearly every one — is acknowledged
+// without asking PostgreSQL whether a committed file has it (issue 23's rule 2 at
+// acknowledgement without a query; docs/decisions.md §49).
 //
-// Key: committedKey, a string of filterWords 32-bit words after word 0, whose first bit says
-// "built" (every committed file has been learnt). It is a blocked Bloom filter: a unique key
-// (ingest.Unique) sets filterHashes bits of one word, both chosen by a hash of it (FNV-1a,
-// mixed), and "may be taken" when all of them are set. One word per key keeps a key's bits in
-// one cache line; for that, it needs more bits per key than a classic filter for the same false
-// positives. The hold script reads a write's words with BITFIELD_RO (committedProbes); the round
-// sets the bits with one native BITFIELD (setOps), not from Lua.
+// Each main-site API process keeps its own copy in memory (Filter, 32 MiB) and asks it before it
+// holds a write (Buffer.Hold): no Redis command and no byte of the append-only file per key. The
+// copies learn from one Redis stream, committedLog: the worker appends the keys of the files it
+// committed (Buffer.Evict) before their records and claims leave the buffer, a direct write
+// (buffering disabled) before it applies (Buffer.LearnCommitted), and the API the files a
+// secondary site's replay committed (TakeReplayed: migration 00031's trigger lists them). Each
+// API builds its copy from the database at start (BuildCommitted) and then follows the stream
+// (KeepCommitted).
 //
-// Invariant: every committed file's keys are set in the filter before it commits, so a key
-// whose bits are not all set is not taken. A round sets its writes' keys in the hold script's
-// round trip (setKeys, right after it; whatever it answers: extra bits only cost a lookup), so
-// every file this site's buffer commits is learnt before its task can have run (and its claims
-// and record cover it until then); the direct writes learn theirs before they apply
-// (Buffer.LearnCommitted); rows committed before the filter existed are learnt by BuildCommitted,
-// and a secondary site's replayed files, which never pass this Redis, by TakeReplayed (migration
-// 00031's trigger lists them in ingest_replayed_files). Until built (a new or flushed Redis, a
-// deleted key: the flag reads 0), the script answers "check" to every probe, so the API asks
-// PostgreSQL as it did before. The filter only grows (a deleted file's bits stay: a false
-// positive, never a false negative). The secondary site does not use it (its API asks its
-// replica, which holds the main's files too).
+// Why a key not in the filter is not taken: a file claims its path while buffered and for
+// claimGrace (30 s) after its commit's keys were appended to the stream; the filter is trusted
+// only while its process has read the stream within freshFor (5 s) — a read sent at time r
+// returns every entry appended before r. So when a path's claim is gone, every trusted copy has
+// its key; while it is there, the hold script refuses the path to another file. Until a copy is
+// built, or when it has not read the stream for freshFor, every write's keys "may be taken"
+// (ingest.ErrUnchecked): the API asks PostgreSQL as it did before the filter. The filter only
+// grows (a deleted file's bits stay: a false positive, never a false negative).
 //
 // Keys are paths on modules and the ids clients choose, except version 7 UUIDs, which the API
-// assigns (ingest.IDInFilter): a registration naming one is checked in the database.
+// assigns (ingest.IDInFilter): a registration naming one is checked in the database. A client's
+// own id has no claim: one reused with other content in the moment between its commit's
+// eviction and this process reading the stream (normally under a millisecond; at most freshFor)
+// is acknowledged and kept aside by the worker as a collision, like the same id held at two
+// sites at once.
 //
-// Size: 2^23 words (32 MiB), 5 bits per key: under 1% false positives up to ~16 million keys
-// (0.74% at 16 bits per key for 32-bit blocks: 8 to 16 million files); past that more
-// registrations fall through to PostgreSQL, never a wrong answer. Changing the size or the
-// hashing changes where keys are: rename committedKey then (the new key is built from the
-// database).
+// Size: 2^23 words of 32 bits (32 MiB), 5 bits per key in one word (a blocked Bloom filter: a
+// key's bits share a cache line): under 1% false positives up to ~16 million keys (0.71%
+// measured at 16 million); past that more registrations fall through to PostgreSQL
+// (obsops_ingest_committed_checks_total{by="database"} grows), never a wrong answer.
 const (
-	committedKey = "ingest:committed:v1"
 	filterWords  = 1 << 23
 	filterHashes = 5
-	// buildLock is held (SET NX, buildLockTTL) by the API replica building the filter.
-	buildLock    = "ingest:committed:building"
-	buildLockTTL = 10 * time.Minute
+	// committedLog is the stream of committed keys: entries of one field, "k", the keys' 64-bit
+	// hashes (filterHash) big-endian, one after another.
+	committedLog = "ingest:committed:log"
+	// committedLogKeep is how long an entry stays in committedLog (trimmed by MINID when the
+	// next is appended, by the appender's clock): past rebuildAfter, so that a process that
+	// lost the stream for less than rebuildAfter finds every entry it missed, with a minute to
+	// spare for clocks apart.
+	committedLogKeep = 2 * time.Minute
+	// freshFor is how long after its last read of the stream a copy is trusted; well inside
+	// claimGrace, the time a committed path stays claimed after its keys were appended.
+	freshFor = 5 * time.Second
+	// rebuildAfter: a copy that could not read the stream for this long may have missed
+	// entries trimmed meanwhile, and is built again from the database.
+	rebuildAfter = 30 * time.Second
 )
 
-// filterBits is key's place in the filter: its word (1 to filterWords; word 0 holds the flag)
-// and its mask of filterHashes bits in that word.
-func filterBits(key string) (word uint64, mask uint32) {
-	h := fnv.New64a()
-	h.Write([]byte(key))
-	x := fmix64(h.Sum64())
-	for i := range filterHashes { // bits 0–24 choose the bits of the word, bits 41–63 the word
-		mask |= 1 << ((x >> (5 * i)) & 31)
-	}
-	return 1 + (x>>41)%filterWords, mask
+// Filter is this process's copy of the committed filter. Holds read it while KeepCommitted
+// sets bits (atomic loads and ORs of whole words).
+type Filter struct {
+	words []uint32
+	built atomic.Bool
+	// epoch is when the filter was made; readAt is when (since epoch, monotonic) the last read
+	// of committedLog that returned everything appended before it was sent.
+	epoch  time.Time
+	readAt atomic.Int64
 }
 
-// fmix64 is MurmurHash3's finalizer: FNV-1a's low bits depend only on the input's low bits, so
-// similar keys (paths differing in a digit) would share words; mixed, every output bit depends
-// on every input bit.
+// newFilter is an empty filter, not built.
+func newFilter() *Filter {
+	return &Filter{words: make([]uint32, filterWords), epoch: time.Now()}
+}
+
+// filterHash is key's 64-bit hash: FNV-1a (hash/fnv's New64a, written out so that hashing a
+// key allocates nothing) mixed by MurmurHash3's finalizer (FNV-1a's low bits alone put similar
+// paths in the same words: 1% false positives at 300,000 keys).
+func filterHash(key string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(key); i++ {
+		h ^= uint64(key[i])
+		h *= 1099511628211
+	}
+	return fmix64(h)
+}
+
+// fmix64 is MurmurHash3's finalizer: every output bit depends on every input bit.
 func fmix64(x uint64) uint64 {
 	x ^= x >> 33
 	x *= 0xff51afd7ed558ccd
@@ -78,183 +106,100 @@ func fmix64(x uint64) uint64 {
 	return x
 }
 
-// setOps appends to a BITFIELD command the operations that set key's filterHashes bits, "SET u1
-// offset 1" each. Word w is bits 32w to 32w+31 of the string, the mask's bit b at 32w+31-b
-// (BITFIELD counts from the most significant bit: the word is the big-endian i32 at "#w", as the
-// filter's first version wrote it from Lua, so a filter it built stays valid). Bit by bit in
-// native commands costs Redis about what reading and writing whole words from Lua does (2.8–3.2
-// against 2.7–3.05 µs per key; docs/benchmarks.md), needs no script, and setting a bit needs no
-// read-modify-write that two API replicas could interleave.
-func setOps(cmd []any, key string) []any {
-	word, mask := filterBits(key)
-	for b := 31; b >= 0; b-- {
-		if mask&(1<<b) != 0 {
-			cmd = append(cmd, "SET", "u1", 32*word+uint64(31-b), 1)
-		}
+// filterBits is a hash's place in the filter: its word and its mask of filterHashes bits there
+// (bits 0–24 of the hash choose the bits, bits 41–63 the word).
+func filterBits(x uint64) (word uint64, mask uint32) {
+	for i := range filterHashes {
+		mask |= 1 << ((x >> (5 * i)) & 31)
 	}
-	return cmd
+	return (x >> 41) % filterWords, mask
 }
 
-// learnChunk bounds the keys of one BITFIELD command (five operations, twenty arguments each).
-const learnChunk = 2000
+// add sets a hash's bits.
+func (f *Filter) add(x uint64) {
+	w, m := filterBits(x)
+	atomic.OrUint32(&f.words[w], m)
+}
 
-// learn sets the keys in the filter (and, with built, its flag after them), learnChunk keys per
-// command, the commands pipelined.
-func (b *Buffer) learn(ctx context.Context, keys []string, built bool) error {
-	pipe := b.rdb.Pipeline()
-	for s := 0; s < len(keys); s += learnChunk {
-		cmd := []any{"BITFIELD", committedKey}
-		for _, k := range keys[s:min(s+learnChunk, len(keys))] {
-			cmd = setOps(cmd, k)
+// has reports whether every bit of key is set: committed, or a false positive.
+func (f *Filter) has(key string) bool {
+	w, m := filterBits(filterHash(key))
+	return atomic.LoadUint32(&f.words[w])&m == m
+}
+
+// trusted reports whether the filter is built and has read the stream within freshFor.
+func (f *Filter) trusted() bool {
+	return f.built.Load() && time.Since(f.epoch)-time.Duration(f.readAt.Load()) <= freshFor
+}
+
+// read notes a read of committedLog sent at sent that returned every entry before it.
+func (f *Filter) read(sent time.Time) { f.readAt.Store(int64(sent.Sub(f.epoch))) }
+
+// mayBeCommitted reports whether a committed file may hold one of w's unique keys: one is in
+// the filter, or w has some and the filter is not trusted (or not kept by this process).
+func (b *Buffer) mayBeCommitted(w ingest.Write) bool {
+	f := b.committed.Load()
+	trusted := f != nil && f.trusted()
+	for _, it := range w.Items {
+		for _, k := range it.Unique {
+			if !trusted || f.has(k) {
+				return true
+			}
 		}
-		pipe.Do(ctx, cmd...)
 	}
-	if built {
-		pipe.SetBit(ctx, committedKey, 0, 1)
+	return false
+}
+
+// CommittedReady reports whether this process's committed filter rules out committed keys
+// (built and following the stream); until then every registration is checked in the database.
+func (b *Buffer) CommittedReady() bool {
+	f := b.committed.Load()
+	return f != nil && f.trusted()
+}
+
+// learnChunk bounds the keys of one stream entry (8 bytes each).
+const learnChunk = 10000
+
+// queueLearn adds to pipe the appending of keys to committedLog (nothing without keys), trimming
+// entries older than committedLogKeep.
+func queueLearn(ctx context.Context, pipe redis.Pipeliner, keys []string) {
+	minID := strconv.FormatInt(time.Now().Add(-committedLogKeep).UnixMilli(), 10)
+	for s := 0; s < len(keys); s += learnChunk {
+		part := keys[s:min(s+learnChunk, len(keys))]
+		buf := make([]byte, 8*len(part))
+		for i, k := range part {
+			binary.BigEndian.PutUint64(buf[8*i:], filterHash(k))
+		}
+		pipe.XAdd(ctx, &redis.XAddArgs{Stream: committedLog, MinID: minID, Approx: true, Values: []any{"k", buf}})
 	}
-	if pipe.Len() == 0 {
+}
+
+// learn appends keys to committedLog.
+func (b *Buffer) learn(ctx context.Context, keys []string) error {
+	if len(keys) == 0 {
 		return nil
 	}
+	pipe := b.rdb.Pipeline()
+	queueLearn(ctx, pipe, keys)
 	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("%w: %v", ingest.ErrBufferUnavailable, err)
+		return fmt.Errorf("%w: committed filter: %v", ingest.ErrBufferUnavailable, err)
 	}
 	return nil
 }
 
-// committedProbes are the hold script's filter arguments for a write: the number p of keys it
-// probes (none for a checked write, or one probeLarge read), then p triples "GET i32 #w" (their words, for one
-// BITFIELD_RO the script sends as they are), then their p masks. The script answers "check" for
-// the write if one probed key's mask is all set in its word (committed, a replay, or a false
-// positive) or the filter is not built; its keys are set by setKeys right after the script, in
-// the same round trip.
-//
-// Between the script and that BITFIELD the claims and held records decide: a write of the same
-// path or id held by another request meanwhile meets this write's claim (every file claims its
-// path; a path's claim outlives its commit by claimGrace) or its record. The one gap is an id a
-// client chose, held by this round, committed and evicted before the BITFIELD that follows in the
-// same pipeline (microseconds), while another request holds it again.
-func committedProbes(args []any, hw *heldWrite) []any {
-	w := hw.w
-	if w.Checked || hw.probed {
-		return append(args, 0)
-	}
-	words, masks := probedBits(w)
-	args = append(args, len(masks))
-	for _, word := range words {
-		args = append(args, "GET", "i32", "#"+strconv.FormatUint(word, 10))
-	}
-	for _, m := range masks {
-		args = append(args, int64(int32(m)))
-	}
-	return args
-}
-
-// probedBits are the filter words and masks of the keys write w probes (Unique.Probe), in order.
-func probedBits(w ingest.Write) (words []uint64, masks []uint32) {
-	for _, it := range w.Items {
-		for _, u := range it.Unique {
-			if u.Probe {
-				word, mask := filterBits(u.Key)
-				words, masks = append(words, word), append(masks, mask)
-			}
-		}
-	}
-	return words, masks
-}
-
-// holdFilterLua is the hold script's committed-filter probe (see holdScript): unchecked(s, e)
-// answers whether one of the e probed keys whose "GET i32 #w" triples start at ARGV[s] (their
-// masks after them) may be taken — all its bits are set — or the filter is not built (its flag,
-// read once per script call: nothing clears it while a script runs). One BITFIELD_RO per 1,000
-// keys, its arguments unpacked as they came: no Lua table is built per key.
-const holdFilterLua = `
-local built = nil
-local function unchecked(s, e)
-  if built == nil then built = redis.call('GETBIT', '` + committedKey + `', 0) == 1 end
-  if not built then return true end
-  for c = 0, e - 1, 1000 do
-    local n = math.min(1000, e - c)
-    local r = redis.call('BITFIELD_RO', '` + committedKey + `', unpack(ARGV, s + 3 * c, s + 3 * (c + n) - 1))
-    for i = 1, n do
-      local m = tonumber(ARGV[s + 3 * e + c + i - 1])
-      if bit.band(r[i], m) == m then return true end
-    end
-  end
-  return false
-end
-`
-
-// probeLarge reads the committed filter for a write held alone (larger than coalesceItems: a bulk
-// registration) before its round: one BITFIELD_RO (read-only: no AOF write, no fsync; the
-// flag's bit first, then each probed key's word, GET u32, parsed natively) instead of the
-// script's unpacked words, whose Lua arguments cost a 1,000-file bulk ~20 µs of Redis per row;
-// the extra round trip is shared by the write's rows. It answers whether it cannot clear the
-// write (one probed key has all its bits set, or the filter is not built) and whether it read
-// anything (probed: the script then reads nothing). The race it leaves until the
-// script runs is the one committedProbes describes, a round trip long instead of microseconds.
-func (b *Buffer) probeLarge(ctx context.Context, w ingest.Write) (unchecked, probed bool, err error) {
-	if w.Checked {
-		return false, false, nil
-	}
-	words, masks := probedBits(w)
-	if len(masks) == 0 {
-		return false, false, nil
-	}
-	cmd := []any{"BITFIELD_RO", committedKey, "GET", "u1", 0}
-	for _, word := range words {
-		cmd = append(cmd, "GET", "u32", "#"+strconv.FormatUint(word, 10))
-	}
-	res, err := b.rdb.Do(ctx, cmd...).Int64Slice()
-	if err != nil {
-		return false, false, err
-	}
-	if len(res) != 1+len(masks) {
-		return false, false, fmt.Errorf("BITFIELD_RO answered %d values for %d", len(res), 1+len(masks))
-	}
-	if res[0] != 1 {
-		return true, true, nil // not built
-	}
-	for k, m := range masks {
-		if uint32(res[1+k])&m == m {
-			return true, true, nil
-		}
-	}
-	return false, true, nil
-}
-
-// setKeys is the BITFIELD that sets the committed-filter keys of ws, probed or only learnt
-// (nil: they have none); the round sends it right after the hold script, in its round trip (one
-// AOF fsync for both).
-func setKeys(ws []*heldWrite) []any {
-	cmd := []any{"BITFIELD", committedKey}
-	for _, hw := range ws {
-		for _, it := range hw.w.Items {
-			for _, u := range it.Unique {
-				cmd = setOps(cmd, u.Key)
-			}
-		}
-	}
-	if len(cmd) == 2 {
-		return nil
-	}
-	return cmd
-}
-
-// LearnCommitted sets the unique keys of items in the committed filter: a write applied without
-// the hold script (a direct write) calls it before it applies.
-func (b *Buffer) LearnCommitted(ctx context.Context, items []ingest.Item) error {
+// uniqueKeys are the unique keys of items.
+func uniqueKeys(items []ingest.Item) []string {
 	var keys []string
 	for _, it := range items {
-		for _, u := range it.Unique {
-			keys = append(keys, u.Key)
-		}
+		keys = append(keys, it.Unique...)
 	}
-	for start := 0; start < len(keys); start += 10000 {
-		if err := b.learn(ctx, keys[start:min(start+10000, len(keys))], false); err != nil {
-			return err
-		}
-	}
-	return nil
+	return keys
+}
+
+// LearnCommitted appends the unique keys of items to the committed filter's stream: a write
+// applied without the hold script (a direct write) calls it before it applies.
+func (b *Buffer) LearnCommitted(ctx context.Context, items []ingest.Item) error {
+	return b.learn(ctx, uniqueKeys(items))
 }
 
 // CommittedSource is where the filter learns committed files from: the main database.
@@ -280,55 +225,77 @@ func fileKeys(files []ingest.FileKey) []string {
 	return keys
 }
 
-// CommittedBuilt reports whether the committed filter has been built.
-func (b *Buffer) CommittedBuilt(ctx context.Context) (bool, error) {
-	v, err := b.rdb.GetBit(ctx, committedKey, 0).Result()
+// buildCommitted learns every committed file into f from src, then again those committed since
+// the build began minus buildSlack (a file committed while the scan passed by a worker of an
+// earlier version, which does not append to the stream). It answers the stream position to
+// follow from: read before the scan, so that a file committed after it is either seen by the
+// scan or appended after that position.
+func (b *Buffer) buildCommitted(ctx context.Context, src CommittedSource, f *Filter) (string, error) {
+	pos := "0-0"
+	last, err := b.rdb.XRevRangeN(ctx, committedLog, "+", "-", 1).Result()
 	if err != nil {
-		return false, fmt.Errorf("%w: %v", ingest.ErrBufferUnavailable, err)
+		return "", fmt.Errorf("%w: %v", ingest.ErrBufferUnavailable, err)
 	}
-	return v == 1, nil
-}
-
-// BuildCommitted builds the committed filter from src unless it is built or another replica is
-// building it: every committed file, then again those committed since the build began minus
-// buildSlack (a file held by an API of an earlier version, without the filter, and committed
-// while the scan passed). It reports whether it built it.
-func (b *Buffer) BuildCommitted(ctx context.Context, src CommittedSource) (bool, error) {
-	if built, err := b.CommittedBuilt(ctx); err != nil || built {
-		return false, err
+	if len(last) == 1 {
+		pos = last[0].ID
 	}
-	ok, err := b.rdb.SetNX(ctx, buildLock, strconv.FormatInt(time.Now().UnixMilli(), 10), buildLockTTL).Result()
-	if err != nil {
-		return false, fmt.Errorf("%w: %v", ingest.ErrBufferUnavailable, err)
-	}
-	if !ok {
-		return false, nil
-	}
-	defer b.rdb.Del(context.WithoutCancel(ctx), buildLock)
 	began := time.Now()
-	learnPage := func(files []ingest.FileKey) error { return b.learn(ctx, fileKeys(files), false) }
+	learnPage := func(files []ingest.FileKey) error {
+		for _, k := range fileKeys(files) {
+			f.add(filterHash(k))
+		}
+		return nil
+	}
 	if err := src.FileKeys(ctx, 5000, time.Time{}, learnPage); err != nil {
-		return false, err
+		return "", err
 	}
 	if err := src.FileKeys(ctx, 5000, began.Add(-buildSlack), learnPage); err != nil {
-		return false, err
+		return "", err
 	}
-	if err := b.learn(ctx, nil, true); err != nil {
-		return false, err
-	}
-	return true, nil
+	return pos, nil
 }
 
 // buildSlack is how far before a build's start its second pass looks: longer than a worker's
 // transaction may take from its rows' committed_at (the statement's now()) to its commit.
 const buildSlack = 5 * time.Minute
 
-// TakeReplayed learns the files a secondary site's replay committed since the last call (at most
-// 5,000 a transaction, until none are left) and reports how many.
+// readCommitted reads committedLog after pos into f (up to 1,000 entries, waiting up to block
+// for the first) and answers the new position. A read that returned fewer than it could marks
+// f read as of its sending.
+func (b *Buffer) readCommitted(ctx context.Context, f *Filter, pos string, block time.Duration) (string, error) {
+	sent := time.Now()
+	const count = 1000
+	res, err := b.rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{committedLog, pos}, Count: count, Block: block}).Result()
+	if errors.Is(err, redis.Nil) {
+		f.read(sent)
+		return pos, nil
+	}
+	if err != nil {
+		return pos, err
+	}
+	n := 0
+	for _, s := range res {
+		for _, m := range s.Messages {
+			n++
+			pos = m.ID
+			k, _ := m.Values["k"].(string)
+			for i := 0; i+8 <= len(k); i += 8 {
+				f.add(binary.BigEndian.Uint64([]byte(k[i : i+8])))
+			}
+		}
+	}
+	if n < count {
+		f.read(sent)
+	}
+	return pos, nil
+}
+
+// TakeReplayed appends the files a secondary site's replay committed since the last call to the
+// stream (at most 5,000 a transaction, until none are left) and reports how many.
 func (b *Buffer) TakeReplayed(ctx context.Context, src CommittedSource) (int, error) {
 	total := 0
 	for {
-		n, err := src.TakeReplayed(ctx, 5000, func(files []ingest.FileKey) error { return b.learn(ctx, fileKeys(files), false) })
+		n, err := src.TakeReplayed(ctx, 5000, func(files []ingest.FileKey) error { return b.learn(ctx, fileKeys(files)) })
 		total += n
 		if err != nil || n < 5000 {
 			return total, err
@@ -336,25 +303,61 @@ func (b *Buffer) TakeReplayed(ctx context.Context, src CommittedSource) (int, er
 	}
 }
 
-// KeepCommitted keeps the committed filter (the main site's API runs it): built, and learning a
-// secondary site's replayed files, every interval until ctx ends; a failure is logged and the
-// step retried at the next tick (registrations are checked in the database meanwhile).
+// KeepCommitted keeps this process's committed filter (the main site's API runs it until ctx
+// ends): built from src, then following the stream, built again after losing it for
+// rebuildAfter; every interval it also appends a secondary site's replayed files to the stream.
+// A failure is logged and retried (registrations are checked in the database meanwhile).
 func (b *Buffer) KeepCommitted(ctx context.Context, src CommittedSource, interval time.Duration, log *slog.Logger) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		if built, err := b.BuildCommitted(ctx, src); err != nil && ctx.Err() == nil {
-			log.Warn("committed filter: build failed; registrations are checked in the database meanwhile", "err", err)
-		} else if built {
-			log.Info("committed filter: built from the database")
-		}
-		if _, err := b.TakeReplayed(ctx, src); err != nil && ctx.Err() == nil {
-			log.Warn("committed filter: learning a secondary site's replayed files failed", "err", err)
-		}
+	f := b.committed.Load()
+	if f == nil {
+		f = newFilter()
+		b.committed.Store(f)
+	}
+	pause := func() bool {
 		select {
 		case <-ctx.Done():
-			return
-		case <-t.C:
+			return false
+		case <-time.After(interval):
+			return true
+		}
+	}
+	for ctx.Err() == nil {
+		f.built.Store(false)
+		pos, err := b.buildCommitted(ctx, src, f)
+		if err != nil {
+			if ctx.Err() == nil {
+				log.Warn("committed filter: build failed; registrations are checked in the database meanwhile", "err", err)
+			}
+			if !pause() {
+				return
+			}
+			continue
+		}
+		f.built.Store(true)
+		log.Info("committed filter: built from the database")
+		lastRead, nextReplayed := time.Now(), time.Time{}
+		for ctx.Err() == nil {
+			if time.Now().After(nextReplayed) {
+				if _, err := b.TakeReplayed(ctx, src); err != nil && ctx.Err() == nil {
+					log.Warn("committed filter: learning a secondary site's replayed files failed", "err", err)
+				}
+				nextReplayed = time.Now().Add(interval)
+			}
+			next, err := b.readCommitted(ctx, f, pos, interval)
+			if err == nil {
+				pos, lastRead = next, time.Now()
+				continue
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			if time.Since(lastRead) > rebuildAfter {
+				log.Warn("committed filter: the stream was unreadable too long; building again", "err", err)
+				break
+			}
+			if !pause() {
+				return
+			}
 		}
 	}
 }

@@ -41,23 +41,27 @@ type holdRound struct{ writes []*heldWrite }
 // heldWrite is one write in a round and how it was held.
 type heldWrite struct {
 	w       ingest.Write
-	outcome string // holdScript's: new, replay, unqueued, conflict, fenced, check
+	outcome string // holdScript's: new, replay, unqueued, conflict, claimed, fenced
 	detail  string
 	err     error
-	probed  bool // the committed filter was read before the round (probeLarge): the script does not read it
 }
 
 // Hold caches the write's records and enqueues its task, in one round trip (holdScript), shared
 // with the writes that arrive at the same moment. It returns only once Redis has taken both
 // (appendfsync always: the write is on disk), or an error: ingest.ErrBufferUnavailable (the
-// write is not known to be held: answer 503) or *ConflictError. A caller that gives up while
-// its round is in flight may find its write held later (a retry then replays it).
+// write is not known to be held: answer 503), a conflict, or ingest.ErrUnchecked (a write not
+// Checked one of whose unique keys this process's committed filter cannot rule out: nothing is
+// held; see committed.go). A caller that gives up while its round is in flight may find its
+// write held later (a retry then replays it).
 func (b *Buffer) Hold(ctx context.Context, w ingest.Write) (ingest.HoldResult, error) {
+	if !w.Checked && b.mayBeCommitted(w) {
+		return ingest.HoldResult{}, ingest.ErrUnchecked
+	}
 	ctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
 	hw := &heldWrite{w: w}
 	if len(w.Items) > coalesceItems {
-		b.holdLarge(hw)
+		b.holdRound(&holdRound{writes: []*heldWrite{hw}}) // alone: a round's share is coalesceItems
 	} else if _, err := b.rounds.Join(ctx, func(r *holdRound) { r.writes = append(r.writes, hw) }, func(r *holdRound) error {
 		b.holdRound(r)
 		return nil
@@ -75,8 +79,6 @@ func (b *Buffer) Hold(ctx context.Context, w ingest.Write) (ingest.HoldResult, e
 		return ingest.HoldResult{}, &ingest.BufferConflictError{Index: i - 1, ID: w.Items[i-1].ID}
 	case "fenced":
 		return ingest.HoldResult{}, &ingest.FencedError{Value: hw.detail}
-	case "check":
-		return ingest.HoldResult{}, ingest.ErrUnchecked
 	case "replay":
 		return ingest.HoldResult{Tx: hw.detail, Replayed: true}, nil
 	case "unqueued":
@@ -92,24 +94,6 @@ func (b *Buffer) Hold(ctx context.Context, w ingest.Write) (ingest.HoldResult, e
 		return ingest.HoldResult{Tx: hw.detail, Replayed: true}, nil
 	}
 	return ingest.HoldResult{Tx: w.Tx}, nil
-}
-
-// holdLarge holds a write larger than a round's share alone, reading the committed filter for it
-// first (probeLarge).
-func (b *Buffer) holdLarge(hw *heldWrite) {
-	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
-	unchecked, probed, err := b.probeLarge(ctx, hw.w)
-	cancel()
-	switch {
-	case err != nil:
-		hw.err = fmt.Errorf("%w: committed filter: %v", ingest.ErrBufferUnavailable, err)
-		return
-	case unchecked:
-		hw.outcome = "check"
-		return
-	}
-	hw.probed = probed
-	b.holdRound(&holdRound{writes: []*heldWrite{hw}})
 }
 
 // holdRound holds the writes of r, roundItems records per script call, the calls pipelined, and
@@ -148,20 +132,11 @@ func (b *Buffer) holdRound(r *holdRound) {
 	if len(prepared) == 0 {
 		return
 	}
-	var held []*heldWrite
-	for _, c := range prepared {
-		held = append(held, c.ws...)
-	}
-	set := setKeys(held)
 	cmds := make([]*redis.Cmd, len(prepared))
-	var setCmd *redis.Cmd
 	run := func(eval func(p redis.Pipeliner, keys []string, args ...any) *redis.Cmd) error {
 		pipe := b.rdb.Pipeline()
 		for i, c := range prepared {
 			cmds[i] = eval(pipe, c.keys, c.args...)
-		}
-		if set != nil { // after the script, which reads the bits as they were
-			setCmd = pipe.Do(ctx, set...)
 		}
 		_, err := pipe.Exec(ctx)
 		return err
@@ -174,12 +149,6 @@ func (b *Buffer) holdRound(r *holdRound) {
 		err = run(func(p redis.Pipeliner, keys []string, args ...any) *redis.Cmd {
 			return b.hold.Eval(ctx, p, keys, args...)
 		})
-	}
-	if setCmd != nil && setCmd.Err() != nil {
-		// The keys may not be set: answer 503 (a write the script held is replayed by the
-		// retry, whose round sets its keys).
-		fail(held, fmt.Errorf("%w: committed filter: %v", ingest.ErrBufferUnavailable, setCmd.Err()))
-		return
 	}
 	for i, c := range prepared {
 		res, cerr := cmds[i].Slice()
@@ -266,7 +235,6 @@ func holdArgs(ws []*heldWrite) ([]string, []any, error) {
 			args = append(args, f)
 		}
 		args = appendClaims(args, w.Items)
-		args = committedProbes(args, hw)
 	}
 	return keys, args, nil
 }
@@ -323,13 +291,10 @@ func claimConflict(w ingest.Write, detail string) error {
 // its ids (conflict); answers the original transaction if every record is already held,
 // identical (replay — or unqueued when that transaction's task is gone, taken off the queue by
 // hand: the caller enqueues it again); refuses it if one of its fence keys exists (fenced: an obs
-// unit being or having been deleted, see fence.go); answers "check" (holding nothing) if the
-// committed filter cannot rule out that a committed record has one of its unique keys
-// (committed.go: the caller asks the database and holds again, checked); else caches the
-// records in their kind's hash (one HSET per 1,000 records; only the records not held yet when
-// some are) with their index entries, and the transaction's receipt info, and accepts its
-// payload. The records held already are asked
-// for with one HMGET per 1,000 ids. The task is written the way asynq's client does (asynq
+// unit being or having been deleted, see fence.go); else caches the records in their kind's
+// hash (one HSET per 1,000 records; only the records not held yet when some are) with their
+// index entries, and the transaction's receipt info, and accepts its payload. The records held
+// already are asked for with one HMGET per 1,000 ids. The task is written the way asynq's client does (asynq
 // v0.26's enqueue script: the task hash with its encoded message, state pending and
 // pending_since, its id pushed on the queue's pending list, the queue in the set of queues; see
 // messageParts), unless a task with its id is already there. Its message is head .. payload
@@ -341,12 +306,10 @@ func claimConflict(w ingest.Write, detail string) error {
 // payload is {"writes":[…]} of the accepted writes' payloads; "0": the one write's payload as it
 // is), number of writes; then per write: number of records n, number of index entries m, tx, tx
 // info, payload, number of fence keys f, then n pairs (record id, cache entry), then m pairs
-// (index set, member), then f fence keys, then its claims (appendClaims), then its
-// committed-filter probes (committedProbes). Replies one {outcome, detail} per write: {"new",
-// ""}, {"replay", tx}, {"unqueued", tx}, {"conflict", i} (1-based record), {"claimed",
-// "j|owner,…"}, {"fenced", value of the fence key} or {"check", ""}. The round sets the
-// writes' filter keys right after it (setKeys).
-var holdScript = holdFilterLua + `
+// (index set, member), then f fence keys, then its claims (appendClaims). Replies one
+// {outcome, detail} per write: {"new", ""}, {"replay", tx}, {"unqueued", tx}, {"conflict", i}
+// (1-based record), {"claimed", "j|owner,…"} or {"fenced", value of the fence key}.
+var holdScript = `
 local function varint(n)
   local s = ''
   while n >= 128 do s = s .. string.char(n % 128 + 128); n = math.floor(n / 128) end
@@ -383,9 +346,7 @@ for w = 1, tonumber(ARGV[8]) do
   local fa, f = ia + 2 * m, tonumber(ARGV[a + 5])
   local ca = fa + f
   local c = tonumber(ARGV[ca])
-  local pa = ca + 1 + 2 * c
-  local pe = tonumber(ARGV[pa])
-  k, a = k + 2, pa + 1 + 4 * pe
+  k, a = k + 2, ca + 1 + 2 * c
   local taken = nil
   local vals = {}
   for c = 0, n - 1, 1000 do
@@ -421,8 +382,6 @@ for w = 1, tonumber(ARGV[8]) do
     out[w] = {queued and 'replay' or 'unqueued', first}
   elseif f > 0 and fenced(fa, f) then
     out[w] = {'fenced', fv}
-  elseif pe > 0 and unchecked(pa + 1, pe) then
-    out[w] = {'check', ''}
   else
     if held == 0 then
       for c = 0, n - 1, 1000 do

@@ -207,7 +207,7 @@ func decodeWrite(typ string, payload []byte) (write, error) {
 			w.env, w.work, w.taskID = p.Envelope, postgres.Work{Files: &p}, ingest.FilesTaskID(p.Files)
 			w.items = make([]ingest.Item, len(p.Files))
 			for i, f := range p.Files {
-				w.items[i] = ingest.Item{Kind: ingest.KindFile, ID: f.ID, Claims: ingest.FileClaims(f)}
+				w.items[i] = ingest.Item{Kind: ingest.KindFile, ID: f.ID, Claims: ingest.FileClaims(f), Unique: ingest.FileUnique(f)}
 				if f.RawDataPackageID != "" {
 					w.items[i].Index = buffer.PackageIndex(f.RawDataPackageID)
 				}

@@ -186,7 +186,7 @@ func TestComposeFile(t *testing.T) {
 		t.Fatalf("want postgres and redis services")
 	}
 	redisCmd := strings.Join(cf.Services["redis"].Command, " ")
-	for _, want := range []string{"--appendonly yes", "--appendfsync always", "--auto-aof-rewrite-percentage 400", "--maxmemory-policy noeviction"} {
+	for _, want := range []string{"--appendonly yes", "--appendfsync always", "--auto-aof-rewrite-percentage 400", "--auto-aof-rewrite-min-size 512mb", "--maxmemory-policy noeviction"} {
 		if !strings.Contains(redisCmd, want) {
 			t.Errorf("redis command %q lacks %q", redisCmd, want)
 		}

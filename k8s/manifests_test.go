@@ -859,7 +859,7 @@ func TestRedisIsDurableAndNeverEvicts(t *testing.T) {
 				settings[f[0]] = strings.Join(f[1:], " ")
 			}
 		}
-		for k, want := range map[string]string{"appendonly": "yes", "appendfsync": "always", "auto-aof-rewrite-percentage": "400", "maxmemory-policy": "noeviction"} {
+		for k, want := range map[string]string{"appendonly": "yes", "appendfsync": "always", "auto-aof-rewrite-percentage": "400", "auto-aof-rewrite-min-size": "512mb", "maxmemory-policy": "noeviction"} {
 			if settings[k] != want {
 				t.Errorf("redis.conf %s = %q, want %q", k, settings[k], want)
 			}

@@ -190,7 +190,7 @@ redis_up() {
 		log "starting Redis on 127.0.0.1:$port (AOF fsync always, noeviction)"
 		redis-server --port "$port" --bind 127.0.0.1 --daemonize yes \
 			--pidfile "$d/redis/redis.pid" --dir "$d/redis" --logfile "$d/redis/redis.log" \
-			--appendonly yes --appendfsync always --auto-aof-rewrite-percentage 400 \
+			--appendonly yes --appendfsync always --auto-aof-rewrite-percentage 400 --auto-aof-rewrite-min-size 512mb \
 			--maxmemory-policy noeviction --save ""
 		for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
 	fi

@@ -71,7 +71,7 @@ func (r *RedisServer) start() error {
 	_, port, _ := strings.Cut(r.Addr, ":")
 	cmd := exec.Command("redis-server",
 		"--port", port, "--bind", "127.0.0.1", "--dir", r.dir, "--save", "",
-		"--appendonly", "yes", "--appendfsync", "always", "--auto-aof-rewrite-percentage", "400", "--maxmemory-policy", "noeviction",
+		"--appendonly", "yes", "--appendfsync", "always", "--auto-aof-rewrite-percentage", "400", "--auto-aof-rewrite-min-size", "512mb", "--maxmemory-policy", "noeviction",
 		"--logfile", filepath.Join(r.dir, "redis.log"))
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start redis: %w", err)

@@ -160,10 +160,14 @@ func (b *Buffer) CommittedReady() bool {
 // learnChunk bounds the keys of one stream entry (8 bytes each).
 const learnChunk = 10000
 
-// queueLearn adds to pipe the appending of keys to committedLog (nothing without keys), trimming
-// entries older than committedLogKeep.
-func queueLearn(ctx context.Context, pipe redis.Pipeliner, keys []string) {
+// learn appends keys to committedLog, learnChunk per entry, trimming entries older than
+// committedLogKeep.
+func (b *Buffer) learn(ctx context.Context, keys []string) error {
+	if len(keys) == 0 {
+		return nil
+	}
 	minID := strconv.FormatInt(time.Now().Add(-committedLogKeep).UnixMilli(), 10)
+	pipe := b.rdb.Pipeline()
 	for s := 0; s < len(keys); s += learnChunk {
 		part := keys[s:min(s+learnChunk, len(keys))]
 		buf := make([]byte, 8*len(part))
@@ -172,15 +176,6 @@ func queueLearn(ctx context.Context, pipe redis.Pipeliner, keys []string) {
 		}
 		pipe.XAdd(ctx, &redis.XAddArgs{Stream: committedLog, MinID: minID, Approx: true, Values: []any{"k", buf}})
 	}
-}
-
-// learn appends keys to committedLog.
-func (b *Buffer) learn(ctx context.Context, keys []string) error {
-	if len(keys) == 0 {
-		return nil
-	}
-	pipe := b.rdb.Pipeline()
-	queueLearn(ctx, pipe, keys)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("%w: committed filter: %v", ingest.ErrBufferUnavailable, err)
 	}

@@ -26,7 +26,7 @@ import (
 // committed (Buffer.Evict) before their records and claims leave the buffer, a direct write
 // (buffering disabled) before it applies (Buffer.LearnCommitted), and the API the files a
 // secondary site's replay committed (TakeReplayed: migration 00031's trigger lists them). Each
-// API builds its copy from the database at start (BuildCommitted) and then follows the stream
+// API builds its copy from the database at start (buildCommitted) and then follows the stream
 // (KeepCommitted).
 //
 // Why a key not in the filter is not taken: a file claims its path while buffered and for

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -142,9 +143,20 @@ func TestVerifiedCopiesReplicationAndFailedChains(t *testing.T) {
 	})
 
 	e.DriveAll(t, "m", transfer.KindTransfer, transfer.KindUnpack)
+	// The archive operations appear once a planner round advances the unpacked packages: the
+	// test's own, or the service's, woken by the completes above — a round skips the packages the
+	// other holds, so wait for them (with another round of the test's own while waiting).
 	archiveAt := func(pkg, loc string) int64 {
-		return opID(t, s, `SELECT o.id FROM operations o JOIN data_locations l ON l.id = o.destination_location_id
+		var id int64
+		require.Eventually(t, func() bool {
+			err := e.DB.Get(&id, `SELECT o.id FROM operations o JOIN data_locations l ON l.id = o.destination_location_id
 			WHERE o.kind = 'long_term_archive' AND o.raw_data_package_id = $1 AND l.name = $2`, pkg, loc)
+			if err != nil {
+				e.Round(t)
+			}
+			return err == nil
+		}, 10*time.Second, 20*time.Millisecond, "the archive operation of %s at %s", pkg, loc)
+		return id
 	}
 	pkg := pkgs[0].String()
 	copyAt := func(loc string) []map[string]string {

@@ -79,10 +79,16 @@ type Filter struct {
 	readAt atomic.Int64
 }
 
-// newFilter is an empty filter, not built.
+// newFilter is an empty filter, not built and never read.
 func newFilter() *Filter {
-	return &Filter{words: make([]uint32, filterWords), epoch: time.Now()}
+	f := &Filter{words: make([]uint32, filterWords), epoch: time.Now()}
+	f.unread()
+	return f
 }
+
+// unread marks the stream as not read since the filter was (re)built: a build is trusted only
+// after a read from the position it started at, not for the first freshFor after its epoch.
+func (f *Filter) unread() { f.read(f.epoch.Add(-time.Hour)) }
 
 // filterHash is key's 64-bit hash: FNV-1a (hash/fnv's New64a, written out so that hashing a
 // key allocates nothing) mixed by MurmurHash3's finalizer (FNV-1a's low bits alone put similar
@@ -318,6 +324,7 @@ func (b *Buffer) KeepCommitted(ctx context.Context, src CommittedSource, interva
 	}
 	for ctx.Err() == nil {
 		f.built.Store(false)
+		f.unread()
 		pos, err := b.buildCommitted(ctx, src, f)
 		if err != nil {
 			if ctx.Err() == nil {

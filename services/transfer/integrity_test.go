@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -142,21 +141,10 @@ func TestVerifiedCopiesReplicationAndFailedChains(t *testing.T) {
 		require.Equal(t, 3, stateList(t, s, "TRANSFERRING").Total)
 	})
 
-	e.DriveAll(t, "m", transfer.KindTransfer, transfer.KindUnpack)
-	// The archive operations appear once a planner round advances the unpacked packages: the
-	// test's own, or the service's, woken by the completes above — a round skips the packages the
-	// other holds, so wait for them (with another round of the test's own while waiting).
-	archiveAt := func(pkg, loc string) int64 {
-		var id int64
-		require.Eventually(t, func() bool {
-			err := e.DB.Get(&id, `SELECT o.id FROM operations o JOIN data_locations l ON l.id = o.destination_location_id
+	e.DriveAll(t, "m", transfer.KindTransfer, transfer.KindUnpack) // returns once every unpack is advanced
+	archiveAt := func(t *testing.T, pkg, loc string) int64 {
+		return opID(t, s, `SELECT o.id FROM operations o JOIN data_locations l ON l.id = o.destination_location_id
 			WHERE o.kind = 'long_term_archive' AND o.raw_data_package_id = $1 AND l.name = $2`, pkg, loc)
-			if err != nil {
-				e.Round(t)
-			}
-			return err == nil
-		}, 10*time.Second, 20*time.Millisecond, "the archive operation of %s at %s", pkg, loc)
-		return id
 	}
 	pkg := pkgs[0].String()
 	copyAt := func(loc string) []map[string]string {
@@ -164,7 +152,7 @@ func TestVerifiedCopiesReplicationAndFailedChains(t *testing.T) {
 	}
 
 	t.Run("an archive copy that does not match the package's registration is never COMPLETED", func(t *testing.T) {
-		id := archiveAt(pkg, "cornell-archive")
+		id := archiveAt(t, pkg, "cornell-archive")
 		leaseTo(t, s, id)
 		r := completeOp(t, s, id, map[string]any{"bytes": 1000, "checksum": transfertest.PackageChecksum})
 		require.Equal(t, 422, r.Status, "an archive operation reports its copy: %s", r.Body)
@@ -191,7 +179,7 @@ func TestVerifiedCopiesReplicationAndFailedChains(t *testing.T) {
 
 	t.Run("one verified archive copy of two is not ARCHIVED, both are", func(t *testing.T) {
 		for i, loc := range []string{"cornell-archive", "cologne-archive"} {
-			id := archiveAt(pkg, loc)
+			id := archiveAt(t, pkg, loc)
 			leaseTo(t, s, id)
 			r := completeOp(t, s, id, map[string]any{"bytes": 1000, "checksum": strings.ToUpper(transfertest.PackageChecksum[:7]) + transfertest.PackageChecksum[7:], "physical_copies": copyAt(loc)})
 			require.Equal(t, 200, r.Status, "%s", r.Body)

@@ -142,12 +142,16 @@ func (e *Env) State(t testing.TB, id uuid.UUID) string {
 }
 
 // DriveAll claims and completes every due operation of kinds as mover until none is left,
-// running a planner round after each pass; it returns how many it completed.
+// running a planner round after each pass; it returns how many it completed. Work has run out
+// when nothing is claimable and no completed operation waits for its successors: a service's
+// own planner (woken by a test's HTTP requests) may hold completed operations while this
+// round runs (the rounds skip what the other locks) and create their successors a moment later.
 func (e *Env) DriveAll(t testing.TB, mover string, kinds ...transfer.Kind) int {
 	t.Helper()
 	ctx := context.Background()
 	n := 0
-	for pass := 0; pass < 50; pass++ {
+	deadline := time.Now().Add(30 * time.Second)
+	for pass := 0; pass < 50 || time.Now().Before(deadline); pass++ {
 		ops, err := e.Store.Claim(ctx, mover, kinds, "", 100)
 		if err != nil {
 			t.Fatalf("claim: %v", err)
@@ -165,7 +169,15 @@ func (e *Env) DriveAll(t testing.TB, mover string, kinds ...transfer.Kind) int {
 		}
 		e.Round(t)
 		if len(ops) == 0 {
-			return n
+			var unadvanced int
+			if err := e.DB.Get(&unadvanced, `SELECT count(*) FROM operations WHERE status = 'COMPLETED' AND NOT advanced
+				AND kind IN ('data_transfer_package', 'transfer', 'unpack')`); err != nil {
+				t.Fatalf("unadvanced operations: %v", err)
+			}
+			if unadvanced == 0 {
+				return n
+			}
+			time.Sleep(20 * time.Millisecond) // another planner's round holds them
 		}
 	}
 	t.Fatal("DriveAll: work did not run out")

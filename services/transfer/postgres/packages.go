@@ -243,10 +243,11 @@ func (s *Store) makeDTP(ctx context.Context, group []transfer.ReadyPackage) erro
 	})
 }
 
-// successorKinds are the kinds whose completion the planner answers in Advance (a
+// SuccessorKinds are the kinds whose completion the planner answers in Advance (a
 // raw_data_package operation is followed by its DTP, made by Group; long_term_archive and
-// staging are the ends of their chains). It matches the operations_to_advance index.
-const successorKinds = `('data_transfer_package', 'transfer', 'unpack')`
+// staging are the ends of their chains), as an SQL list. It matches the operations_to_advance
+// index; the tests' driver (transfertest) asks it whether work is left.
+const SuccessorKinds = `('data_transfer_package', 'transfer', 'unpack')`
 
 // Advance creates the successors of up to limit completed operations the planner has not yet
 // advanced: a built DTP gets a transfer (and legacy data_transfer row) to every active
@@ -256,7 +257,7 @@ const successorKinds = `('data_transfer_package', 'transfer', 'unpack')`
 func (s *Store) Advance(ctx context.Context, limit int) (int, error) {
 	var ids []int64
 	if err := s.DB.SelectContext(ctx, &ids, `SELECT id FROM operations
-		WHERE status = 'COMPLETED' AND NOT advanced AND kind IN `+successorKinds+` ORDER BY id LIMIT $1`, limit); err != nil {
+		WHERE status = 'COMPLETED' AND NOT advanced AND kind IN `+SuccessorKinds+` ORDER BY id LIMIT $1`, limit); err != nil {
 		return 0, err
 	}
 	for _, id := range ids {
@@ -275,7 +276,7 @@ func (s *Store) advance(ctx context.Context, tx *sqlx.Tx, id int64) error {
 		Src  sql.NullInt64 `db:"source_location_id"`
 	}
 	err := tx.GetContext(ctx, &op, `SELECT kind, data_transfer_package_id, destination_location_id, source_location_id FROM operations
-		WHERE id = $1 AND status = 'COMPLETED' AND NOT advanced AND kind IN `+successorKinds+` FOR UPDATE SKIP LOCKED`, id)
+		WHERE id = $1 AND status = 'COMPLETED' AND NOT advanced AND kind IN `+SuccessorKinds+` FOR UPDATE SKIP LOCKED`, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil // advanced meanwhile, or reset
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/obsops/obsops/pkg/testenv"
 	"github.com/obsops/obsops/services/transfer"
 	"github.com/obsops/obsops/services/transfer/app"
+	"github.com/obsops/obsops/services/transfer/postgres"
 )
 
 // Env is one test's database and Redis with the service's parts on them (Store, Claimer,
@@ -151,7 +152,7 @@ func (e *Env) DriveAll(t testing.TB, mover string, kinds ...transfer.Kind) int {
 	ctx := context.Background()
 	n := 0
 	deadline := time.Now().Add(30 * time.Second)
-	for pass := 0; pass < 50 || time.Now().Before(deadline); pass++ {
+	for time.Now().Before(deadline) {
 		ops, err := e.Store.Claim(ctx, mover, kinds, "", 100)
 		if err != nil {
 			t.Fatalf("claim: %v", err)
@@ -170,8 +171,7 @@ func (e *Env) DriveAll(t testing.TB, mover string, kinds ...transfer.Kind) int {
 		e.Round(t)
 		if len(ops) == 0 {
 			var unadvanced int
-			if err := e.DB.Get(&unadvanced, `SELECT count(*) FROM operations WHERE status = 'COMPLETED' AND NOT advanced
-				AND kind IN ('data_transfer_package', 'transfer', 'unpack')`); err != nil {
+			if err := e.DB.Get(&unadvanced, `SELECT count(*) FROM operations WHERE status = 'COMPLETED' AND NOT advanced AND kind IN `+postgres.SuccessorKinds); err != nil {
 				t.Fatalf("unadvanced operations: %v", err)
 			}
 			if unadvanced == 0 {

@@ -125,7 +125,8 @@ func New(svc *service.Service, cfg *ingest.Config, role string) (*App, error) {
 }
 
 // addWorker adds the worker's loops: the asynq server and its handler (appliers and the probe
-// of the main database), the orphan watch, and at a secondary site the replica release.
+// of the main database), the orphan watch, the claims' release, and at a secondary site the
+// replica release.
 func (a *App) addWorker(cfg *ingest.Config, buf *buffer.Buffer, pools *database.Pools) error {
 	// The worker's own pool on the main database, with I/O deadlines (a WAN that drops traffic
 	// must not hang its connections).
@@ -167,6 +168,9 @@ func (a *App) addWorker(cfg *ingest.Config, buf *buffer.Buffer, pools *database.
 		return nil
 	}}, service.Loop{Name: "orphan watch", Run: func(ctx context.Context) error {
 		worker.WatchOrphans(ctx, buf, 5*time.Second, log)
+		return nil
+	}}, service.Loop{Name: "claims release", Run: func(ctx context.Context) error {
+		worker.WatchClaims(ctx, buf, buffer.ReleaseInterval)
 		return nil
 	}})
 	if h.Secondary {

@@ -59,6 +59,8 @@ type Buffer struct {
 	fence   *redis.Script // fence.go
 	seal    *redis.Script
 	release *redis.Script
+	// releaseClaims releases the claims whose grace has passed (cache.go)
+	releaseClaims *redis.Script
 	// txStates reads the states of transactions for the reads (receipts.go)
 	txStates  *redis.Script
 	beginIdem *redis.Script // idempotency.go
@@ -79,7 +81,8 @@ func New(rdb redis.UniversalClient, timeout time.Duration) *Buffer {
 		rdb: rdb, client: asynq.NewClientFromRedisClient(rdb), insp: asynq.NewInspectorFromRedisClient(rdb),
 		timeout: timeout, hold: redis.NewScript(holdScript), reclaim: redis.NewScript(reclaimScript),
 		fence: redis.NewScript(fenceScript), seal: redis.NewScript(sealScript), release: redis.NewScript(releaseScript),
-		txStates: redis.NewScript(txStatesScript), beginIdem: redis.NewScript(beginIdemScript),
+		releaseClaims: redis.NewScript(releaseClaimsScript),
+		txStates:      redis.NewScript(txStatesScript), beginIdem: redis.NewScript(beginIdemScript),
 	}
 }
 

@@ -104,9 +104,12 @@ type Applied struct {
 // receipt, in one round trip; called by the worker after its transaction committed. The
 // records of every write applied are removed together (one release batch of claims, one HDEL
 // per kind): a task of a round holds many single-file writes, and a removal per write cost
-// Redis four commands and a script call per registration (make bench). The records' unique
-// keys are appended to the committed filter's stream first, in a round trip of its own: only
-// once every API can learn them may their claims' grace begin (committed.go).
+// Redis four commands and a script call per registration (make bench). It is one MULTI whose
+// first command appends the records' unique keys to the committed filter's stream
+// (committed.go): their claims' grace begins with the stream entry that lets every API learn
+// them, or nothing happens (a MULTI refused, e.g. Redis out of memory, runs none of it). The
+// append was a round trip of its own: with appendfsync always, one more fsync per worker round,
+// which every held write waits behind (docs/decisions.md §50).
 func (b *Buffer) Evict(ctx context.Context, applied []Applied, lsn string, committedAt time.Time) error {
 	n := 0
 	for _, a := range applied {
@@ -116,10 +119,8 @@ func (b *Buffer) Evict(ctx context.Context, applied []Applied, lsn string, commi
 	for _, a := range applied {
 		items = append(items, a.Items...)
 	}
-	if err := b.learn(ctx, uniqueKeys(items)); err != nil {
-		return err
-	}
-	pipe := b.rdb.Pipeline()
+	pipe := b.rdb.TxPipeline()
+	queueLearn(ctx, pipe, uniqueKeys(items))
 	for _, a := range applied {
 		queueCommit(ctx, pipe, a.Tx, lsn, committedAt)
 	}
@@ -147,13 +148,40 @@ func (b *Buffer) Forget(ctx context.Context, items []ingest.Item) error {
 // many times over, at about 100 bytes per claim released in the last 30 s.
 const claimGrace = 30 * time.Second
 
-// releaseClaimsScript releases the claims whose grace has passed (at most 100 members of
+// ReleaseInterval is how often the worker releases the claims whose grace has passed
+// (ReleaseClaims), so a claim outlives its records by claimGrace and at most this much more. Once
+// a second rather than in every eviction: a call's fixed cost (~75 µs of Redis beyond a plain
+// write's) was paid per worker round (docs/decisions.md §50).
+const ReleaseInterval = time.Second
+
+// releaseLimit is the most release batches (members of claimsRelease) one releaseClaimsScript
+// call releases; ReleaseClaims calls it again while that many were due.
+const releaseLimit = 100
+
+// ReleaseClaims releases the claims whose grace has passed, releaseLimit batches per script
+// call, until fewer are due; it returns how many batches it released. Safe to run in several
+// processes at once: each claim goes only while the owner it was released for still holds it.
+func (b *Buffer) ReleaseClaims(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		n, err := b.releaseClaims.Run(ctx, b.rdb, []string{claimsRelease, claimsKey}, time.Now().UnixMilli(), releaseLimit).Int()
+		if err != nil {
+			return total, fmt.Errorf("%w: %v", ingest.ErrBufferUnavailable, err)
+		}
+		total += n
+		if n < releaseLimit {
+			return total, nil
+		}
+	}
+}
+
+// releaseClaimsScript releases the claims whose grace has passed (at most ARGV[2] members of
 // claimsRelease a call): each only if its owner still holds it, 1,000 claims per HMGET and HDEL.
 // A member is a batch id whose claims are the JSON [[key, owner], …] at claimsBatchPrefix+id
 // (queueRemoval), or "<key>\0<owner>", one claim (as earlier versions wrote them).
-// KEYS: claimsRelease, claimsKey. ARGV: now (unix ms).
+// KEYS: claimsRelease, claimsKey. ARGV: now (unix ms), the most members to release.
 const releaseClaimsScript = `
-local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, 100)
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
 local ks, os = {}, {}
 local function release()
   for s = 1, #ks, 1000 do
@@ -185,11 +213,11 @@ if #due > 0 then redis.call('ZREM', KEYS[1], unpack(due)) end
 return #due
 `
 
-// queueRemoval adds to pipe the removal of items' cached records and index entries, and the
-// release of their claims after claimGrace (their rows, committed, now hold the rule in the
-// database) — one batch of them, one member of claimsRelease — releasing the claims whose grace
-// has passed: one HDEL per kind and 1,000 records. (A member per claim cost a sorted-set insert
-// per registered file, the largest part of a bulk registration's Redis work.)
+// queueRemoval adds to pipe the removal of items' cached records and index entries (one HDEL per
+// kind and 1,000 records), and the release of their claims after claimGrace (their rows,
+// committed, now hold the rule in the database): one batch of them, one member of claimsRelease,
+// released by ReleaseClaims. (A member per claim cost a sorted-set insert per registered file,
+// the largest part of a bulk registration's Redis work.)
 func queueRemoval(ctx context.Context, pipe redis.Pipeliner, items []ingest.Item) {
 	byKind := map[string][]string{}
 	var claims [][2]string
@@ -208,7 +236,6 @@ func queueRemoval(ctx context.Context, pipe redis.Pipeliner, items []ingest.Item
 		pipe.Set(ctx, claimsBatchPrefix+id, batch, 0)
 		pipe.ZAdd(ctx, claimsRelease, redis.Z{Score: float64(time.Now().Add(claimGrace).UnixMilli()), Member: id})
 	}
-	pipe.Eval(ctx, releaseClaimsScript, []string{claimsRelease, claimsKey}, time.Now().UnixMilli())
 	for kind, ids := range byKind {
 		for start := 0; start < len(ids); start += 1000 {
 			pipe.HDel(ctx, recHash(kind), ids[start:min(start+1000, len(ids))]...)

@@ -3,6 +3,7 @@ package buffer_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -18,7 +19,8 @@ import (
 // of it is held (no record, no task, none of its other claims); the same owner claiming again (a
 // replay, or a second record of the same package) is fine; writes racing for one claim — many at
 // once, so that rounds hold several of them in one script call — get exactly one winner; a
-// claim is released with its record (Forget, as Evict).
+// claim is released claimGrace after its record left the cache (Forget, as Evict), by
+// ReleaseClaims.
 func TestHoldClaims(t *testing.T) {
 	rdb, b, insp := newBuffer(t, time.Second)
 	ctx := context.Background()
@@ -86,7 +88,9 @@ func TestHoldClaims(t *testing.T) {
 	for _, m := range due { // the grace has passed
 		rdb.ZAdd(ctx, "ingest:claims:release", redis.Z{Score: 0, Member: m})
 	}
-	require.NoError(t, b.Forget(ctx, nil)) // any removal releases what is due
+	n, err := b.ReleaseClaims(ctx) // what the worker runs every buffer.ReleaseInterval
+	require.NoError(t, err)
+	require.Equal(t, len(due), n)
 	require.False(t, rdb.HExists(ctx, "ingest:claims", "path:11:x.fits").Val())
 	require.Zero(t, rdb.ZCard(ctx, "ingest:claims:release").Val())
 	require.Empty(t, rdb.Keys(ctx, "ingest:claims:batch:*").Val(), "a released batch leaves nothing")
@@ -94,7 +98,8 @@ func TestHoldClaims(t *testing.T) {
 	// while its owner holds the claim.
 	rdb.HSet(ctx, "ingest:claims", "path:11:old.fits", "o1", "path:11:retaken.fits", "new owner")
 	rdb.ZAdd(ctx, "ingest:claims:release", redis.Z{Score: 0, Member: "path:11:old.fits\x00o1"}, redis.Z{Score: 0, Member: "path:11:retaken.fits\x00o1"})
-	require.NoError(t, b.Forget(ctx, nil))
+	_, err = b.ReleaseClaims(ctx)
+	require.NoError(t, err)
 	require.False(t, rdb.HExists(ctx, "ingest:claims", "path:11:old.fits").Val())
 	require.Equal(t, "new owner", rdb.HGet(ctx, "ingest:claims", "path:11:retaken.fits").Val())
 	require.Zero(t, rdb.ZCard(ctx, "ingest:claims:release").Val())
@@ -119,6 +124,34 @@ func TestHoldClaims(t *testing.T) {
 	require.Len(t, batches, 1, "one batch for the task")
 	require.Equal(t, int64(1), rdb.ZCard(ctx, "ingest:claims:release").Val())
 	require.JSONEq(t, `[["path:12:a.fits","`+e1+`"],["path:12:b.fits","`+e2+`"]]`, rdb.Get(ctx, batches[0]).Val())
+}
+
+// TestReleaseClaimsDrainsBacklog: the worker's periodic release (WatchClaims) releases every
+// batch that is due, however many (a script call takes at most 100): a backlog, after a pause of
+// the worker, does not wait one tick per hundred batches. A batch not yet due stays.
+func TestReleaseClaimsDrainsBacklog(t *testing.T) {
+	rdb, b, _ := newBuffer(t, time.Second)
+	ctx := context.Background()
+	const due = 250
+	pipe := rdb.Pipeline()
+	for i := range due + 1 {
+		key, owner := fmt.Sprintf("path:11:%03d.fits", i), fmt.Sprintf("owner-%03d", i)
+		pipe.HSet(ctx, "ingest:claims", key, owner)
+		pipe.Set(ctx, fmt.Sprintf("ingest:claims:batch:b%03d", i), `[["`+key+`","`+owner+`"]]`, 0)
+		at := float64(i) // long past
+		if i == due {
+			at = float64(time.Now().Add(time.Hour).UnixMilli())
+		}
+		pipe.ZAdd(ctx, "ingest:claims:release", redis.Z{Score: at, Member: fmt.Sprintf("b%03d", i)})
+	}
+	_, err := pipe.Exec(ctx)
+	require.NoError(t, err)
+	n, err := b.ReleaseClaims(ctx)
+	require.NoError(t, err)
+	require.Equal(t, due, n)
+	require.Equal(t, map[string]string{fmt.Sprintf("path:11:%03d.fits", due): fmt.Sprintf("owner-%03d", due)}, rdb.HGetAll(ctx, "ingest:claims").Val())
+	require.Equal(t, int64(1), rdb.ZCard(ctx, "ingest:claims:release").Val())
+	require.Len(t, rdb.Keys(ctx, "ingest:claims:batch:*").Val(), 1)
 }
 
 func isClaimConflict(err error) bool {

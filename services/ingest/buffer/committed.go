@@ -23,7 +23,8 @@ import (
 // Each main-site API process keeps its own copy in memory (Filter, 32 MiB) and asks it before it
 // holds a write (Buffer.Hold): no Redis command and no byte of the append-only file per key. The
 // copies learn from one Redis stream, committedLog: the worker appends the keys of the files it
-// committed (Buffer.Evict) before their records and claims leave the buffer, a direct write
+// committed first in the MULTI that takes their records out of the buffer and begins their
+// claims' grace (Buffer.Evict), a direct write
 // (buffering disabled) before it applies (Buffer.LearnCommitted), and the API the files a
 // secondary site's replay committed (TakeReplayed: migration 00031's trigger lists them). Each
 // API builds its copy from the database at start (buildCommitted) and then follows the stream
@@ -166,14 +167,23 @@ func (b *Buffer) CommittedReady() bool {
 // learnChunk bounds the keys of one stream entry (8 bytes each).
 const learnChunk = 10000
 
-// learn appends keys to committedLog, learnChunk per entry, trimming entries older than
-// committedLogKeep.
+// learn appends keys to committedLog in a round trip of its own (queueLearn).
 func (b *Buffer) learn(ctx context.Context, keys []string) error {
 	if len(keys) == 0 {
 		return nil
 	}
-	minID := strconv.FormatInt(time.Now().Add(-committedLogKeep).UnixMilli(), 10)
 	pipe := b.rdb.Pipeline()
+	queueLearn(ctx, pipe, keys)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("%w: committed filter: %v", ingest.ErrBufferUnavailable, err)
+	}
+	return nil
+}
+
+// queueLearn adds to pipe the appending of keys to committedLog, learnChunk per entry, trimming
+// entries older than committedLogKeep.
+func queueLearn(ctx context.Context, pipe redis.Pipeliner, keys []string) {
+	minID := strconv.FormatInt(time.Now().Add(-committedLogKeep).UnixMilli(), 10)
 	for s := 0; s < len(keys); s += learnChunk {
 		part := keys[s:min(s+learnChunk, len(keys))]
 		buf := make([]byte, 8*len(part))
@@ -182,10 +192,6 @@ func (b *Buffer) learn(ctx context.Context, keys []string) error {
 		}
 		pipe.XAdd(ctx, &redis.XAddArgs{Stream: committedLog, MinID: minID, Approx: true, Values: []any{"k", buf}})
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("%w: committed filter: %v", ingest.ErrBufferUnavailable, err)
-	}
-	return nil
 }
 
 // uniqueKeys are the unique keys of items.

@@ -26,3 +26,12 @@ func WatchOrphans(ctx context.Context, buf *buffer.Buffer, interval time.Duratio
 		}
 	})
 }
+
+// WatchClaims runs until ctx ends: every interval (buffer.ReleaseInterval) it releases the
+// claims whose grace has passed (buffer.ReleaseClaims). Every worker runs it; a claim goes only
+// while the owner it was released for holds it, so two workers releasing at once agree.
+func WatchClaims(ctx context.Context, buf *buffer.Buffer, interval time.Duration) {
+	every(ctx, interval, func() {
+		_, _ = buf.ReleaseClaims(ctx) // an error (Redis unreachable): the next tick tries again
+	})
+}

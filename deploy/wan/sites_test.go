@@ -77,24 +77,36 @@ func (s *stack) load() {
 // freeBase picks a random port with n consecutive free ports from it, and n more at each of
 // the given offsets (the stack's ports are bases plus fixed offsets). It draws from 10000–17999:
 // below the ports pkg/testenv hands to concurrent tests (20000–31999) and the kernel's ephemeral
-// range, and above a developer's stack (8080–9998).
-func freeBase(t *testing.T, n int, offsets ...int) int {
+// range, and above a developer's stack (8080–9998). Ports in taken (those the stack's other
+// bases picked: nothing listens on them yet) are not free; the ones picked are added to it.
+func freeBase(t *testing.T, taken map[int]bool, n int, offsets ...int) int {
 	t.Helper()
 	for range 200 {
 		r, _ := rand.Int(rand.Reader, big.NewInt(8000))
 		base := 10000 + int(r.Int64())
-		ok := true
+		var ports []int
 		for _, off := range append([]int{0}, offsets...) {
 			for i := range n {
-				l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(base+off+i))
-				if err != nil {
-					ok = false
-					break
-				}
-				l.Close()
+				ports = append(ports, base+off+i)
 			}
 		}
+		ok := true
+		for _, p := range ports {
+			if taken[p] {
+				ok = false
+				break
+			}
+			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+			if err != nil {
+				ok = false
+				break
+			}
+			l.Close()
+		}
 		if ok {
+			for _, p := range ports {
+				taken[p] = true
+			}
 			return base
 		}
 	}
@@ -104,10 +116,11 @@ func freeBase(t *testing.T, n int, offsets ...int) int {
 
 func newStack(t *testing.T) *stack {
 	state := t.TempDir()
-	httpBase := freeBase(t, 6, 100, 1000, 1100) // gateways, services and metrics of both sites
-	pgBase := freeBase(t, 2, 10)                // primary, replica; the WAN at +10
-	redisBase := freeBase(t, 2)
-	devidp, wanAPI := freeBase(t, 1), freeBase(t, 1)
+	taken := map[int]bool{}
+	httpBase := freeBase(t, taken, 6, 100, 1000, 1100) // gateways, services and metrics of both sites
+	pgBase := freeBase(t, taken, 2, 10)                // primary, replica; the WAN at +10
+	redisBase := freeBase(t, taken, 2)
+	devidp, wanAPI := freeBase(t, taken, 1), freeBase(t, taken, 1)
 	s := &stack{t: t, state: state}
 	for _, p := range []int{httpBase, httpBase + 100} {
 		for i := range 6 {

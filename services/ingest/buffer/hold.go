@@ -292,9 +292,13 @@ func claimConflict(w ingest.Write, detail string) error {
 // identical (replay — or unqueued when that transaction's task is gone, taken off the queue by
 // hand: the caller enqueues it again); refuses it if one of its fence keys exists (fenced: an obs
 // unit being or having been deleted, see fence.go); else caches the records in their kind's
-// hash (one HSET per 1,000 records; only the records not held yet when some are) with their
-// index entries, and the transaction's receipt info, and accepts its payload. The records held
-// already are asked for with one HMGET per 1,000 ids. The task is written the way asynq's client does (asynq
+// hash (only the records not held yet when some are) with their index entries, and the
+// transaction's receipt info, and accepts its payload. What is held already — records and
+// claims — is asked for once for all the writes of the call (one HMGET per hash and 1,000
+// fields), and the accepted writes' records and claims are set once at its end (one HSET per
+// hash and 1,000 fields): per write only its receipt's SET (and index SADDs) remain, where a
+// single-file write used to cost five commands of its own (HMGET and HSET of its record and of
+// its claim, the SET), each also a command in the append-only file. The task is written the way asynq's client does (asynq
 // v0.26's enqueue script: the task hash with its encoded message, state pending and
 // pending_since, its id pushed on the queue's pending list, the queue in the set of queues; see
 // messageParts), unless a task with its id is already there. Its message is head .. payload
@@ -323,41 +327,65 @@ local function fenced(s, c)
   end
   return false
 end
-local function claimed(ca, c)
+-- The writes' places in ARGV.
+local ws = {}
+local k, a = 4, 9
+for w = 1, tonumber(ARGV[8]) do
+  local n, m, f = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 5])
+  local x = {n = n, m = m, f = f, tx = ARGV[a + 2], info = ARGV[a + 3], payload = ARGV[a + 4],
+             txkey = KEYS[k], hkey = KEYS[k + 1], ra = a + 6}
+  x.ia = x.ra + 2 * n
+  x.fa = x.ia + 2 * m
+  x.ca = x.fa + f
+  x.c = tonumber(ARGV[x.ca])
+  ws[w] = x
+  k, a = k + 2, x.ca + 1 + 2 * x.c
+end
+-- What is held already, for every write of the call at once: one HMGET per records' hash and
+-- one of the claims (1,000 fields a call). Writes accepted earlier in the call are added to
+-- these tables as they are accepted, so a later write sees them as Redis will.
+local function fetch(key, fields)
+  local got = {}
+  for s = 1, #fields, 1000 do
+    local r = redis.call('HMGET', key, unpack(fields, s, math.min(s + 999, #fields)))
+    for j = 1, #r do got[fields[s + j - 1]] = r[j] end
+  end
+  return got
+end
+local ids, cks = {}, {}
+for _, x in ipairs(ws) do
+  local l = ids[x.hkey]
+  if not l then l = {}; ids[x.hkey] = l end
+  for i = 0, x.n - 1 do l[#l + 1] = ARGV[x.ra + 2 * i] end
+  for j = 1, x.c do cks[#cks + 1] = ARGV[x.ca + 2 * j - 1] end
+end
+local recs = {}
+for h, l in pairs(ids) do recs[h] = fetch(h, l) end
+local owners = fetch('ingest:claims', cks)
+-- The accepted writes' fields, set once at the end: per hash, ranges of ARGV (first, last
+-- index) of field-value pairs, in the order the hashes were first named.
+local pend, order = {}, {}
+local function add(key, s, e)
+  local l = pend[key]
+  if not l then l = {}; pend[key] = l; order[#order + 1] = key end
+  local o = #l
+  l[o + 1], l[o + 2] = s, e
+end
+local function claimed(x)
   local held = {}
-  for s = 0, c - 1, 1000 do
-    local ks = {}
-    for j = s + 1, math.min(s + 1000, c) do ks[#ks + 1] = ARGV[ca + 2 * j - 1] end
-    local owners = redis.call('HMGET', 'ingest:claims', unpack(ks))
-    for j = 1, #owners do
-      local o = owners[j]
-      if o and o ~= ARGV[ca + 2 * (s + j)] then held[#held + 1] = (s + j) .. '|' .. o end
-    end
+  for j = 1, x.c do
+    local o = owners[ARGV[x.ca + 2 * j - 1]]
+    if o and o ~= ARGV[x.ca + 2 * j] then held[#held + 1] = j .. '|' .. o end
   end
   if #held > 0 then return table.concat(held, ',') end
   return nil
 end
 local out, accepted, fresh = {}, {}, {}
-local k, a = 4, 9
-for w = 1, tonumber(ARGV[8]) do
-  local n, m, tx, info, payload = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
-  local txkey, hkey, ra = KEYS[k], KEYS[k + 1], a + 6
-  local ia = ra + 2 * n
-  local fa, f = ia + 2 * m, tonumber(ARGV[a + 5])
-  local ca = fa + f
-  local c = tonumber(ARGV[ca])
-  k, a = k + 2, ca + 1 + 2 * c
-  local taken = nil
-  local vals = {}
-  for c = 0, n - 1, 1000 do
-    local ids = {}
-    for i = c, math.min(c + 999, n - 1) do ids[#ids + 1] = ARGV[ra + 2 * i] end
-    local got = redis.call('HMGET', hkey, unpack(ids))
-    for j = 1, #got do vals[c + j] = got[j] end
-  end
+for w, x in ipairs(ws) do
+  local got, n, ra = recs[x.hkey], x.n, x.ra
   local held, first, conflict = 0, nil, nil
   for i = 1, n do
-    local v = vals[i]
+    local v = got[ARGV[ra + 2 * i - 2]]
     if v then
       local e = ARGV[ra + 2 * i - 1]
       local h = string.sub(e, 1, string.find(e, '|', 1, true))
@@ -366,7 +394,8 @@ for w = 1, tonumber(ARGV[8]) do
       if not first then first = string.sub(v, #h + 1, #h + 36) end
     end
   end
-  if not conflict and held < n and c > 0 then taken = claimed(ca, c) end
+  local taken = nil
+  if not conflict and held < n and x.c > 0 then taken = claimed(x) end
   if conflict then
     out[w] = {'conflict', tostring(conflict)}
   elseif taken then
@@ -380,28 +409,39 @@ for w = 1, tonumber(ARGV[8]) do
                redis.call('EXISTS', 'asynq:{' .. ARGV[3] .. '}:t:' .. d.task) == 1
     end
     out[w] = {queued and 'replay' or 'unqueued', first}
-  elseif f > 0 and fenced(fa, f) then
+  elseif x.f > 0 and fenced(x.fa, x.f) then
     out[w] = {'fenced', fv}
   else
     if held == 0 then
-      for c = 0, n - 1, 1000 do
-        local s = ra + 2 * c
-        redis.call('HSET', hkey, unpack(ARGV, s, s + 2 * math.min(1000, n - c) - 1))
-      end
+      add(x.hkey, ra, ra + 2 * n - 1)
+      for i = 1, n do got[ARGV[ra + 2 * i - 2]] = ARGV[ra + 2 * i - 1] end
     else
       for i = 1, n do
-        if not vals[i] then redis.call('HSET', hkey, ARGV[ra + 2 * i - 2], ARGV[ra + 2 * i - 1]) end
+        local id = ARGV[ra + 2 * i - 2]
+        if not got[id] then add(x.hkey, ra + 2 * i - 2, ra + 2 * i - 1); got[id] = ARGV[ra + 2 * i - 1] end
       end
     end
-    for j = 0, m - 1 do redis.call('SADD', ARGV[ia + 2 * j], ARGV[ia + 2 * j + 1]) end
-    for s = 0, c - 1, 1000 do
-      redis.call('HSET', 'ingest:claims', unpack(ARGV, ca + 1 + 2 * s, ca + 2 * math.min(s + 1000, c)))
+    for j = 0, x.m - 1 do redis.call('SADD', ARGV[x.ia + 2 * j], ARGV[x.ia + 2 * j + 1]) end
+    if x.c > 0 then
+      add('ingest:claims', x.ca + 1, x.ca + 2 * x.c)
+      for j = 1, x.c do owners[ARGV[x.ca + 2 * j - 1]] = ARGV[x.ca + 2 * j] end
     end
-    redis.call('SET', txkey, info, 'PX', ARGV[1])
-    fresh[tx] = true
-    accepted[#accepted + 1] = payload
+    redis.call('SET', x.txkey, x.info, 'PX', ARGV[1])
+    fresh[x.tx] = true
+    accepted[#accepted + 1] = x.payload
     out[w] = {'new', ''}
   end
+end
+for _, key in ipairs(order) do
+  local l, t, from = pend[key], ARGV, nil
+  if #l > 2 then -- several ranges: their pairs in one table
+    t = {}
+    for r = 1, #l, 2 do for j = l[r], l[r + 1] do t[#t + 1] = ARGV[j] end end
+    from = {1, #t}
+  else
+    from = {l[1], l[2]}
+  end
+  for s = from[1], from[2], 2000 do redis.call('HSET', key, unpack(t, s, math.min(s + 1999, from[2]))) end
 end
 if #accepted > 0 and redis.call('EXISTS', KEYS[1]) == 0 then
   local p = accepted[1]

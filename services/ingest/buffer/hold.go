@@ -412,9 +412,10 @@ for w, x in ipairs(ws) do
   elseif x.f > 0 and fenced(x.fa, x.f) then
     out[w] = {'fenced', fv}
   else
+    local later = w < #ws -- only a later write of the call reads what this one adds
     if held == 0 then
       add(x.hkey, ra, ra + 2 * n - 1)
-      for i = 1, n do got[ARGV[ra + 2 * i - 2]] = ARGV[ra + 2 * i - 1] end
+      if later then for i = 1, n do got[ARGV[ra + 2 * i - 2]] = ARGV[ra + 2 * i - 1] end end
     else
       for i = 1, n do
         local id = ARGV[ra + 2 * i - 2]
@@ -424,7 +425,7 @@ for w, x in ipairs(ws) do
     for j = 0, x.m - 1 do redis.call('SADD', ARGV[x.ia + 2 * j], ARGV[x.ia + 2 * j + 1]) end
     if x.c > 0 then
       add('ingest:claims', x.ca + 1, x.ca + 2 * x.c)
-      for j = 1, x.c do owners[ARGV[x.ca + 2 * j - 1]] = ARGV[x.ca + 2 * j] end
+      if later then for j = 1, x.c do owners[ARGV[x.ca + 2 * j - 1]] = ARGV[x.ca + 2 * j] end end
     end
     redis.call('SET', x.txkey, x.info, 'PX', ARGV[1])
     fresh[x.tx] = true

@@ -342,8 +342,8 @@ for w = 1, tonumber(ARGV[8]) do
   k, a = k + 2, x.ca + 1 + 2 * x.c
 end
 -- What is held already, for every write of the call at once: one HMGET per records' hash and
--- one of the claims (1,000 fields a call). Writes accepted earlier in the call are added to
--- these tables as they are accepted, so a later write sees them as Redis will.
+-- one of the claims (1,000 fields a call). A write accepted with a later write in the call is
+-- added to these tables, so the later write sees it as Redis will.
 local function fetch(key, fields)
   local got = {}
   for s = 1, #fields, 1000 do
@@ -434,15 +434,14 @@ for w, x in ipairs(ws) do
   end
 end
 for _, key in ipairs(order) do
-  local l, t, from = pend[key], ARGV, nil
+  local l, t = pend[key], ARGV
+  local first, last = l[1], l[2]
   if #l > 2 then -- several ranges: their pairs in one table
     t = {}
     for r = 1, #l, 2 do for j = l[r], l[r + 1] do t[#t + 1] = ARGV[j] end end
-    from = {1, #t}
-  else
-    from = {l[1], l[2]}
+    first, last = 1, #t
   end
-  for s = from[1], from[2], 2000 do redis.call('HSET', key, unpack(t, s, math.min(s + 1999, from[2]))) end
+  for s = first, last, 2000 do redis.call('HSET', key, unpack(t, s, math.min(s + 1999, last))) end
 end
 if #accepted > 0 and redis.call('EXISTS', KEYS[1]) == 0 then
   local p = accepted[1]

@@ -342,13 +342,16 @@ func (s *Service) holdFiles(ctx context.Context, files []File, prefix func(int) 
 			files[i].ID = NewID()
 		}
 		f := files[i]
-		b, err := json.Marshal(f)
-		if err != nil {
+		// rec is cacheRecord{at, f} as json.Marshal encodes it; b, the file's own encoding inside it.
+		rec := make([]byte, 0, len(atJSON)+len(f.Path)+len(f.Meta)+256)
+		rec = append(append(append(rec, `{"at":`...), atJSON...), `,"r":`...)
+		start := len(rec)
+		if rec, err = f.AppendJSON(rec); err != nil {
 			return "", err
 		}
+		b := rec[start:len(rec):len(rec)]
+		rec = append(rec, '}')
 		encoded[i] = b
-		rec := make([]byte, 0, len(atJSON)+len(b)+12)
-		rec = append(append(append(append(append(rec, `{"at":`...), atJSON...), `,"r":`...), b...), '}') // cacheRecord{at, f}
 		items[i] = Item{Kind: KindFile, ID: f.ID, Hash: HashJSON(b), Record: json.RawMessage(rec), Claims: FileClaims(f)}
 		if s.CommittedFilter { // a secondary site keeps no filter: it asks its replica
 			items[i].Unique = FileUnique(f)

@@ -9,7 +9,8 @@ import (
 // same fingerprint (HashJSON), cache entry and task — without reflection: a bulk registration
 // encodes each of its up to 10,000 files once, and json.Marshal was a quarter of the API's CPU
 // time per file (make bench, TestBenchIngest's bulk step). Fields json.Marshal would transform
-// (a string with a character it escapes, created_at, meta) are encoded by json.Marshal itself;
+// (a string with a character it escapes, created_at, meta it would compact or escape) are encoded
+// by json.Marshal itself;
 // TestFileAppendJSON and FuzzFileAppendJSON hold the two to the same bytes.
 func (f File) AppendJSON(dst []byte) ([]byte, error) {
 	var err error
@@ -36,12 +37,30 @@ func (f File) AppendJSON(dst []byte) ([]byte, error) {
 		dst = appendJSONString(dst, f.RawDataPackageID)
 	}
 	dst = append(dst, `,"meta":`...)
-	if f.Meta == nil {
+	switch {
+	case f.Meta == nil:
 		dst = append(dst, "null"...)
-	} else if dst, err = appendMarshal(dst, f.Meta); err != nil { // compacted, HTML-escaped
-		return nil, err
+	case plainJSON(f.Meta): // as validated meta nearly always is (checkMeta compacts it)
+		dst = append(dst, f.Meta...)
+	default: // compacted and HTML-escaped by json.Marshal
+		if dst, err = appendMarshal(dst, f.Meta); err != nil {
+			return nil, err
+		}
 	}
 	return append(dst, '}'), nil
+}
+
+// plainJSON reports whether json.Marshal leaves raw as it is: valid JSON without a byte that
+// compacting could remove (whitespace) or HTML escaping replace (<, >, &, and 0xE2, the first
+// byte of U+2028 and U+2029) — conservatively, inside strings too.
+func plainJSON(raw json.RawMessage) bool {
+	for _, c := range raw {
+		switch c {
+		case ' ', '\t', '\n', '\r', '<', '>', '&', 0xe2:
+			return false
+		}
+	}
+	return json.Valid(raw)
 }
 
 // appendJSONString appends s as json.Marshal encodes a string: as it is between quotes when

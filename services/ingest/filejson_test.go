@@ -30,6 +30,11 @@ func TestFileAppendJSON(t *testing.T) {
 	withMeta.Meta = json.RawMessage(" { \"a\" : [1, 2.50, \"<x>&\u2028\"],\n\t\"b\": {\"c\": null} } ")
 	emptyMeta.Meta = json.RawMessage(`{}`)
 	files = append(files, withTime, withPackage, withMeta, emptyMeta)
+	for _, m := range []string{`{"a":1,"b":[true,null,"x y"],"c":{"d":-1.5e3}}`, `{"a":"\u003c"}`, `{"a":"é"}`, `{"a":"\u2028"}`, "{\"a\":\"\u2028\"}", `[]`, `"s"`, `1`} {
+		f := plain
+		f.Meta = json.RawMessage(m)
+		files = append(files, f)
+	}
 	for _, f := range files {
 		want, err := json.Marshal(f)
 		require.NoError(t, err)
@@ -39,18 +44,21 @@ func TestFileAppendJSON(t *testing.T) {
 	}
 
 	// What json.Marshal refuses, AppendJSON refuses: meta that is not JSON.
-	bad := plain
-	bad.Meta = json.RawMessage(`{"a":`)
-	_, want := json.Marshal(bad)
-	require.Error(t, want)
-	_, err := bad.AppendJSON(nil)
-	require.Error(t, err)
+	for _, m := range []string{`{"a":`, `{"a":1}}`, `{a:1}`} {
+		bad := plain
+		bad.Meta = json.RawMessage(m)
+		_, want := json.Marshal(bad)
+		require.Error(t, want, m)
+		_, err := bad.AppendJSON(nil)
+		require.Error(t, err, m)
+	}
 }
 
 // FuzzFileAppendJSON: for any strings and numbers, AppendJSON and json.Marshal agree (go test
 // runs the seeds; go test -fuzz=FuzzFileAppendJSON searches further).
 func FuzzFileAppendJSON(f *testing.F) {
 	f.Add("0192f1e2-3c4d-7e5f-8a9b-0c1d2e3f4a5b", "raw/a.fits", int64(14), int64(1), "xxh64:0123456789abcdef", "", []byte(nil))
+	f.Add("x", "y", int64(0), int64(0), "z", "", []byte(`{"k":"v","n":[1,2.5,{"m":null}]}`))
 	f.Add("a\"\\<>&", "\u2028\xff\x00", int64(-1), int64(math.MaxInt64), "\t", "pkg", []byte(` {"a": "<b>"} `))
 	f.Fuzz(func(t *testing.T, id, path string, module, size int64, sum, pkg string, meta []byte) {
 		file := File{ID: id, ExecutedObsUnitID: id, InstrumentModuleID: module, Path: path, SizeBytes: size, Checksum: sum,

@@ -8,10 +8,9 @@ import (
 // AppendJSON appends f encoded exactly as json.Marshal(f) encodes it — the same bytes, so the
 // same fingerprint (HashJSON), cache entry and task — without reflection: a bulk registration
 // encodes each of its up to 10,000 files once, and json.Marshal was a quarter of the API's CPU
-// time per file (make bench, TestBenchIngest's bulk step). Fields json.Marshal would transform
-// (a string with a character it escapes, created_at, meta it would compact or escape) are encoded
-// by json.Marshal itself;
-// TestFileAppendJSON and FuzzFileAppendJSON hold the two to the same bytes.
+// time per bulk file (pprof, docs/benchmarks.md). Fields json.Marshal would transform (a string
+// with a character it escapes, created_at, meta it would compact or escape) are encoded by
+// json.Marshal itself; TestFileAppendJSON and FuzzFileAppendJSON hold the two to the same bytes.
 func (f File) AppendJSON(dst []byte) ([]byte, error) {
 	var err error
 	dst = append(dst, `{"id":`...)

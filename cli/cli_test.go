@@ -83,7 +83,15 @@ type result struct {
 }
 
 func (e *cliEnv) cmd(env map[string]string, args ...string) *exec.Cmd {
-	c := exec.Command(e.bin, args...)
+	return e.cmdContext(context.Background(), env, args...)
+}
+
+// cmdContext is cmd ended by ctx: SIGQUIT when ctx is done (a Go program then prints every
+// goroutine's stack to stderr and exits 2), SIGKILL 10 s later if it is still there.
+func (e *cliEnv) cmdContext(ctx context.Context, env map[string]string, args ...string) *exec.Cmd {
+	c := exec.CommandContext(ctx, e.bin, args...)
+	c.Cancel = func() error { return c.Process.Signal(syscall.SIGQUIT) }
+	c.WaitDelay = 10 * time.Second
 	c.Env = append(os.Environ(), "XDG_CONFIG_HOME="+e.config, "XDG_STATE_HOME="+e.state, "OBSOPS_URL=", "OBSOPS_TOKEN=")
 	for k, v := range env {
 		c.Env = append(c.Env, k+"="+v)
@@ -91,14 +99,24 @@ func (e *cliEnv) cmd(env map[string]string, args ...string) *exec.Cmd {
 	return c
 }
 
+// cliRunLimit bounds one run of obsops in these tests. The longest, the resumed registration of
+// 5,000 files, takes about 2 s on a developer's machine; past the limit the test fails with the
+// command's goroutines (cmdContext) instead of hanging the package until go test's timeout.
+const cliRunLimit = 4 * time.Minute
+
 // run runs obsops with args (env added to the environment) and returns what it did.
 func (e *cliEnv) run(t *testing.T, env map[string]string, args ...string) result {
 	t.Helper()
-	c := e.cmd(env, args...)
+	ctx, cancel := context.WithTimeout(context.Background(), cliRunLimit)
+	defer cancel()
+	c := e.cmdContext(ctx, env, args...)
 	var out, errb bytes.Buffer
 	c.Stdout, c.Stderr = &out, &errb
 	c.Stdin = strings.NewReader("")
 	err := c.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("obsops %s did not end within %s; its stderr (with its goroutines):\n%s", strings.Join(args, " "), cliRunLimit, errb.String())
+	}
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()

@@ -613,6 +613,11 @@ func (r *registration) run(ctx context.Context, c *client.Client, tok string) ([
 		if len(described) >= r.inFlight {
 			next = nil
 		}
+		if next == nil && inFlight == 0 {
+			// Nothing can arrive: the describer's channel closed during the take above while
+			// no request was in flight. The loop's condition decides whether work is left.
+			continue
+		}
 		select {
 		case a := <-answers:
 			if err := take(a); err != nil {

@@ -1,13 +1,16 @@
 package cmd
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 )
@@ -239,6 +242,42 @@ func TestPlannedLineIsJSONMarshal(t *testing.T) {
 		}
 		if got := string(w.buf); got != string(want)+"\n" {
 			t.Errorf("batch %d:\n got %s\nwant %s", b.n, got, want)
+		}
+	}
+}
+
+// TestRunWithNothingLeftEnds runs a registration whose every file is acknowledged in its state
+// file, many times: each must end at once, sending nothing. (The describer, with nothing to
+// describe, closes its channel at any moment of the loop; a close seen while nothing was in
+// flight once left the loop waiting for an answer that could never come.)
+func TestRunWithNothingLeftEnds(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "a"), []byte("a"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(t.TempDir(), "state.jsonl")
+	lines := `{"dir":"` + dir + `","execution":"01a2200b-59a6-7ca6-a675-9553d1f286bd","module":11,"checksum":"xxh64"}
+{"batch":0,"key":"register-a","files":[{"id":"i0","path":"a","size_bytes":1,"checksum":"xxh64:00"}]}
+{"done":0,"transaction_id":"t0","status":"buffered"}
+`
+	if err := os.WriteFile(state, []byte(lines), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 1000 {
+		r := &registration{dir: dir, execution: "01a2200b-59a6-7ca6-a675-9553d1f286bd", module: 11, algorithm: "xxh64",
+			batch: 100, workers: 1, inFlight: 2, statePath: state, stderr: io.Discard}
+		done := make(chan error, 1)
+		go func() {
+			_, err := r.run(context.Background(), nil, "") // nothing to send: no client needed
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("run %d: %v", i, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("run %d with nothing left to register did not end", i)
 		}
 	}
 }

@@ -1,14 +1,14 @@
 package service
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"strconv"
 	"sync"
 	"time"
-	"unicode/utf8"
+
+	"github.com/obsops/obsops/pkg/jsonenc"
 )
 
 // Access-log buffering: lines are written at the latest after logFlushDelay, or at once when
@@ -103,13 +103,13 @@ func appendAccessLine(b []byte, service []byte, l *accessLine) []byte {
 	b = append(b, `","msg":"request","service":`...)
 	b = append(b, service...)
 	b = append(b, `,"request_id":`...)
-	b = appendJSONString(b, l.requestID)
+	b = jsonenc.AppendStringNoHTML(b, l.requestID)
 	b = append(b, `,"method":`...)
-	b = appendJSONString(b, l.method)
+	b = jsonenc.AppendStringNoHTML(b, l.method)
 	b = append(b, `,"path":`...)
-	b = appendJSONString(b, l.path)
+	b = jsonenc.AppendStringNoHTML(b, l.path)
 	b = append(b, `,"route":`...)
-	b = appendJSONString(b, l.route)
+	b = jsonenc.AppendStringNoHTML(b, l.route)
 	b = append(b, `,"status":`...)
 	b = strconv.AppendInt(b, int64(l.status), 10)
 	b = append(b, `,"duration_ms":`...)
@@ -123,23 +123,6 @@ func appendAccessLine(b []byte, service []byte, l *accessLine) []byte {
 	b = append(b, `,"bytes_out":`...)
 	b = strconv.AppendInt(b, int64(l.bytesOut), 10)
 	b = append(b, `,"client":`...)
-	b = appendJSONString(b, l.client)
+	b = jsonenc.AppendStringNoHTML(b, l.client)
 	return append(b, "}\n"...)
-}
-
-// appendJSONString appends s as a JSON string the way slog does (encoding/json without HTML
-// escaping); the common all-printable-ASCII case is copied as is.
-func appendJSONString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= utf8.RuneSelf {
-			var buf bytes.Buffer
-			enc := json.NewEncoder(&buf)
-			enc.SetEscapeHTML(false)
-			_ = enc.Encode(s)
-			return append(b, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
 }

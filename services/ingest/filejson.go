@@ -3,6 +3,8 @@ package ingest
 import (
 	"encoding/json"
 	"strconv"
+
+	"github.com/obsops/obsops/pkg/jsonenc"
 )
 
 // AppendJSON appends f encoded exactly as json.Marshal(f) encodes it — the same bytes, so the
@@ -14,17 +16,17 @@ import (
 func (f File) AppendJSON(dst []byte) ([]byte, error) {
 	var err error
 	dst = append(dst, `{"id":`...)
-	dst = appendJSONString(dst, f.ID)
+	dst = jsonenc.AppendString(dst, f.ID)
 	dst = append(dst, `,"executed_obs_unit_id":`...)
-	dst = appendJSONString(dst, f.ExecutedObsUnitID)
+	dst = jsonenc.AppendString(dst, f.ExecutedObsUnitID)
 	dst = append(dst, `,"instrument_module_id":`...)
 	dst = strconv.AppendInt(dst, f.InstrumentModuleID, 10)
 	dst = append(dst, `,"path":`...)
-	dst = appendJSONString(dst, f.Path)
+	dst = jsonenc.AppendString(dst, f.Path)
 	dst = append(dst, `,"size_bytes":`...)
 	dst = strconv.AppendInt(dst, f.SizeBytes, 10)
 	dst = append(dst, `,"checksum":`...)
-	dst = appendJSONString(dst, f.Checksum)
+	dst = jsonenc.AppendString(dst, f.Checksum)
 	if f.CreatedAt != nil {
 		dst = append(dst, `,"created_at":`...)
 		if dst, err = appendMarshal(dst, f.CreatedAt); err != nil {
@@ -33,7 +35,7 @@ func (f File) AppendJSON(dst []byte) ([]byte, error) {
 	}
 	if f.RawDataPackageID != "" {
 		dst = append(dst, `,"raw_data_package_id":`...)
-		dst = appendJSONString(dst, f.RawDataPackageID)
+		dst = jsonenc.AppendString(dst, f.RawDataPackageID)
 	}
 	dst = append(dst, `,"meta":`...)
 	switch {
@@ -60,19 +62,6 @@ func plainJSON(raw json.RawMessage) bool {
 		}
 	}
 	return json.Valid(raw)
-}
-
-// appendJSONString appends s as json.Marshal encodes a string: as it is between quotes when
-// every byte is printable ASCII that json.Marshal leaves alone (not '"', '\\', '<', '>', '&'),
-// as json.Marshal's own output otherwise.
-func appendJSONString(dst []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			b, _ := json.Marshal(s) // a string always marshals
-			return append(dst, b...)
-		}
-	}
-	return append(append(append(dst, '"'), s...), '"')
 }
 
 // appendMarshal appends json.Marshal(v).

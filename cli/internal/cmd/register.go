@@ -26,6 +26,7 @@ import (
 
 	"github.com/obsops/obsops/client"
 	"github.com/obsops/obsops/client/api"
+	"github.com/obsops/obsops/pkg/jsonenc"
 )
 
 // MaxRegisterBatch is the most files one bulk request of `ingest register` carries.
@@ -245,7 +246,7 @@ func (w *stateWriter) addPlanned(b *batchState) {
 	out = strconv.AppendInt(out, int64(b.n), 10)
 	if b.key != "" {
 		out = append(out, `,"key":`...)
-		out = appendJSONString(out, b.key)
+		out = jsonenc.AppendString(out, b.key)
 	}
 	if len(b.files) > 0 {
 		out = append(out, `,"files":[`...)
@@ -254,7 +255,7 @@ func (w *stateWriter) addPlanned(b *batchState) {
 				out = append(out, ',')
 			}
 			out = append(out, `{"id":`...)
-			out = appendJSONString(out, f.ID)
+			out = jsonenc.AppendString(out, f.ID)
 			out = append(appendPathSizeChecksum(out, f), '}')
 		}
 		out = append(out, ']')
@@ -354,15 +355,15 @@ func (r *registration) bulkBody(files []registerFile) []byte {
 			out = append(out, ',')
 		}
 		out = append(out, `{"id":`...)
-		out = appendJSONString(out, f.ID)
+		out = jsonenc.AppendString(out, f.ID)
 		out = append(out, `,"executed_obs_unit_id":`...)
-		out = appendJSONString(out, r.execution)
+		out = jsonenc.AppendString(out, r.execution)
 		out = append(out, `,"instrument_module_id":`...)
 		out = strconv.AppendInt(out, r.module, 10)
 		out = appendPathSizeChecksum(out, f)
 		if r.pkg != "" {
 			out = append(out, `,"raw_data_package_id":`...)
-			out = appendJSONString(out, r.pkg)
+			out = jsonenc.AppendString(out, r.pkg)
 		}
 		out = append(out, '}')
 	}
@@ -373,25 +374,11 @@ func (r *registration) bulkBody(files []registerFile) []byte {
 // registerFile and of the bulk request's file.
 func appendPathSizeChecksum(out []byte, f registerFile) []byte {
 	out = append(out, `,"path":`...)
-	out = appendJSONString(out, f.Path)
+	out = jsonenc.AppendString(out, f.Path)
 	out = append(out, `,"size_bytes":`...)
 	out = strconv.AppendInt(out, f.Size, 10)
 	out = append(out, `,"checksum":`...)
-	return appendJSONString(out, f.Checksum)
-}
-
-// appendJSONString appends s as json.Marshal writes it: quoted as is when it is printable ASCII
-// without anything json.Marshal escapes, else by json.Marshal itself.
-func appendJSONString(out []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			b, _ := json.Marshal(s) // a string always encodes
-			return append(out, b...)
-		}
-	}
-	out = append(out, '"')
-	out = append(out, s...)
-	return append(out, '"')
+	return jsonenc.AppendString(out, f.Checksum)
 }
 
 // send registers one batch with its idempotency key.
